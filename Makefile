@@ -1,0 +1,53 @@
+# interp-engine monorepo. `make test` is the one command CI runs (see .ci/run and README.md).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch that lies on this project's machines; a bare `torch` requirement would
+# pull a multi-gigabyte CUDA build instead. Override on a GPU box: make test TORCH_SPEC=torch.
+TORCH_SPEC ?= torch==2.13.0
+PACKAGES := interp-core interp-eager interp-vllm interp-validator interp-sizer interp-engine
+STAMP := $(VENV)/.installed
+
+.PHONY: install test test-core lint format hooks demo clean help
+
+help:
+	@echo "make test    create .venv if needed, install every package with its test extras, run every suite"
+	@echo "make lint    ruff check + format check"
+	@echo "make format  ruff format + autofix"
+	@echo "make hooks   use the shared git hooks in .githooks/"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Reinstall whenever a package's metadata changes; editable installs pick up code changes.
+$(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet ruff $(foreach p,$(PACKAGES),-e "packages/$(p)[test]")
+	$(PY) -m pip check
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The suites, then the static checks: CI runs only this target, so it is the whole gate.
+test: $(STAMP)
+	$(PY) tools/run_tests.py
+	$(MAKE) --no-print-directory lint
+
+test-core: $(STAMP)
+	$(PY) tools/run_tests.py packages/interp-core/tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+hooks:
+	git config core.hooksPath .githooks
+	@echo "git hooks: .githooks (pre-commit formats staged Python and regenerates generated files; pre-push runs lint)"
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache site build dist

@@ -1,0 +1,98 @@
+"""The monorepo's packaging contract, checked for every package at once.
+
+Each package is released on its own, so each must carry its own static version, typing marker and
+README, and every package that builds on the core must state the core range it works with.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+from importlib.metadata import requires, version
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {
+    "interp-core": "interp_core",
+    "interp-eager": "interp_eager",
+    "interp-vllm": "interp_vllm",
+    "interp-validator": "interp_validator",
+    "interp-sizer": "interp_sizer",
+    "interp-engine": "interp_engine",
+}
+
+
+def _pyproject(dist: str) -> dict:
+    return tomllib.loads((ROOT / "packages" / dist / "pyproject.toml").read_text())
+
+
+def test_the_packages_directory_holds_exactly_the_six_packages() -> None:
+    assert sorted(p.name for p in (ROOT / "packages").iterdir() if p.is_dir()) == sorted(PACKAGES)
+
+
+@pytest.mark.parametrize(("dist", "module"), sorted(PACKAGES.items()))
+def test_each_package_has_its_own_static_version_typing_marker_and_readme(
+    dist: str, module: str
+) -> None:
+    package_dir = ROOT / "packages" / dist
+    about = (package_dir / "src" / module / "__about__.py").read_text()
+    static = re.fullmatch(r'__version__ = "([^"]+)"\n', about)
+    assert static, f"{dist}: __about__.py must hold only a static __version__"
+    assert importlib.import_module(module).__version__ == static.group(1) == version(dist)
+    assert (package_dir / "src" / module / "py.typed").is_file()
+    assert (package_dir / "README.md").read_text().strip()
+    project = _pyproject(dist)
+    assert project["project"]["name"] == dist
+    assert project["build-system"]["build-backend"] == "hatchling.build"
+    assert project["tool"]["hatch"]["version"]["path"] == f"src/{module}/__about__.py"
+
+
+@pytest.mark.parametrize("dist", sorted(set(PACKAGES) - {"interp-core"}))
+def test_every_other_package_states_the_core_range_it_works_with(dist: str) -> None:
+    core = [r for r in requires(dist) or [] if r.startswith("interp-core")]
+    assert core and "<" in core[0] and ">=" in core[0], f"{dist} must pin an interp-core range"
+
+
+@pytest.mark.parametrize("dist", ["interp-validator", "interp-sizer", "interp-vllm"])
+def test_validator_sizer_and_vllm_need_nothing_heavy_at_runtime(dist: str) -> None:
+    runtime = [r for r in requires(dist) or [] if "extra ==" not in r]
+    assert [r.split(">")[0].split("<")[0] for r in runtime] == ["interp-core"]
+
+
+def test_the_umbrella_keeps_the_install_lines_users_know() -> None:
+    project = _pyproject("interp-engine")["project"]
+    assert {d.split(">")[0] for d in project["dependencies"]} == {"interp-core", "interp-eager"}
+    assert {"vllm", "validator", "sizer"} <= set(project["optional-dependencies"])
+
+
+def test_release_workflows_exist_per_package_keyed_on_tag_prefix() -> None:
+    workflows = ROOT / ".github" / "workflows"
+    for dist in PACKAGES:
+        text = (workflows / f"release-{dist}.yml").read_text()
+        assert f"{dist}-v*" in text, f"release-{dist}.yml must trigger on tags {dist}-v*"
+        assert f"packages/{dist}" in text
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1]
+    commands = re.findall(r"^make \w+", quickstart, flags=re.M)
+    assert commands[:2] == ["make demo", "make test"]
+
+
+def test_committed_workflows_match_their_generator() -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "tools/generate_workflows.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout
