@@ -4,14 +4,39 @@
 points with it, the registry decides which points exist with it, the sizer prices memory with it
 and the validator plans layers with it. It never imports transformers: a config is a mapping.
 
-CONTRACT (fields are fixed; `from_config` fills them — see the implementation below).
+Reading is literal where the config speaks and falls back, key by key, to what transformers'
+config class for that `model_type` assumes when it does not: published files omit keys equal to
+the class default (Gemma-3's nested `text_config` names four keys), so a reader that refused
+every gap would refuse real checkpoints. A key that is missing with no default, or present with
+a value that cannot be right, is a `ConfigError` naming the key; nothing is guessed.
+
+Conventions the fields follow:
+
+- `architecture` is the outer `architectures[0]` (the wrapper's class for a multimodal model);
+  `model_type` is the text model's (`gemma3_text` for Gemma-3-4b), whose conventions apply.
+- `head_dim` is the per-head width of q and k: an explicit `head_dim` wins (Gemma, Qwen3), MLA
+  models record `qk_nope_head_dim + qk_rope_head_dim`, and only then `d_model // n_heads`.
+- `d_mlp` is the width of the dense MLP. When every layer is a routed mixture of experts it is 0,
+  even if the config carries an `intermediate_size`: on Mixtral and gpt-oss that number is the
+  width of one expert (see `moe.d_expert`), and on Qwen3-MoE it is the width of a dense layer
+  that this checkpoint never builds.
+- `layer_kinds` always has one entry per layer.
+- `sliding_window` is set only when some layer actually slides (Qwen2.5 states a window that
+  `use_sliding_window: false` turns off).
+- `embedding_multiplier` is Granite's `embedding_multiplier`, or sqrt(d_model) on the Gemma
+  family, which scales the embedding output by it (transformers rounds it to the model dtype).
+- `sandwich_norms` is True on Gemma-2/3 and OLMo-2/3; OLMo-2/3 have the post norms only, with
+  no norm before attention or the MLP, which `post_norms_only` tells apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from interp_core.errors import ConfigError, PointUnsupported
 
 __all__ = [
     "ATTENDING_LAYER_KINDS",
@@ -89,31 +114,654 @@ class ModelFacts:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ModelFacts:
-        raise NotImplementedError  # filled in below by the facts implementation
+        """Read the facts of a HuggingFace `config.json` mapping (no transformers needed).
+
+        Multimodal wrappers (Gemma-3-4b, Llama-4, Mistral-3) are read through their nested
+        `text_config`; `architecture` stays the wrapper's `architectures[0]`. Raises
+        `ConfigError` naming the key when a required key is missing or a value cannot be right.
+        """
+        return _read_facts(config)
+
+    @property
+    def post_norms_only(self) -> bool:
+        """Whether the sandwich norms come without pre-norms (OLMo-2/3 normalise only after)."""
+        return self.model_type in _POST_NORM_ONLY_TYPES
 
     # --- per-layer predicates -------------------------------------------------------------------
+    def _check_layer(self, layer: int) -> None:
+        if not 0 <= layer < self.n_layers:
+            message = (
+                f"layer {layer} does not exist: this {self.architecture} has layers "
+                f"0..{self.n_layers - 1}"
+            )
+            raise PointUnsupported(message)
+
     def layer_kind(self, layer: int) -> str:
-        raise NotImplementedError
+        self._check_layer(layer)
+        return self.layer_kinds[layer] if self.layer_kinds else "full"
 
     def attends(self, layer: int) -> bool:
         """Whether `layer` computes a softmax attention matrix."""
-        raise NotImplementedError
+        return self.layer_kind(layer) in ATTENDING_LAYER_KINDS
 
     def is_sparse(self, layer: int) -> bool:
         """Whether `layer`'s MLP is a routed mixture of experts."""
-        raise NotImplementedError
+        self._check_layer(layer)
+        return self.moe is not None and layer in self.moe.sparse_layers
 
     @property
     def q_width(self) -> int:
         """Width of the concatenated query heads (n_heads * head_dim, MLA-aware)."""
-        raise NotImplementedError
+        if self.mla is not None:
+            return self.n_heads * self.mla.qk_head_dim
+        return self.n_heads * self.head_dim
 
     @property
     def kv_width(self) -> int:
-        """Width of the concatenated key/value heads (n_kv_heads * head_dim)."""
-        raise NotImplementedError
+        """Width of the concatenated key (or value) heads: n_kv_heads * head_dim."""
+        if self.mla is not None:
+            return self.n_kv_heads * self.mla.qk_head_dim
+        return self.n_kv_heads * self.head_dim
 
     @property
     def z_width(self) -> int:
         """Width of the o_proj input (n_heads * v_head_dim; differs from q_width on MLA)."""
-        raise NotImplementedError
+        if self.mla is not None:
+            return self.n_heads * self.mla.v_head_dim
+        return self.n_heads * self.head_dim
+
+    @property
+    def n_sparse_layers(self) -> int:
+        return len(self.moe.sparse_layers) if self.moe is not None else 0
+
+    @property
+    def has_dense_layers(self) -> bool:
+        return self.n_sparse_layers < self.n_layers
+
+
+# --- reading a config -------------------------------------------------------------------------
+# Tables of family conventions, keyed by `model_type`. They hold only what a config does not say
+# for itself; wherever a config states a fact, the config wins.
+
+# What the transformers config class assumes for keys a published config may leave out. Only
+# families whose published configs actually omit them are listed; everything else must state its
+# dimensions.
+_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    # Gemma-3 multimodal checkpoints name only the keys that differ from Gemma3TextConfig().
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131_072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    "gemma2": {
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+    },
+    "gpt_oss": {"sliding_window": 128},
+    "qwen3_next": {"full_attention_interval": 4},
+}
+
+# `tie_word_embeddings` when the config leaves it out is the config class's own default; families
+# not listed inherit PretrainedConfig's True.
+_UNTIED_BY_DEFAULT = frozenset(
+    {
+        "codegen",
+        "deepseek_v2",
+        "deepseek_v3",
+        "gpt_neox",
+        "gpt_oss",
+        "gptj",
+        "granite",
+        "granitemoe",
+        "llama",
+        "mistral",
+        "mixtral",
+        "olmo2",
+        "olmo3",
+        "phi",
+        "phi3",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+    }
+)
+
+# Plain fc -> act -> proj MLPs; every other family multiplies a gate into the up projection.
+_UNGATED_MLP_TYPES = frozenset(
+    {
+        "bloom",
+        "codegen",
+        "falcon",
+        "gpt2",
+        "gpt_bigcode",
+        "gpt_neo",
+        "gpt_neox",
+        "gptj",
+        "mpt",
+        "opt",
+        "persimmon",
+        "phi",
+        "starcoder2",
+    }
+)
+
+# Attention and MLP read the same resid_pre in every layer, with no config switch to say so.
+_ALWAYS_PARALLEL_TYPES = frozenset({"codegen", "cohere", "cohere2", "gptj", "phi"})
+
+# Families whose parallel switch defaults to on when the config leaves it out.
+_PARALLEL_BY_DEFAULT = frozenset({"falcon", "gpt_neox"})
+
+# RMSNorm on the queries and keys before attention, with no config switch to say so.
+_QK_NORM_TYPES = frozenset(
+    {"gemma3", "gemma3_text", "olmo2", "olmo3", "olmoe", "qwen3", "qwen3_moe", "qwen3_next"}
+)
+
+# Norms on the sublayer outputs, inside the residual branch.
+_SANDWICH_NORM_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "olmo2", "olmo3"})
+_POST_NORM_ONLY_TYPES = frozenset({"olmo2", "olmo3"})
+
+# Families that multiply the embedding output by sqrt(d_model).
+_SQRT_EMBED_SCALE_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+
+# An output gate multiplies the attention result before o_proj.
+_GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_next"})
+
+# Families that slide only from `max_window_layers` on, and only with `use_sliding_window`; every
+# other family that states a window slides on every layer (Mistral, Phi-3, Starcoder2).
+_WINDOW_FROM_MAX_LAYERS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+
+# Names configs use in `layer_types`, mapped to LAYER_KINDS.
+_LAYER_TYPE_NAMES: dict[str, str] = {
+    "full_attention": "full",
+    "attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear_attention",
+    "recurrent": "recurrent",
+    "mamba": "mamba",
+    "mamba2": "mamba",
+    "conv": "conv",
+    "short_conv": "conv",
+}
+
+# Names configs use in `mlp_layer_types`.
+_SPARSE_MLP_NAMES = frozenset({"sparse", "moe", "hash_moe"})
+_DENSE_MLP_NAMES = frozenset({"dense", "mlp"})
+
+_NOT_STATED = object()
+
+
+def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
+    if not isinstance(config, Mapping):
+        message = (
+            f"a model config must be a mapping (the parsed `config.json`), not "
+            f"{type(config).__name__}: `ModelFacts.from_config` reads keys from it. Pass "
+            f"`json.load(open('config.json'))`, or `PretrainedConfig.to_dict()` for a live config"
+        )
+        raise ConfigError(message)
+    reader = _Reader(config)
+
+    n_layers = reader.positive_int(
+        "the number of layers", "num_hidden_layers", "n_layer", "num_layers"
+    )
+    d_model = reader.positive_int("the residual width", "hidden_size", "n_embd", "d_model")
+    n_heads = reader.positive_int("the number of attention heads", "num_attention_heads", "n_head")
+    vocab_size = reader.positive_int("the vocabulary size", "vocab_size", "padded_vocab_size")
+    mla = reader.mla()
+    moe = reader.moe(n_layers)
+    layer_kinds = reader.layer_kinds(n_layers)
+    slides = "sliding" in layer_kinds or "chunked" in layer_kinds
+    model_type = reader.model_type
+
+    return ModelFacts(
+        architecture=reader.architecture,
+        model_type=model_type,
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=reader.kv_heads(n_heads),
+        head_dim=reader.head_dim(d_model, n_heads, mla),
+        d_mlp=reader.d_mlp(d_model, n_layers, moe),
+        vocab_size=vocab_size,
+        tied_embeddings=reader.tied_embeddings(),
+        layer_kinds=layer_kinds,
+        sliding_window=reader.sliding_window() if slides else None,
+        moe=moe,
+        mla=mla,
+        qk_norm=reader.qk_norm(),
+        sandwich_norms=model_type in _SANDWICH_NORM_TYPES,
+        parallel_attn_mlp=reader.parallel_attn_mlp(),
+        gated_mlp=model_type not in _UNGATED_MLP_TYPES,
+        gated_attn_output=bool(reader.get("attn_output_gate")[1])
+        or model_type in _GATED_ATTN_OUTPUT_TYPES,
+        attn_logit_softcap=reader.number("attn_logit_softcapping"),
+        final_logit_softcap=reader.number("final_logit_softcapping"),
+        logit_multiplier=reader.logit_multiplier(),
+        residual_multiplier=reader.number("residual_multiplier"),
+        embedding_multiplier=reader.embedding_multiplier(d_model),
+        n_streams=reader.n_streams(),
+        max_position_embeddings=reader.optional_int(
+            "max_position_embeddings", "n_positions", "max_sequence_length"
+        ),
+        torch_dtype=reader.torch_dtype(),
+        # A copy, so later edits to the caller's dict do not change facts already read.
+        extras=dict(config),
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Reader:
+    """Looks keys up in the text model's config, then in its family's class defaults."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.outer = config
+        self.cfg = self._text_config(config)
+        self.model_type = self._model_type()
+        self.architecture = self._architecture()
+        self.defaults = _CLASS_DEFAULTS.get(self.model_type, {})
+
+    # --- lookups ---------------------------------------------------------------------------
+    def get(self, *keys: str) -> tuple[str | None, Any]:
+        """The first of `keys` the config states, with its value; `(None, None)` if none is.
+
+        A key written as null counts as stated-as-absent: transformers passes the None to the
+        config class, which derives the value itself, so the class default does not apply.
+        """
+        stated_null = False
+        for key in keys:
+            value = self.cfg.get(key, _NOT_STATED)
+            if value is None:
+                stated_null = True
+            elif value is not _NOT_STATED:
+                return key, value
+        if not stated_null:
+            for key in keys:
+                if key in self.defaults:
+                    return key, self.defaults[key]
+        return None, None
+
+    def positive_int(self, what: str, *keys: str) -> int:
+        key, value = self.get(*keys)
+        if key is None:
+            tried = ", ".join(f"`{k}`" for k in keys)
+            message = (
+                f"the {self.model_type} config states {what} under none of {tried}: every model "
+                f"needs it and no default stands in. Add `{keys[0]}` with the checkpoint's value"
+            )
+            raise ConfigError(message)
+        return self._checked_int(key, value, what, minimum=1)
+
+    def optional_int(self, *keys: str, minimum: int = 1) -> int | None:
+        key, value = self.get(*keys)
+        if key is None:
+            return None
+        return self._checked_int(key, value, "an integer", minimum=minimum)
+
+    def number(self, key: str) -> float | None:
+        _, value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            message = (
+                f"`{key}` is {value!r} in the {self.model_type} config, which is not a number: "
+                f"it must be a number or null. Fix `{key}`"
+            )
+            raise ConfigError(message)
+        return float(value)
+
+    def _checked_int(self, key: str, value: Any, what: str, minimum: int) -> int:
+        if not _is_int(value) or value < minimum:
+            bound = "a positive" if minimum == 1 else "a non-negative"
+            message = (
+                f"`{key}` is {value!r} in the {self.model_type} config, which cannot be {what}: "
+                f"it must be {bound} integer. Fix `{key}`"
+            )
+            raise ConfigError(message)
+        return value
+
+    # --- identity ----------------------------------------------------------------------------
+    @staticmethod
+    def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+        nested = config.get("text_config")
+        if nested is None:
+            return config
+        if not isinstance(nested, Mapping):
+            message = (
+                f"`text_config` is a {type(nested).__name__}, not a mapping: a multimodal "
+                f"wrapper keeps its language model's keys there. Fix `text_config`, or pass the "
+                f"text model's own mapping"
+            )
+            raise ConfigError(message)
+        return nested
+
+    def _model_type(self) -> str:
+        # The text model's type decides every trait read below; the wrapper's is a fallback.
+        for source in (self.cfg, self.outer):
+            value = source.get("model_type")
+            if isinstance(value, str) and value:
+                return value
+        message = (
+            "the config has no `model_type`: it names the family whose conventions fill the "
+            "keys a published config leaves out. Add the `model_type` the checkpoint was saved "
+            "with (e.g. `llama`, `qwen3`)"
+        )
+        raise ConfigError(message)
+
+    def _architecture(self) -> str:
+        architectures = self.outer.get("architectures")
+        if isinstance(architectures, Sequence) and not isinstance(architectures, str):
+            if architectures and isinstance(architectures[0], str):
+                return architectures[0]
+        return self.model_type
+
+    def torch_dtype(self) -> str | None:
+        # Wrappers often state the dtype once, at the top.
+        for source in (self.cfg, self.outer):
+            for key in ("torch_dtype", "dtype"):
+                value = source.get(key)
+                if isinstance(value, str):
+                    return value
+        return None
+
+    # --- attention ---------------------------------------------------------------------------
+    def kv_heads(self, n_heads: int) -> int:
+        key, value = self.get("num_key_value_heads")
+        if key is None:
+            if self.cfg.get("new_decoder_architecture"):
+                # Falcon-40B style: grouped K/V, counted by `num_kv_heads`.
+                key, value = self.get("num_kv_heads")
+            elif self.cfg.get("multi_query"):
+                # GPT-BigCode and Falcon-7B attend with one K/V head whatever else is stated.
+                return 1
+            else:
+                key, value = self.get("num_kv_heads", "n_head_kv")
+        if key is None:
+            return n_heads
+        if not _is_int(value) or value <= 0 or n_heads % value:
+            message = (
+                f"`{key}` is {value!r} in the {self.model_type} config: it must be a positive "
+                f"integer dividing the {n_heads} attention heads, since each K/V head serves a "
+                f"whole group of query heads. Fix `{key}`"
+            )
+            raise ConfigError(message)
+        return value
+
+    def head_dim(self, d_model: int, n_heads: int, mla: MLAFacts | None) -> int:
+        if mla is not None:
+            # MLA has no single head width; q and k are the nope and rope parts side by side.
+            return mla.qk_head_dim
+        head_dim = self.optional_int("head_dim")
+        if head_dim is not None:
+            return head_dim
+        if d_model % n_heads:
+            message = (
+                f"the {self.model_type} config has no `head_dim` and its width {d_model} does "
+                f"not split into {n_heads} equal heads, so the per-head width is unknown. Add "
+                f"`head_dim`"
+            )
+            raise ConfigError(message)
+        return d_model // n_heads
+
+    def mla(self) -> MLAFacts | None:
+        if self.get("kv_lora_rank")[0] is None:
+            return None
+        what = "a multi-head latent attention width"
+        return MLAFacts(
+            kv_lora_rank=self.positive_int(what, "kv_lora_rank"),
+            qk_nope_head_dim=self.positive_int(what, "qk_nope_head_dim"),
+            qk_rope_head_dim=self.positive_int(what, "qk_rope_head_dim"),
+            v_head_dim=self.positive_int(what, "v_head_dim"),
+            # Null on DeepSeek-V2-Lite: the query is projected directly, without a low rank.
+            q_lora_rank=self.optional_int("q_lora_rank"),
+        )
+
+    def qk_norm(self) -> bool:
+        for key in ("qk_layernorm", "use_qk_norm", "qk_norm"):
+            found, value = self.get(key)
+            if found is not None:
+                return bool(value)
+        return self.model_type in _QK_NORM_TYPES
+
+    def parallel_attn_mlp(self) -> bool:
+        if self.model_type == "falcon" and self.get("new_decoder_architecture")[1]:
+            # Falcon-40B's decoder is parallel whatever `parallel_attn` says.
+            return True
+        for key in ("use_parallel_residual", "parallel_attn"):
+            found, value = self.get(key)
+            if found is not None:
+                return bool(value)
+        return self.model_type in _ALWAYS_PARALLEL_TYPES | _PARALLEL_BY_DEFAULT
+
+    # --- layer kinds -------------------------------------------------------------------------
+    def layer_kinds(self, n_layers: int) -> tuple[str, ...]:
+        _, layer_types = self.get("layer_types")
+        if layer_types is not None:
+            return self._named_layer_kinds(layer_types, n_layers)
+        if self.model_type == "gemma2":
+            # Gemma-2 alternates, starting with a sliding layer.
+            return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
+        if self.get("sliding_window_pattern", "_sliding_window_pattern")[0] is not None:
+            # Gemma-3 / Cohere-2: every `pattern`-th layer, counted from 1, is global.
+            pattern = self.positive_int(
+                "the sliding-window pattern", "sliding_window_pattern", "_sliding_window_pattern"
+            )
+            return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(n_layers))
+        if self.get("full_attention_interval")[0] is not None:
+            # Qwen3-Next: every `interval`-th layer, counted from 1, is softmax attention; the
+            # rest are gated delta-net layers.
+            interval = self.positive_int("the full-attention interval", "full_attention_interval")
+            return tuple(
+                "full" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)
+            )
+        window_stated = self.get("sliding_window")[0] is not None
+        use_window = self.cfg.get("use_sliding_window")
+        if window_stated and use_window is not False:
+            if self.model_type not in _WINDOW_FROM_MAX_LAYERS_TYPES:
+                return ("sliding",) * n_layers
+            if use_window:
+                first = self.optional_int("max_window_layers", minimum=0) or 0
+                return tuple("sliding" if i >= first else "full" for i in range(n_layers))
+        return ("full",) * n_layers
+
+    def _named_layer_kinds(self, layer_types: Any, n_layers: int) -> tuple[str, ...]:
+        names = self._per_layer_list(layer_types, "layer_types", n_layers)
+        kinds = []
+        for layer, name in enumerate(names):
+            kind = _LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
+            if kind is None:
+                known = ", ".join(sorted(_LAYER_TYPE_NAMES))
+                message = (
+                    f"`layer_types[{layer}]` is {name!r}, a layer kind interp-core does not "
+                    f"know, so which points exist on that layer is unknown: known names are "
+                    f"{known}. Fix the entry, or teach interp_core.facts the new kind"
+                )
+                raise ConfigError(message)
+            kinds.append(kind)
+        return tuple(kinds)
+
+    def _per_layer_list(self, value: Any, key: str, n_layers: int) -> list[Any]:
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            message = f"`{key}` is {value!r}, not a list: it needs one entry per layer. Fix `{key}`"
+            raise ConfigError(message)
+        if len(value) != n_layers:
+            message = (
+                f"`{key}` has {len(value)} entries but the {self.model_type} config has "
+                f"{n_layers} layers: each layer needs exactly one. Fix `{key}` or "
+                f"`num_hidden_layers`"
+            )
+            raise ConfigError(message)
+        return list(value)
+
+    def sliding_window(self) -> int | None:
+        return self.optional_int("sliding_window", "attention_chunk_size")
+
+    # --- MLP ---------------------------------------------------------------------------------
+    def d_mlp(self, d_model: int, n_layers: int, moe: MoEFacts | None) -> int:
+        if moe is not None and len(moe.sparse_layers) == n_layers:
+            return 0
+        keys = ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
+        if self.get(*keys)[0] is not None:
+            return self.positive_int("the MLP width", *keys)
+        if self.model_type in _UNGATED_MLP_TYPES:
+            # GPT-2-era families leave the width null and build 4 * d_model.
+            return 4 * d_model
+        tried = ", ".join(f"`{k}`" for k in keys)
+        message = (
+            f"the {self.model_type} config states the MLP width under none of {tried}, and the "
+            f"family has no default width. Add `intermediate_size`"
+        )
+        raise ConfigError(message)
+
+    def moe(self, n_layers: int) -> MoEFacts | None:
+        key, n_experts = self.get("num_experts", "num_local_experts", "n_routed_experts")
+        if key is None or n_experts == 0:
+            # Dense members of MoE-capable families say 0 experts (Granite-4.0-H-1B).
+            return None
+        n_experts = self._checked_int(key, n_experts, "an expert count", minimum=1)
+        experts_per_token = self.positive_int(
+            "how many experts each token uses",
+            "num_experts_per_tok",
+            "num_experts_per_token",
+            "experts_per_token",
+        )
+        if experts_per_token > n_experts:
+            message = (
+                f"the {self.model_type} config routes each token to {experts_per_token} of "
+                f"{n_experts} experts: a token cannot use more experts than exist. Fix "
+                f"`num_experts_per_tok`"
+            )
+            raise ConfigError(message)
+        # Mixtral, gpt-oss and Granite-MoE have no separate expert width: intermediate_size is it.
+        d_expert = self.positive_int(
+            "the width of one expert", "moe_intermediate_size", "intermediate_size"
+        )
+        n_shared = self.optional_int("n_shared_experts", "num_shared_experts", minimum=0) or 0
+        shared_width = self.optional_int(
+            "shared_expert_intermediate_size", "shared_intermediate_size", minimum=0
+        )
+        if shared_width:
+            n_shared = n_shared or 1  # Qwen2-MoE / Qwen3-Next: one shared expert of that width
+        elif n_shared:
+            shared_width = n_shared * d_expert  # DeepSeek: shared experts are routed-sized
+        return MoEFacts(
+            n_experts=n_experts,
+            experts_per_token=experts_per_token,
+            d_expert=d_expert,
+            n_shared_experts=n_shared,
+            d_shared_expert=shared_width or None,
+            sparse_layers=self._sparse_layers(n_layers),
+        )
+
+    def _sparse_layers(self, n_layers: int) -> tuple[int, ...]:
+        _, mlp_layer_types = self.get("mlp_layer_types")
+        if mlp_layer_types is not None:
+            return self._named_sparse_layers(mlp_layer_types, n_layers)
+        if self.get("first_k_dense_replace")[0] is not None:
+            # DeepSeek: a dense prefix, then every `moe_layer_freq`-th layer, counted from 0.
+            first_dense = self.optional_int("first_k_dense_replace", minimum=0) or 0
+            every = self.optional_int("moe_layer_freq") or 1
+            return tuple(i for i in range(first_dense, n_layers) if i % every == 0)
+        if self.get("decoder_sparse_step")[0] is not None:
+            # Qwen-MoE: every `decoder_sparse_step`-th layer, counted from 1, except the layers
+            # `mlp_only_layers` keeps dense.
+            step = self.positive_int("the sparse-layer step", "decoder_sparse_step")
+            dense = self._layer_indices("mlp_only_layers", n_layers)
+            return tuple(i for i in range(n_layers) if (i + 1) % step == 0 and i not in dense)
+        if self.get("expert_layer_period")[0] is not None:
+            # Jamba: every `expert_layer_period`-th layer from `expert_layer_offset`.
+            period = self.positive_int("the expert-layer period", "expert_layer_period")
+            offset = self.optional_int("expert_layer_offset", minimum=0) or 0
+            return tuple(i for i in range(n_layers) if i % period == offset)
+        return tuple(range(n_layers))
+
+    def _named_sparse_layers(self, mlp_layer_types: Any, n_layers: int) -> tuple[int, ...]:
+        names = self._per_layer_list(mlp_layer_types, "mlp_layer_types", n_layers)
+        sparse = []
+        for layer, name in enumerate(names):
+            if name in _SPARSE_MLP_NAMES:
+                sparse.append(layer)
+            elif name not in _DENSE_MLP_NAMES:
+                known = ", ".join(sorted(_SPARSE_MLP_NAMES | _DENSE_MLP_NAMES))
+                message = (
+                    f"`mlp_layer_types[{layer}]` is {name!r}, which says neither dense nor "
+                    f"routed: known names are {known}. Fix the entry, or teach "
+                    f"interp_core.facts the new name"
+                )
+                raise ConfigError(message)
+        return tuple(sparse)
+
+    def _layer_indices(self, key: str, n_layers: int) -> frozenset[int]:
+        _, value = self.get(key)
+        if value is None:
+            return frozenset()
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            message = f"`{key}` is {value!r}, not a list of layer indices. Fix `{key}`"
+            raise ConfigError(message)
+        for index in value:
+            if not _is_int(index) or not 0 <= index < n_layers:
+                message = (
+                    f"`{key}` names layer {index!r}, but this config's layers run "
+                    f"0..{n_layers - 1}. Fix `{key}`"
+                )
+                raise ConfigError(message)
+        return frozenset(value)
+
+    # --- embeddings, logits, residual --------------------------------------------------------
+    def tied_embeddings(self) -> bool:
+        # Wrappers may state tying for the whole model at the top instead of in text_config.
+        for source in (self.cfg, self.outer):
+            value = source.get("tie_word_embeddings")
+            if value is None:
+                continue
+            if not isinstance(value, bool):
+                message = (
+                    f"`tie_word_embeddings` is {value!r}, not true or false: it says whether "
+                    f"the unembedding reuses the embedding matrix. Fix `tie_word_embeddings`"
+                )
+                raise ConfigError(message)
+            return value
+        return self.model_type not in _UNTIED_BY_DEFAULT
+
+    def logit_multiplier(self) -> float | None:
+        divisor = self.number("logits_scaling")
+        if divisor is not None:
+            # Granite divides the logits by `logits_scaling`.
+            if divisor == 0:
+                message = (
+                    "`logits_scaling` is 0: Granite divides the logits by it, so it cannot be "
+                    "zero. Fix `logits_scaling` (Granite-3 8B ships 16.0)"
+                )
+                raise ConfigError(message)
+            return 1.0 / divisor
+        for key in ("logit_scale", "lm_head_multiplier"):
+            value = self.number(key)
+            if value is not None:
+                return value
+        return None
+
+    def embedding_multiplier(self, d_model: int) -> float | None:
+        value = self.number("embedding_multiplier")
+        if value is not None:
+            return value
+        if self.model_type in _SQRT_EMBED_SCALE_TYPES:
+            return math.sqrt(d_model)
+        return None
+
+    def n_streams(self) -> int:
+        if self.get("mhc_enabled")[1] is False:
+            return 1
+        return self.optional_int("hc_mult", "mhc_expansion_rate") or 1

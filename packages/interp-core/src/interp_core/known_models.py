@@ -1,0 +1,78 @@
+"""Which models can interp-core describe with no network at all, and what do their configs say?
+
+interp-core ships the published `config.json` of a few dozen popular checkpoints under
+`interp_core/model_configs/`, one file per model named `<org>--<name>.json`. They are facts only
+(no weights, no tokenizer) and serve two readers: the sizer's offline catalogue, which prices a
+model before anything is downloaded, and tests that want a real architecture without the Hub.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from interp_core.errors import ConfigError
+from interp_core.facts import ModelFacts
+
+__all__ = ["facts_for", "known_model_ids", "load_known_config"]
+
+_CONFIG_DIR = "model_configs"
+_SUFFIX = ".json"
+# `/` cannot appear in a file name, and no Hub org or model name contains `--`.
+_SEPARATOR = "--"
+
+
+def _config_dir() -> Traversable:
+    return resources.files("interp_core").joinpath(_CONFIG_DIR)
+
+
+def _file_name(model_id: str) -> str:
+    return model_id.replace("/", _SEPARATOR, 1) + _SUFFIX
+
+
+@cache
+def known_model_ids() -> tuple[str, ...]:
+    """The HuggingFace repo ids whose configs ship with interp-core, sorted."""
+    ids = (
+        entry.name[: -len(_SUFFIX)].replace(_SEPARATOR, "/", 1)
+        for entry in _config_dir().iterdir()
+        if entry.name.endswith(_SUFFIX) and _SEPARATOR in entry.name
+    )
+    return tuple(sorted(ids))
+
+
+def load_known_config(model_id: str) -> dict[str, Any]:
+    """The bundled `config.json` of `model_id`, parsed into a fresh dict the caller may change."""
+    if not isinstance(model_id, str):
+        message = (
+            f"a model id is a HuggingFace repo id string such as 'Qwen/Qwen3-8B', not "
+            f"{type(model_id).__name__}. Pass the repo id as a string"
+        )
+        raise ConfigError(message)
+    if model_id not in known_model_ids():
+        raise ConfigError(_unknown_model_message(model_id))
+    text = _config_dir().joinpath(_file_name(model_id)).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def facts_for(model_id: str) -> ModelFacts:
+    """`ModelFacts` of a bundled model, read from its shipped config."""
+    return ModelFacts.from_config(load_known_config(model_id))
+
+
+def _unknown_model_message(model_id: str) -> str:
+    known = known_model_ids()
+    # Match case-blind so 'qwen/qwen3-8b' still finds 'Qwen/Qwen3-8B'.
+    by_folded = {name.casefold(): name for name in known}
+    close = difflib.get_close_matches(model_id.casefold(), list(by_folded), n=3, cutoff=0.5)
+    nearest = ", ".join(f"'{by_folded[name]}'" for name in close)
+    hint = f" The nearest known ids are {nearest}." if nearest else ""
+    return (
+        f"'{model_id}' is not one of the {len(known)} model configs bundled with interp-core, so "
+        f"its facts cannot be read offline.{hint} For any other model, pass its own config.json "
+        f"mapping to `ModelFacts.from_config`; `known_model_ids()` lists the bundled ones"
+    )
