@@ -51,7 +51,9 @@ def _unknown_point_message(name: str, text: str) -> str:
     if near:
         message += "; did you mean " + " or ".join(near) + "?"
     else:
-        message += "; run `interp points` for the list, or write path.<module.path> for a raw module"
+        message += (
+            "; run `interp points` for the list, or write path.<module.path> for a raw module"
+        )
     return message
 
 
@@ -108,8 +110,7 @@ class Address:
             _check_int(self.stream, "the stream", shown)
         if spec.scope is Scope.TRUNK and self.layer is not None:
             message = (
-                f"{shown}: {self.name} is a trunk point and has no layer; "
-                f"did you mean {self.name}?"
+                f"{shown}: {self.name} is a trunk point and has no layer; did you mean {self.name}?"
             )
             raise AddressError(message)
         if spec.scope is Scope.LAYER and self.layer is None:
@@ -156,8 +157,9 @@ class Address:
         if not _NAME.match(head):
             raise _bad_name(head, text)
         if not is_point(head):
-            # A dotted string whose head is no point is most likely a module path typed bare.
-            if rest and all(_PATH_SEGMENT.match(s) for s in rest):
+            # A dotted string whose head is no point and resembles none is most likely a module
+            # path typed bare; one that resembles a point is a misspelt point.
+            if rest and not _nearest_points(head) and all(_PATH_SEGMENT.match(s) for s in rest):
                 message = (
                     f"{text!r} is not an address: {head!r} names no point; "
                     f"did you mean path.{text}? (raw modules are addressed as path.<module.path>)"
@@ -254,8 +256,7 @@ def _check_path(name: str, shown: str) -> None:
     segments = name[len(PATH_PREFIX) :].split(".") if name != "path" else []
     if not segments or segments == [""]:
         message = (
-            f"{shown}: a path address needs a module after 'path.', "
-            f"e.g. path.model.layers.3.mlp"
+            f"{shown}: a path address needs a module after 'path.', e.g. path.model.layers.3.mlp"
         )
         raise AddressError(message)
     for segment in segments:
@@ -299,19 +300,31 @@ def _bad_coordinate(name: str, layer: int | None, part: str, text: str) -> Addre
     spaced = re.fullmatch(r"([a-z]+)_?([0-9]+)", part)
     if spaced and spaced.group(1) in COORDINATES:
         fixed = f"{spaced.group(1)}-{int(spaced.group(2))}"
-        return AddressError(f"{text!r}: coordinates are written key-value; did you mean {base}.{fixed}?")
+        return AddressError(
+            f"{text!r}: coordinates are written key-value; did you mean {base}.{fixed}?"
+        )
     if _LAYER.match(part) or re.fullmatch(r"-?[0-9]+", part):
-        return AddressError(f"{text!r}: only one layer number is allowed, and it comes right after the name")
+        return AddressError(
+            f"{text!r}: only one layer number is allowed, and it comes right after the name"
+        )
     if re.fullmatch(r"[a-z]+-(-[0-9]+|0[0-9]+)", part):
-        return AddressError(f"{text!r}: coordinate values are non-negative integers without leading zeros")
-    return AddressError(f"{text!r}: {part!r} is not a coordinate (known: {', '.join(c + '-N' for c in COORDINATES)})")
+        return AddressError(
+            f"{text!r}: coordinate values are non-negative integers without leading zeros"
+        )
+    return AddressError(
+        f"{text!r}: {part!r} is not a coordinate (known: {', '.join(c + '-N' for c in COORDINATES)})"
+    )
 
 
 def _foreign_syntax_message(text: str) -> str:
     # Recognise the separators people bring from other tools and say what the address would be.
-    guess = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*[:/\[\( ,@#]\s*(-?[0-9]+)\s*[\]\)]?\s*", text)
+    guess = re.fullmatch(
+        r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*[:/\[\( ,@#]\s*(-?[0-9]+)\s*[\]\)]?\s*", text
+    )
     if guess and is_point(guess.group(1).lower()):
-        return f"{text!r} is not an address; did you mean {guess.group(1).lower()}.{guess.group(2)}?"
+        return (
+            f"{text!r} is not an address; did you mean {guess.group(1).lower()}.{guess.group(2)}?"
+        )
     return (
         f"{text!r} contains characters an address never has (only letters, digits and . _ - ~); "
         f"write name.layer, e.g. resid_post.5"
