@@ -12,6 +12,7 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "make test    create .venv if needed, install every package with its test extras, run every suite"
+	@echo "make demo    the points of SmolLM2-135M-Instruct and the backends this machine can run"
 	@echo "make lint    ruff check + format check"
 	@echo "make format  ruff format + autofix"
 	@echo "make hooks   use the shared git hooks in .githooks/"
@@ -44,6 +45,12 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# Until the eager backend lands, the demo shows what the core knows about the embedded real model
+# from its config alone.
+demo: $(STAMP)
+	$(VENV)/bin/interp points HuggingFaceTB/SmolLM2-135M-Instruct
+	$(VENV)/bin/interp backends
 
 hooks:
 	git config core.hooksPath .githooks

@@ -1,0 +1,193 @@
+"""What can I read on this model, and which backends can serve it here?
+
+`interp points MODEL` answers the first question from a config alone: every standardized point
+with its width, its shape and the layers that have it, or the reason the model has none.
+`interp backends` answers the second: every registered backend and its probe's verdict.
+MODEL is a `config.json`, a folder holding one, or the repo id of a bundled config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from interp_core.__about__ import __version__
+from interp_core.errors import ConfigError, InterpError
+from interp_core.facts import ModelFacts
+from interp_core.points import POINTS, Scope, absence_reason
+from interp_core.shapes import point_shape
+
+__all__ = ["load_config", "main", "point_table"]
+
+# Shapes are computed with these stand-ins and printed symbolically; no real width is this large.
+_BATCH, _SEQ = 1_000_003, 1_000_033
+
+
+def load_config(model: str) -> tuple[str, dict[str, Any]]:
+    """Read a config from a file, a model folder, or the bundled catalogue; return (label, config)."""
+    path = Path(model)
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.is_file():
+            message = f"{model!r} is a folder without a config.json; point at a model folder or a config file"
+            raise ConfigError(message)
+    if path.is_file():
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            message = f"cannot read {str(path)!r} as JSON: {error}"
+            raise ConfigError(message) from error
+        return str(path), config
+    from interp_core.known_models import load_known_config
+
+    try:
+        return model, load_known_config(model)
+    except ConfigError as error:
+        message = (
+            f"{model!r} is neither a config file, a model folder, nor a bundled config ({error})"
+        )
+        raise ConfigError(message) from error
+
+
+def _ranges(layers: Sequence[int]) -> str:
+    if not layers:
+        return "-"
+    spans: list[str] = []
+    start = prev = layers[0]
+    for layer in [*layers[1:], None]:
+        if layer is not None and layer == prev + 1:
+            prev = layer
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if layer is not None:
+            start = prev = layer
+    return ",".join(spans)
+
+
+def _symbolic(shape: tuple[int, ...]) -> str:
+    names = {_BATCH: "batch", _SEQ: "seq"}
+    return "[" + ", ".join(names.get(d, str(d)) for d in shape) + "]"
+
+
+def point_table(facts: ModelFacts) -> list[dict[str, Any]]:
+    """One row per standardized point: where the model has it and its shape, or why it has none."""
+    rows: list[dict[str, Any]] = []
+    for name, spec in POINTS.items():
+        if spec.scope is Scope.TRUNK:
+            reason = absence_reason(name, facts)
+            layers: list[int] = []
+            shape = None if reason else point_shape(name, facts, _BATCH, _SEQ)
+        else:
+            layers = [l for l in range(facts.n_layers) if absence_reason(name, facts, l) is None]
+            reason = absence_reason(name, facts) if not layers else None
+            shape = point_shape(name, facts, _BATCH, _SEQ, layers[0]) if layers else None
+        width: int | str | None = None
+        if shape is not None and shape.count(_SEQ) > 1:
+            # Attention matrices [batch, heads, q, k]: per query token, heads × key positions.
+            width = f"{shape[1]}×seq"
+        elif shape is not None:
+            width = math.prod(shape[2:])
+        rows.append(
+            {
+                "point": name,
+                "scope": spec.scope.name.lower(),
+                "layers": layers,
+                "width": width,
+                "shape": _symbolic(shape) if shape else None,
+                "writable": spec.writable,
+                "absent": reason,
+            }
+        )
+    return rows
+
+
+def _print_points(label: str, facts: ModelFacts, rows: list[dict[str, Any]]) -> None:
+    present = [r for r in rows if r["absent"] is None]
+    absent = [r for r in rows if r["absent"] is not None]
+    print(
+        f"{label}: {facts.architecture}, {facts.n_layers} layers, d_model {facts.d_model}, "
+        f"{len(present)} of {len(rows)} points"
+    )
+    header = f"  {'point':<22} {'scope':<6} {'layers':<12} {'width':>8}  {'steer':<5} shape"
+    print(header)
+    for row in present:
+        layers = "-" if row["scope"] == "trunk" else _ranges(row["layers"])
+        steer = "yes" if row["writable"] else "no"
+        print(
+            f"  {row['point']:<22} {row['scope']:<6} {layers:<12} {row['width']:>8}  "
+            f"{steer:<5} {row['shape']}"
+        )
+    if absent:
+        print(f"absent on this model ({len(absent)}):")
+        for row in absent:
+            print(f"  {row['point']:<22} {row['absent']}")
+
+
+def _cmd_points(args: argparse.Namespace) -> int:
+    label, config = load_config(args.model)
+    facts = ModelFacts.from_config(config)
+    rows = point_table(facts)
+    if args.json:
+        print(json.dumps({"model": label, "n_layers": facts.n_layers, "points": rows}, indent=2))
+    else:
+        _print_points(label, facts, rows)
+    return 0
+
+
+def _cmd_backends(args: argparse.Namespace) -> int:
+    from interp_core.backends import FIRST_PARTY, available_backends
+
+    verdicts = available_backends()
+    rows = []
+    for name in sorted(set(verdicts) | set(FIRST_PARTY)):
+        if name in verdicts:
+            status = "ready" if verdicts[name] is None else "cannot run here"
+            detail = verdicts[name] or ""
+        else:
+            status = "not installed"
+            detail = f"pip install {FIRST_PARTY[name]}"
+        rows.append({"backend": name, "status": status, "detail": detail})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        line = f"  {row['backend']:<14} {row['status']:<16}"
+        print(f"{line} {row['detail']}".rstrip())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="interp", description="interp-engine: standardized points and backends."
+    )
+    parser.add_argument("--version", action="version", version=f"interp-core {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    points = sub.add_parser(
+        "points", help="every point a model has, with width and shape, or why it is absent"
+    )
+    points.add_argument("model", help="a config.json, a model folder, or a bundled repo id")
+    points.add_argument("--json", action="store_true", help="print one JSON object")
+    points.set_defaults(run=_cmd_points)
+    backends = sub.add_parser("backends", help="registered backends and whether they can run here")
+    backends.add_argument("--json", action="store_true", help="print JSON")
+    backends.set_defaults(run=_cmd_backends)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except InterpError as error:
+        # A refusal is a message for a person, not a traceback.
+        print(f"interp: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
