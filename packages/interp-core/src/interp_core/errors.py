@@ -15,6 +15,8 @@ __all__ = [
     "ConfigError",
     "DuplicateBackend",
     "InterpError",
+    "InvalidArgument",
+    "InvalidBackend",
     "NestedEventLoop",
     "PointNotCaptured",
     "PointUnsupported",
@@ -93,6 +95,18 @@ class BackendUnavailable(InterpError, RuntimeError):
 
 class DuplicateBackend(InterpError, RuntimeError):
     """Two entry points register the same backend name."""
+
+
+class InvalidBackend(InterpError, RuntimeError):
+    """An `interp.backends` entry point that does not load a usable backend class.
+
+    It failed to import, named something that is not a class, lacks `probe`/`supports`/`load`,
+    or carries a `name` different from its entry-point name.
+    """
+
+
+class InvalidArgument(InterpError, ValueError):
+    """An argument that is malformed whatever the backend (e.g. `num_gpus=0`)."""
 
 
 class NestedEventLoop(InterpError, RuntimeError):

@@ -1,0 +1,207 @@
+"""What must a backend's model object, and a backend itself, provide?
+
+Two protocols. `InterpModel` is what `load_model` returns on every backend: config-derived facts
+answerable before any weights are touched, tokenizer helpers, a capability question
+(`supports`) that answers with a reason, and the async work methods. `Backend` is what an
+`interp.backends` entry point names: a class with a `name`, a `probe()` that says whether it can
+run on this machine, a per-point verdict, and `load`.
+
+Why async: a serving backend (vLLM) runs many requests concurrently on one engine; an awaitable
+API lets a caller overlap them. The eager backend is async too, so code written against the
+protocol runs on either. Sync callers use the free functions in `interp_core.sync`.
+
+Tensors are opaque here. The core never reads their values, so the protocol types them as
+`Tensor` (an alias of `Any`): whatever the backend's library uses (a torch tensor on both
+first-party backends). A tensor must expose `.shape`; the conformance kit also reads values
+through `.tolist()`.
+
+Steering: every work method takes `steering=` (a `SteeringSpec` or a sequence of them). A backend
+MUST also apply the specs made active for it by `interp_core.steering.steer(model, ...)`, read with
+`interp_core.steering.active_steering(self)` at the start of each call: active specs first, then
+the explicit ones. Captures at a steered point return the post-intervention activation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
+
+if TYPE_CHECKING:
+    from interp_core.address import Address, AddressLike
+    from interp_core.cache import ActivationCache
+    from interp_core.facts import ModelFacts
+    from interp_core.points import PointSpec
+    from interp_core.results import Generation, GenerationStep, LensResult, Support
+    from interp_core.steering import SteeringSpec
+
+__all__ = ["Backend", "InterpModel", "Steering", "Tensor", "Tokens"]
+
+# The backend's array type; the core only ever passes it through or reads `.shape`.
+Tensor: TypeAlias = Any
+# Token ids as the backend accepts them: a [batch, seq] or [seq] tensor, or a list of ints.
+Tokens: TypeAlias = Any
+# What `steering=` accepts: nothing, one spec, or several applied in order.
+Steering: TypeAlias = "SteeringSpec | Sequence[SteeringSpec] | None"
+
+
+@runtime_checkable
+class InterpModel(Protocol):
+    """A loaded (or lazily loadable) model every backend returns from `Backend.load`.
+
+    Properties are answerable from the config alone, before `warmup()`. Optional, not part of the
+    protocol: `binds_event_loop` (bool) — True when the model's async resources belong to the
+    event loop that first awaited it (vLLM); the sync free functions then run every call on one
+    background loop thread instead of a fresh loop per call.
+    """
+
+    # --- identity and facts ---------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        """The HF repo id or local folder the model was loaded from."""
+        ...
+
+    @property
+    def backend_name(self) -> str:
+        """The registry name of the backend serving it ("eager", "vllm", ...)."""
+        ...
+
+    @property
+    def facts(self) -> ModelFacts: ...
+
+    @property
+    def n_layers(self) -> int: ...
+
+    @property
+    def d_model(self) -> int:
+        """Residual width (not necessarily the width of `z`)."""
+        ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """The backend's tokenizer object (an HF tokenizer on first-party backends)."""
+        ...
+
+    # --- tokens (sync: pure CPU work) -----------------------------------------------------------
+    def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> Tensor:
+        """Token ids `[batch, seq]` for a string or a list of strings."""
+        ...
+
+    def to_str_tokens(self, text: str | Tokens, *, prepend_bos: bool = True) -> list[str]:
+        """One string per token of a string or of token ids."""
+        ...
+
+    def to_string(self, tokens: Tokens) -> str | list[str]:
+        """Decode token ids back to text (a list for a batch)."""
+        ...
+
+    # --- capabilities ---------------------------------------------------------------------------
+    def points(self) -> tuple[PointSpec, ...]:
+        """The standardized points this model serves on this backend (at some layer)."""
+        ...
+
+    def supports(self, point: AddressLike) -> Support:
+        """Whether this exact address can be captured here; a refusal says why and what instead."""
+        ...
+
+    # --- work -----------------------------------------------------------------------------------
+    async def capture(
+        self,
+        tokens: Tokens,
+        points: Sequence[AddressLike],
+        *,
+        steering: Steering = None,
+        attention_mask: Tensor | None = None,
+    ) -> ActivationCache:
+        """One forward pass; the cache holds `[batch, seq, ...]` tensors keyed by `Address`.
+
+        Refuses (`PointUnsupported`) any point `supports` refuses, before any work; a backend that
+        cannot honour an argument (e.g. `attention_mask`) raises `CapabilityUnsupported`.
+        """
+        ...
+
+    async def capture_generation(
+        self,
+        tokens: Tokens,
+        points: Sequence[AddressLike],
+        *,
+        max_new_tokens: int = 8,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        steering: Steering = None,
+    ) -> tuple[Generation, ActivationCache]:
+        """Generate, and capture over prompt + generated tokens minus the last one.
+
+        The last sampled token is never fed back through the model, so captured tensors cover
+        `len(prompt) + len(generation.token_ids) - 1` positions.
+        """
+        ...
+
+    async def generate(
+        self,
+        tokens: Tokens,
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        steering: Steering = None,
+    ) -> Generation: ...
+
+    def generate_stream(
+        self,
+        tokens: Tokens,
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        steering: Steering = None,
+    ) -> AsyncIterator[GenerationStep]:
+        """Async iterator of steps whose texts concatenate to what `generate` returns."""
+        ...
+
+    async def logit_lens(
+        self,
+        tokens: Tokens,
+        layers: Sequence[int] | None = None,
+        *,
+        top_k: int = 10,
+        point: str = "resid_post",
+    ) -> LensResult:
+        """Decode `point` at each layer (default: all) through final norm and unembedding."""
+        ...
+
+    async def warmup(self) -> None:
+        """Do the expensive part of loading now (weights, engine start, kernel JIT)."""
+        ...
+
+    async def shutdown(self) -> None:
+        """Release the model's resources; idempotent."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What an `interp.backends` entry point loads: a class, constructible with no arguments.
+
+    Construction must be cheap and must not import heavy libraries: the registry instantiates a
+    backend to ask `probe()` even when it will not be used. `name` must equal the entry-point
+    name. Optional: `supports_architecture(architecture: str) -> bool`, which `select_backend`
+    consults for the "auto" ladder when present.
+    """
+
+    name: ClassVar[str]
+
+    def probe(self) -> str | None:
+        """None when the backend can run here; else why not, with the install command or fix."""
+        ...
+
+    def supports(self, point: AddressLike | Address, facts: ModelFacts) -> Support:
+        """Whether this backend can serve `point` on a model with these facts, and why not."""
+        ...
+
+    def load(self, model_id: str, **kwargs: Any) -> InterpModel:
+        """Return a model; construction may be lazy (cost lands in `warmup`)."""
+        ...

@@ -1,0 +1,517 @@
+"""What exactly does a steering request ask the model to do, and is the request sound?
+
+A `SteeringSpec` is plain data: where to write (an address), the direction (a 1-D vector), the
+operation, its strength and, optionally, which token positions. It is validated when built, so
+a malformed request fails at the line that wrote it rather than deep inside a forward hook, and
+`validate_for(facts)` checks it against a concrete model before any work.
+
+The three operations, for an activation row `h` and the spec's vector `v` (`v̂ = v / ‖v‖`):
+
+    add             h + scale·v                      v is used as given (not normalised)
+    orthogonal      h + (scale − 1)·(h·v̂)·v̂         keeps the part of h orthogonal to v and
+                                                     multiplies its component along v by scale;
+                                                     scale = 0 is directional ablation
+    projection_cap  h + (clamp(h·v̂, min, max) − h·v̂)·v̂
+                                                     clamps the component along v into [min, max]
+
+Each is a delta added to `h`, so restricting to `positions` is one multiply by a mask. The pure
+Python `apply_reference` is the arithmetic contract: backends are tested against it, and the
+conformance kit compares a backend's steered captures with it.
+
+`steer(model, specs)` makes specs active for every call on that model inside a `with` block. The
+active set lives in a `ContextVar`, so it follows the caller through `await`s and into tasks
+spawned inside the block, and never leaks into concurrent requests outside it. Backends read it
+with `active_steering(model)` (see `interp_core.protocol`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, cast
+
+from interp_core.address import Address, AddressLike, to_address
+from interp_core.errors import AddressError, SteeringSpecError
+from interp_core.points import absence_reason, get_point, writable_names
+
+if TYPE_CHECKING:
+    from interp_core.facts import ModelFacts
+
+__all__ = [
+    "OPS",
+    "SteeringSpec",
+    "active_steering",
+    "apply_reference",
+    "apply_reference_rows",
+    "as_specs",
+    "steer",
+]
+
+OPS = ("add", "orthogonal", "projection_cap")
+
+
+def _fail(what: str, why: str | None = None, instead: str | None = None) -> SteeringSpecError:
+    return cast(SteeringSpecError, SteeringSpecError.build(what, why, instead))
+
+
+def _is_real(value: object) -> bool:
+    # bool is a Real to Python, but True as a coefficient is a caller's bug, not 1.0.
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, eq=False)
+class SteeringSpec:
+    """One steering operation at one address; validated on construction.
+
+    `vector` is anything with a `shape` (a backend tensor, kept as given) or a sequence of
+    numbers (stored as a tuple of floats). `positions` are absolute token positions of the
+    sequence the forward pass sees (prompt first, then generated tokens); None steers every
+    position, generated tokens included. `scale` is the coefficient of `add` and `orthogonal`;
+    `projection_cap` takes `min` and/or `max` instead.
+
+    Equality is identity (`eq=False`): a vector may be a tensor, whose `==` is elementwise.
+    """
+
+    address: Address
+    vector: Any
+    op: str = "add"
+    scale: float = 1.0
+    positions: tuple[int, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen: each field is normalised exactly once, here, in dependency order.
+        object.__setattr__(self, "address", _check_address(self.address))
+        object.__setattr__(self, "op", _check_op(self.op))
+        object.__setattr__(self, "scale", _check_scale(self.scale, self.op))
+        object.__setattr__(self, "positions", _check_positions(self.positions))
+        lower, upper = _check_bounds(self.op, self.min, self.max)
+        object.__setattr__(self, "min", lower)
+        object.__setattr__(self, "max", upper)
+        object.__setattr__(self, "vector", _check_vector(self.vector, self.op, self.address))
+
+    # --- derived --------------------------------------------------------------------------------
+    @property
+    def width(self) -> int:
+        """Length of the vector."""
+        shape = getattr(self.vector, "shape", None)
+        if shape is not None:
+            return int(next(iter(shape)))
+        return len(self.vector)
+
+    def values(self) -> list[float]:
+        """The vector as a list of floats (through `.tolist()` for a tensor)."""
+        if isinstance(self.vector, tuple):
+            return list(self.vector)
+        tolist = getattr(self.vector, "tolist", None)
+        if tolist is None:
+            message = (
+                f"the vector of the steering spec at {self.address} is a "
+                f"{type(self.vector).__name__} without .tolist(), so its values cannot be read "
+                f"in pure Python; pass a list of floats for reference arithmetic"
+            )
+            raise TypeError(message)
+        return [float(x) for x in tolist()]
+
+    def with_positions(self, positions: Sequence[int] | None) -> SteeringSpec:
+        return SteeringSpec(
+            self.address, self.vector, self.op, self.scale, positions, self.min, self.max
+        )
+
+    def __repr__(self) -> str:
+        bits = [f"{str(self.address)!r}", f"op={self.op!r}", f"width={self.width}"]
+        if self.op != "projection_cap":
+            bits.append(f"scale={self.scale}")
+        else:
+            bits.append(f"min={self.min}, max={self.max}")
+        if self.positions is not None:
+            bits.append(f"positions={list(self.positions)}")
+        return f"SteeringSpec({', '.join(bits)})"
+
+    # --- against a model ------------------------------------------------------------------------
+    def validate_for(self, facts: ModelFacts) -> None:
+        """Refuse (SteeringSpecError) unless this spec fits a model with these facts.
+
+        Checks that the layer and stream exist, that the model has the point at that layer and
+        that the vector is exactly as wide as the point. A `path.` address is checked by the
+        backend against the live module; the core cannot know its width.
+        """
+        address = self.address
+        if address.is_path:
+            return
+        model = facts.architecture
+        if address.layer is not None and not 0 <= address.layer < facts.n_layers:
+            error = _fail(
+                f"cannot steer at {address}",
+                f"this {model} has layers 0..{facts.n_layers - 1}",
+                f"pick a layer below {facts.n_layers}",
+            )
+            raise error
+        if address.stream is not None and address.stream >= facts.n_streams:
+            error = _fail(
+                f"cannot steer at {address}",
+                f"this {model} has {facts.n_streams} residual stream(s)",
+                f"pick a stream below {facts.n_streams}, or drop the stream coordinate",
+            )
+            raise error
+        reason = absence_reason(address.name, facts, address.layer, address.stream)
+        if reason:
+            error = _fail(
+                f"cannot steer at {address}",
+                f"this {model} has no {address.name} there ({reason.rstrip('.')})",
+                "steer at a point the model has; `interp points` lists them",
+            )
+            raise error
+        from interp_core.shapes import point_width  # shapes imports points; keep import order flat
+
+        width = point_width(address, facts)
+        if self.width != width:
+            error = _fail(
+                f"the steering vector for {address} has {self.width} elements",
+                f"{address.name} on this {model} is {width} wide",
+                f"pass a vector of length {width}",
+            )
+            raise error
+
+    # --- reference arithmetic -------------------------------------------------------------------
+    def delta_reference(self, h: Sequence[float]) -> list[float]:
+        """What the operation adds to one activation row `h` (pure Python, float64)."""
+        v = self.values()
+        if len(h) != len(v):
+            error = _fail(
+                f"cannot apply the steering spec at {self.address} to a row of {len(h)} values",
+                f"its vector has {len(v)}",
+                "pass a row of the point's width",
+            )
+            raise error
+        if self.op == "add":
+            return [self.scale * x for x in v]
+        norm = math.sqrt(math.fsum(x * x for x in v))
+        unit = [x / norm for x in v]
+        projection = math.fsum(a * b for a, b in zip(h, unit, strict=True))
+        if self.op == "orthogonal":
+            factor = (self.scale - 1.0) * projection
+        else:
+            clamped = projection
+            if self.min is not None and clamped < self.min:
+                clamped = self.min
+            if self.max is not None and clamped > self.max:
+                clamped = self.max
+            factor = clamped - projection
+        return [factor * u for u in unit]
+
+    def apply_reference_row(self, h: Sequence[float]) -> list[float]:
+        return [a + d for a, d in zip(h, self.delta_reference(h), strict=True)]
+
+
+def apply_reference(
+    specs: SteeringSpec | Sequence[SteeringSpec], h: Sequence[float], position: int | None = None
+) -> list[float]:
+    """Apply specs, in order, to one activation row at `position` (None: treat as steered).
+
+    Specs whose `positions` exclude `position` leave the row unchanged.
+    """
+    row = [float(x) for x in h]
+    for spec in as_specs(specs):
+        if position is not None and spec.positions is not None and position not in spec.positions:
+            continue
+        row = spec.apply_reference_row(row)
+    return row
+
+
+def apply_reference_rows(
+    specs: SteeringSpec | Sequence[SteeringSpec], rows: Sequence[Sequence[float]]
+) -> list[list[float]]:
+    """Apply specs to a `[seq, width]` block of rows, honouring each spec's `positions`."""
+    return [apply_reference(specs, row, position) for position, row in enumerate(rows)]
+
+
+def as_specs(steering: SteeringSpec | Sequence[SteeringSpec] | None) -> tuple[SteeringSpec, ...]:
+    """Normalise `steering=` arguments to a tuple of specs (empty for None)."""
+    if steering is None:
+        return ()
+    if isinstance(steering, SteeringSpec):
+        return (steering,)
+    if isinstance(steering, Sequence) and not isinstance(steering, str):
+        specs = tuple(steering)
+        for spec in specs:
+            if not isinstance(spec, SteeringSpec):
+                error = _fail(
+                    f"steering= got a {type(spec).__name__} among its specs",
+                    "each element must be a SteeringSpec",
+                    "build one with SteeringSpec(address, vector, op=...)",
+                )
+                raise error
+        return specs
+    error = _fail(
+        f"steering= got a {type(steering).__name__}",
+        "it takes a SteeringSpec, a sequence of them, or None",
+        "wrap the vector: SteeringSpec('resid_post.3', vector)",
+    )
+    raise error
+
+
+# --- the active-steering stack ------------------------------------------------------------------
+# Keyed by id(model): the `with` block holds a reference to the model, so the id cannot be
+# reused while the entry exists. Immutable mappings, replaced on every push, so a context copied
+# into a task keeps the stack it was created with.
+_ACTIVE: ContextVar[Mapping[int, tuple[SteeringSpec, ...]]] = ContextVar(
+    "interp_core_active_steering", default=MappingProxyType({})
+)
+
+
+def active_steering(model: object) -> tuple[SteeringSpec, ...]:
+    """Specs made active for `model` by enclosing `steer` blocks, outermost first."""
+    return _ACTIVE.get().get(id(model), ())
+
+
+@contextmanager
+def steer(
+    model: Any, steering: SteeringSpec | Sequence[SteeringSpec]
+) -> Iterator[tuple[SteeringSpec, ...]]:
+    """Apply `steering` to every call on `model` made inside the block (sync or async).
+
+    Nested blocks stack: inner specs apply after outer ones. Specs are checked against
+    `model.facts` on entry, so a misfit fails before any work. Yields the specs now active.
+    """
+    specs = as_specs(steering)
+    if not specs:
+        error = _fail(
+            "steer() was given no steering specs",
+            "an empty block would silently steer nothing",
+            "pass at least one SteeringSpec",
+        )
+        raise error
+    facts = getattr(model, "facts", None)
+    if facts is not None:
+        for spec in specs:
+            spec.validate_for(facts)
+    current = _ACTIVE.get()
+    stacked = dict(current)
+    stacked[id(model)] = current.get(id(model), ()) + specs
+    token = _ACTIVE.set(MappingProxyType(stacked))
+    try:
+        yield stacked[id(model)]
+    finally:
+        _ACTIVE.reset(token)
+
+
+# --- field checks -------------------------------------------------------------------------------
+def _check_address(address: AddressLike) -> Address:
+    try:
+        coerced = to_address(address)
+    except AddressError as exc:
+        error = _fail(f"cannot steer at {address!r}", str(exc))
+        raise error from exc
+    if coerced.is_path:
+        return coerced  # a raw module's output can always be replaced
+    spec = get_point(coerced.name)
+    if not spec.writable:
+        near = difflib.get_close_matches(coerced.name, writable_names(), n=2, cutoff=0.5)
+        suggestion = " or ".join(near) if near else "resid_post"
+        why = spec.read_only_reason or "it is read out of the forward pass, never written back"
+        # Registry reasons often already say what to steer instead; do not say it twice.
+        instead = None if "instead" in why else f"steer at a writable point such as {suggestion}"
+        error = _fail(f"cannot steer at {coerced}: {coerced.name} is capture-only", why, instead)
+        raise error
+    return coerced
+
+
+def _check_op(op: object) -> str:
+    if op in OPS:
+        return str(op)
+    near = difflib.get_close_matches(str(op), OPS, n=1, cutoff=0.4)
+    error = _fail(
+        f"unknown steering op {op!r}",
+        f"the ops are {', '.join(OPS)}",
+        f"did you mean {near[0]}?" if near else "use one of them",
+    )
+    raise error
+
+
+def _check_scale(scale: object, op: str) -> float:
+    if not _is_real(scale):
+        error = _fail(
+            f"steering scale {scale!r} is not a number",
+            f"it is a {type(scale).__name__}",
+            "pass a float such as 4.0",
+        )
+        raise error
+    value = float(scale)  # type: ignore[arg-type]
+    if not math.isfinite(value):
+        error = _fail(
+            f"steering scale {value} is not finite",
+            "an infinite or NaN coefficient turns every steered activation into inf/NaN",
+            "pass a finite float",
+        )
+        raise error
+    if op == "projection_cap" and value != 1.0:
+        error = _fail(
+            f"projection_cap was given scale={value}",
+            "a cap has no coefficient; its bounds are min and max",
+            "drop scale, or use op='orthogonal' to rescale the component along the vector",
+        )
+        raise error
+    return value
+
+
+def _check_positions(positions: object) -> tuple[int, ...] | None:
+    if positions is None:
+        return None
+    if isinstance(positions, str | bytes) or not isinstance(positions, Sequence):
+        error = _fail(
+            f"steering positions {positions!r} are not a sequence of ints",
+            f"got a {type(positions).__name__}",
+            "pass a list such as [0, 1, 2], or None to steer every position",
+        )
+        raise error
+    if len(positions) == 0:
+        error = _fail(
+            "steering positions are empty",
+            "an empty list would steer nothing, silently",
+            "pass None to steer every position, or list the positions",
+        )
+        raise error
+    checked: list[int] = []
+    for position in positions:
+        if isinstance(position, bool) or not isinstance(position, numbers.Integral):
+            error = _fail(
+                f"steering position {position!r} is not an int",
+                f"got a {type(position).__name__}",
+                "pass token positions as ints",
+            )
+            raise error
+        if position < 0:
+            error = _fail(
+                f"steering position {position} is negative",
+                "positions are absolute indices from the first token",
+                "resolve negative indices against the sequence length yourself",
+            )
+            raise error
+        checked.append(int(position))
+    repeated = sorted({p for p in checked if checked.count(p) > 1})
+    if repeated:
+        error = _fail(
+            f"steering positions repeat {repeated}",
+            "a position is either steered or not; a repeat suggests a bug in the caller",
+            "list each position once",
+        )
+        raise error
+    return tuple(checked)
+
+
+def _check_bound(value: object, which: str) -> float | None:
+    if value is None:
+        return None
+    if not _is_real(value) or not math.isfinite(float(value)):  # type: ignore[arg-type]
+        error = _fail(
+            f"projection_cap {which}={value!r} is not a finite number",
+            "the cap bounds the component along the vector",
+            f"pass a finite float for {which}, or None to leave that side open",
+        )
+        raise error
+    return float(value)  # type: ignore[arg-type]
+
+
+def _check_bounds(op: str, lower: object, upper: object) -> tuple[float | None, float | None]:
+    if op != "projection_cap":
+        if lower is not None or upper is not None:
+            error = _fail(
+                f"op={op!r} was given min/max",
+                "only projection_cap uses bounds; here they would be ignored",
+                "drop min/max, or use op='projection_cap'",
+            )
+            raise error
+        return None, None
+    low, high = _check_bound(lower, "min"), _check_bound(upper, "max")
+    if low is None and high is None:
+        error = _fail(
+            "projection_cap needs a bound",
+            "with neither min nor max it would change nothing",
+            "pass min=, max= or both",
+        )
+        raise error
+    if low is not None and high is not None and low > high:
+        error = _fail(
+            f"projection_cap has min={low} > max={high}",
+            "the interval is empty",
+            "swap them, or make min <= max",
+        )
+        raise error
+    return low, high
+
+
+def _check_vector(vector: object, op: str, address: Address) -> Any:
+    where = f"the steering vector for {address}"
+    shape = getattr(vector, "shape", None)
+    if shape is not None:
+        dims = tuple(shape)
+        if len(dims) != 1:
+            error = _fail(
+                f"{where} has shape {dims}",
+                "a steering vector is 1-D, one value per channel of the point",
+                "pass a single vector (index or squeeze the batch/position axes away)",
+            )
+            raise error
+        if int(dims[0]) == 0:
+            error = _fail(f"{where} is empty", "it has shape (0,)", "pass the point's width")
+            raise error
+        return vector  # a backend tensor: its values are the backend's to check
+    if isinstance(vector, str | bytes) or not isinstance(vector, Sequence):
+        error = _fail(
+            f"{where} is a {type(vector).__name__}",
+            "a vector is a tensor with .shape or a sequence of numbers",
+            "pass a list of floats or the backend's tensor",
+        )
+        raise error
+    if len(vector) == 0:
+        error = _fail(f"{where} is empty", "it has no elements", "pass the point's width")
+        raise error
+    values: list[float] = []
+    for index, element in enumerate(vector):
+        if isinstance(element, str | bytes):
+            error = _fail(
+                f"{where} has a string at index {index}: {element!r}",
+                "every element must be a real number",
+                "convert the values to floats",
+            )
+            raise error
+        # A numpy scalar has shape (); anything with a non-empty shape is a nested array.
+        if isinstance(element, Sequence | Mapping) or tuple(getattr(element, "shape", ())):
+            error = _fail(
+                f"{where} is nested (element {index} is a {type(element).__name__})",
+                "a steering vector is 1-D",
+                "pass one flat vector; use one spec per address for several",
+            )
+            raise error
+        if not _is_real(element):
+            error = _fail(
+                f"{where} has a non-number at index {index}: {element!r}",
+                "every element must be a real number",
+                "pass floats",
+            )
+            raise error
+        number = float(element)  # type: ignore[arg-type]
+        if not math.isfinite(number):
+            error = _fail(
+                f"{where} has {number} at index {index}",
+                "a non-finite value turns steered activations into inf/NaN",
+                "pass finite floats",
+            )
+            raise error
+        values.append(number)
+    if op != "add" and not any(values):
+        error = _fail(
+            f"{where} is all zeros",
+            f"{op} works along the vector's direction, and a zero vector has none",
+            "pass a non-zero direction (a zero vector is only meaningful for op='add')",
+        )
+        raise error
+    return tuple(values)

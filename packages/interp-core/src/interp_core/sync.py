@@ -1,0 +1,384 @@
+"""How does code without an event loop call the async model API?
+
+Every async method of `InterpModel` has a blocking twin here taking the model as first argument:
+`capture` (alias `run_with_cache`), `capture_generation`, `generate`, `generate_stream` (a plain
+iterator), `logit_lens`, `warmup` and `shutdown`. `steer` and `active_steering` are re-exported
+from `interp_core.steering` so sync code finds everything in one module.
+
+Where the coroutine runs:
+
+* Most models (eager) are not tied to an event loop, so each call runs on a fresh loop in the
+  calling thread (`asyncio.Runner`). Thread-local state such as torch's grad mode therefore
+  applies as the caller set it.
+* A model with `binds_event_loop = True` (vLLM: its engine belongs to the loop that built it)
+  runs every call on ONE background event-loop thread per process, started on first use and
+  stopped at interpreter exit. All such models share it, so a model built through the sync API
+  is always awaited on the loop that built it. Do not mix: a loop-bound model first awaited in
+  your own loop cannot then be used through these functions.
+
+Both paths copy the caller's `contextvars` into the call, so `with steer(model, spec):` around a
+sync call steers it exactly as it would an `await`.
+
+Inside a running event loop (Jupyter, an async web handler, pytest-asyncio) every function here
+refuses with `NestedEventLoop`: blocking there would stall every other task on that loop or
+deadlock it. Await the model's method instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextvars
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from interp_core.errors import NestedEventLoop
+from interp_core.steering import active_steering, steer
+
+if TYPE_CHECKING:
+    from interp_core.address import AddressLike
+    from interp_core.cache import ActivationCache
+    from interp_core.protocol import InterpModel, Steering, Tensor, Tokens
+    from interp_core.results import Generation, GenerationStep, LensResult
+
+__all__ = [
+    "active_steering",
+    "capture",
+    "capture_generation",
+    "generate",
+    "generate_stream",
+    "logit_lens",
+    "run_with_cache",
+    "shutdown",
+    "steer",
+    "warmup",
+]
+
+T = TypeVar("T")
+
+
+# --- refusing inside a loop ---------------------------------------------------------------------
+def _refuse_inside_loop(function: str, method: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    error = NestedEventLoop.build(
+        f"interp_core.sync.{function}(...) was called inside a running event loop",
+        "it would block that loop while waiting for the model, stalling every other task on it "
+        "(or deadlocking, if the model needs this loop to make progress); this happens in "
+        "Jupyter, async web handlers and async tests",
+        f"use `await model.{method}(...)` instead",
+    )
+    raise error
+
+
+# --- the shared background loop for loop-bound models -------------------------------------------
+class _BackgroundLoop:
+    """One daemon thread running one event loop, shared by every loop-bound model."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=run, name="interp-core-loop", daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._start()
+        context = contextvars.copy_context()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def settle(task: asyncio.Task[T]) -> None:
+            if task.cancelled():
+                future.cancel()
+            elif (error := task.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(task.result())
+
+        tasks: list[asyncio.Task[T]] = []
+
+        def submit() -> None:
+            if not future.set_running_or_notify_cancel():
+                coro.close()  # the caller gave up before the loop got to it
+                return
+            try:
+                # create_task(context=...) runs the coroutine with the *caller's* context vars.
+                task = loop.create_task(coro, context=context)
+            except BaseException as exc:  # never leave the caller waiting on a dead future
+                future.set_exception(exc)
+                return
+            tasks.append(task)
+            task.add_done_callback(settle)
+
+        loop.call_soon_threadsafe(submit)
+        try:
+            return future.result()
+        except BaseException:
+            # Interrupted (Ctrl-C) or failed: do not leave the request running on the loop.
+            if not future.done():
+                future.cancel()
+                for task in tasks:
+                    loop.call_soon_threadsafe(task.cancel)
+            raise
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+
+
+_BACKGROUND = _BackgroundLoop()
+atexit.register(_BACKGROUND.stop)
+
+
+def _binds_loop(model: object) -> bool:
+    return bool(getattr(model, "binds_event_loop", False))
+
+
+def _run(model: object, coro: Coroutine[Any, Any, T]) -> T:
+    if _binds_loop(model):
+        return _BACKGROUND.run(coro)
+    with asyncio.Runner() as runner:  # copies the caller's context into the task
+        return runner.run(coro)
+
+
+def _guarded(function: str, method: str, model: object, make: Any) -> Any:
+    # The refusal must come before the coroutine exists: an un-awaited coroutine warns.
+    _refuse_inside_loop(function, method)
+    return _run(model, make())
+
+
+# --- the twins ----------------------------------------------------------------------------------
+def capture(
+    model: InterpModel,
+    tokens: Tokens,
+    points: Sequence[AddressLike],
+    *,
+    steering: Steering = None,
+    attention_mask: Tensor | None = None,
+) -> ActivationCache:
+    """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors."""
+    return cast(
+        "ActivationCache",
+        _guarded(
+            "capture",
+            "capture",
+            model,
+            lambda: model.capture(tokens, points, steering=steering, attention_mask=attention_mask),
+        ),
+    )
+
+
+def run_with_cache(
+    model: InterpModel,
+    tokens: Tokens,
+    points: Sequence[AddressLike],
+    *,
+    attention_mask: Tensor | None = None,
+    steering: Steering = None,
+) -> ActivationCache:
+    """TransformerLens-style name for `capture`."""
+    return cast(
+        "ActivationCache",
+        _guarded(
+            "run_with_cache",
+            "capture",
+            model,
+            lambda: model.capture(tokens, points, steering=steering, attention_mask=attention_mask),
+        ),
+    )
+
+
+def capture_generation(
+    model: InterpModel,
+    tokens: Tokens,
+    points: Sequence[AddressLike],
+    *,
+    max_new_tokens: int = 8,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    steering: Steering = None,
+) -> tuple[Generation, ActivationCache]:
+    """Blocking `model.capture_generation(...)`."""
+    return cast(
+        "tuple[Generation, ActivationCache]",
+        _guarded(
+            "capture_generation",
+            "capture_generation",
+            model,
+            lambda: model.capture_generation(
+                tokens,
+                points,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                seed=seed,
+                steering=steering,
+            ),
+        ),
+    )
+
+
+def generate(
+    model: InterpModel,
+    tokens: Tokens,
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    steering: Steering = None,
+) -> Generation:
+    """Blocking `model.generate(...)`."""
+    return cast(
+        "Generation",
+        _guarded(
+            "generate",
+            "generate",
+            model,
+            lambda: model.generate(
+                tokens,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+                steering=steering,
+            ),
+        ),
+    )
+
+
+def generate_stream(
+    model: InterpModel,
+    tokens: Tokens,
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    steering: Steering = None,
+) -> Iterator[GenerationStep]:
+    """Blocking iterator over `model.generate_stream(...)`.
+
+    The refusal inside a running loop happens at the call, not at the first `next()`. One event
+    loop serves the whole stream (the background loop for a loop-bound model), because an async
+    generator must be resumed on the loop it started on.
+    """
+    _refuse_inside_loop("generate_stream", "generate_stream")
+    # Capture the caller's context now, so a `steer` block around the call applies to the
+    # stream even if iteration happens after the block has exited.
+    context = contextvars.copy_context()
+    stream = context.run(
+        model.generate_stream,
+        tokens,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        steering=steering,
+    )
+    return _iterate(model, stream, context)
+
+
+def _iterate(
+    model: object, stream: AsyncIterator[GenerationStep], context: contextvars.Context
+) -> Iterator[GenerationStep]:
+    async def step() -> tuple[bool, GenerationStep | None]:
+        try:
+            return True, await anext(stream)
+        except StopAsyncIteration:
+            return False, None
+
+    async def close() -> None:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    if _binds_loop(model):
+
+        def advance() -> tuple[bool, GenerationStep | None]:
+            return context.run(_BACKGROUND.run, step())
+
+        def finish() -> None:
+            context.run(_BACKGROUND.run, close())
+
+        try:
+            while True:
+                more, item = advance()
+                if not more:
+                    return
+                yield cast("GenerationStep", item)
+        finally:
+            finish()
+    else:
+        with asyncio.Runner() as runner:
+            try:
+                while True:
+                    more, item = runner.run(step(), context=context)
+                    if not more:
+                        return
+                    yield cast("GenerationStep", item)
+            finally:
+                runner.run(close(), context=context)
+
+
+def logit_lens(
+    model: InterpModel,
+    tokens: Tokens,
+    layers: Sequence[int] | None = None,
+    *,
+    top_k: int = 10,
+    point: str = "resid_post",
+) -> LensResult:
+    """Blocking `model.logit_lens(...)`."""
+    return cast(
+        "LensResult",
+        _guarded(
+            "logit_lens",
+            "logit_lens",
+            model,
+            lambda: model.logit_lens(tokens, layers, top_k=top_k, point=point),
+        ),
+    )
+
+
+def warmup(model: InterpModel) -> None:
+    """Blocking `model.warmup()`."""
+    _guarded("warmup", "warmup", model, model.warmup)
+
+
+def shutdown(model: InterpModel) -> None:
+    """Blocking `model.shutdown()`."""
+    _guarded("shutdown", "shutdown", model, model.shutdown)

@@ -1,0 +1,28 @@
+"""How does a backend prove it honours the interp-core protocol?
+
+The conformance kit. `Conformance` is the test suite a backend subclasses; the pytest plugin
+`interp_core.testing.plugin` provides its fixtures (see that module for the three-line setup);
+`checks` holds the individual checks, callable from any runner; `compare` compares tensors of any
+library through `.shape` and `.tolist()`.
+
+This package imports nothing outside the standard library and interp-core; only the plugin
+module imports pytest.
+"""
+
+from __future__ import annotations
+
+from interp_core.testing.checks import CHECKS, DEFAULT_PROMPT, run_checks
+from interp_core.testing.compare import assert_close, assert_equal, flatten, shape_of, to_nested
+from interp_core.testing.conformance import Conformance
+
+__all__ = [
+    "CHECKS",
+    "DEFAULT_PROMPT",
+    "Conformance",
+    "assert_close",
+    "assert_equal",
+    "flatten",
+    "run_checks",
+    "shape_of",
+    "to_nested",
+]

@@ -1,0 +1,72 @@
+"""Which tests does a backend package inherit to prove it honours the protocol?
+
+`Conformance` is a test base class. A backend's test module subclasses it (the subclass name must
+start with `Test` so pytest collects it) and the pytest plugin `interp_core.testing.plugin`
+supplies its `interp_model` fixture, one model per family, built by the backend's own
+`interp_model_factory` fixture. Every test delegates to a `check_*` function in
+`interp_core.testing.checks`, passing the tolerances set on the subclass.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from interp_core.testing import checks
+
+__all__ = ["Conformance"]
+
+
+class Conformance:
+    """The conformance suite; subclass it as `Test...` in a backend's tests.
+
+    Class attributes a subclass may set:
+
+    * `interp_families` — model families to run on (or the `interp_families` ini option).
+    * `prompt` — the text every check tokenizes.
+    * `atol`, `rtol` — tolerance of the identities (logits unchanged by capture, zero steering,
+      determinism, steer() vs steering=); exact by default.
+    * `steer_atol`, `steer_rtol` — tolerance of steered activations against the float64
+      reference arithmetic.
+    """
+
+    interp_families: ClassVar[tuple[str, ...]] = ()
+    prompt: ClassVar[str] = checks.DEFAULT_PROMPT
+    atol: ClassVar[float] = 0.0
+    rtol: ClassVar[float] = 0.0
+    steer_atol: ClassVar[float] = 1e-4
+    steer_rtol: ClassVar[float] = 1e-4
+
+    def _exact(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "atol": self.atol, "rtol": self.rtol}
+
+    def test_protocol_surface(self, interp_model: Any) -> None:
+        checks.check_protocol_surface(interp_model, prompt=self.prompt)
+
+    def test_shapes_match_the_registry(self, interp_model: Any) -> None:
+        checks.check_shapes(interp_model, prompt=self.prompt)
+
+    def test_absent_points_are_refused_with_a_reason(self, interp_model: Any) -> None:
+        checks.check_refusals(interp_model, prompt=self.prompt)
+
+    def test_capture_leaves_logits_unchanged(self, interp_model: Any) -> None:
+        checks.check_capture_leaves_logits_unchanged(interp_model, **self._exact())
+
+    def test_zero_steering_is_the_identity(self, interp_model: Any) -> None:
+        checks.check_zero_steering_is_identity(interp_model, **self._exact())
+
+    def test_steering_matches_the_reference_arithmetic(self, interp_model: Any) -> None:
+        checks.check_steering_matches_reference(
+            interp_model, prompt=self.prompt, atol=self.steer_atol, rtol=self.steer_rtol
+        )
+
+    def test_steer_context_matches_explicit_steering(self, interp_model: Any) -> None:
+        checks.check_steer_context_matches_explicit(interp_model, **self._exact())
+
+    def test_capture_is_deterministic(self, interp_model: Any) -> None:
+        checks.check_capture_is_deterministic(interp_model, **self._exact())
+
+    def test_generation_paths_agree(self, interp_model: Any) -> None:
+        checks.check_generation(interp_model, prompt=self.prompt)
+
+    def test_logit_lens(self, interp_model: Any) -> None:
+        checks.check_logit_lens(interp_model, prompt=self.prompt)
