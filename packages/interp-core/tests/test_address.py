@@ -66,7 +66,7 @@ def test_near_miss_strings_parse_or_raise_address_error(text: str) -> None:
     assert str(address) == text
 
 
-# --- the string form -------------------------------------------------------------------------------
+# --- the string form ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -95,7 +95,7 @@ def test_addresses_are_frozen_and_hashable() -> None:
     assert {address: 1}[Address.parse("resid_post.1")] == 1
 
 
-# --- refusals and their hints -----------------------------------------------------------------------
+# --- refusals and their hints -------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "hint"),
     [

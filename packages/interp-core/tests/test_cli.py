@@ -71,7 +71,9 @@ def test_a_model_folder_and_a_config_file_work_like_a_bundled_id(tmp_path: Path,
     assert by_folder["points"] == by_file["points"]
     assert by_folder["n_layers"] == 12
     rows = {r["point"]: r for r in by_folder["points"]}
-    assert "gated" in rows["mlp_pre_linear"]["absent"] or "plain" in rows["mlp_pre_linear"]["absent"]
+    assert (
+        "gated" in rows["mlp_pre_linear"]["absent"] or "plain" in rows["mlp_pre_linear"]["absent"]
+    )
 
 
 def test_bad_input_is_a_message_not_a_traceback(tmp_path: Path, capsys) -> None:

@@ -145,7 +145,8 @@ class Address:
             message = f"an address is parsed from a str, got {type(text).__name__} {text!r}"
             raise AddressError(message)
         if text == "":
-            raise AddressError("an empty string is not an address; try resid_post.0 or embeddings")
+            message = "an empty string is not an address; try resid_post.0 or embeddings"
+            raise AddressError(message)
         if text != text.strip():
             message = f"{text!r} has surrounding whitespace; did you mean {text.strip()!r}?"
             raise AddressError(message)
@@ -312,7 +313,8 @@ def _bad_coordinate(name: str, layer: int | None, part: str, text: str) -> Addre
             f"{text!r}: coordinate values are non-negative integers without leading zeros"
         )
     return AddressError(
-        f"{text!r}: {part!r} is not a coordinate (known: {', '.join(c + '-N' for c in COORDINATES)})"
+        f"{text!r}: {part!r} is not a coordinate "
+        f"(known: {', '.join(c + '-N' for c in COORDINATES)})"
     )
 
 

@@ -29,12 +29,15 @@ _BATCH, _SEQ = 1_000_003, 1_000_033
 
 
 def load_config(model: str) -> tuple[str, dict[str, Any]]:
-    """Read a config from a file, a model folder, or the bundled catalogue; return (label, config)."""
+    """Read a config from a file, a folder or the bundled catalogue; return (label, config)."""
     path = Path(model)
     if path.is_dir():
         path = path / "config.json"
         if not path.is_file():
-            message = f"{model!r} is a folder without a config.json; point at a model folder or a config file"
+            message = (
+                f"{model!r} is a folder without a config.json; "
+                f"point at a model folder or a config file"
+            )
             raise ConfigError(message)
     if path.is_file():
         try:
@@ -83,7 +86,11 @@ def point_table(facts: ModelFacts) -> list[dict[str, Any]]:
             layers: list[int] = []
             shape = None if reason else point_shape(name, facts, _BATCH, _SEQ)
         else:
-            layers = [l for l in range(facts.n_layers) if absence_reason(name, facts, l) is None]
+            layers = [
+                layer
+                for layer in range(facts.n_layers)
+                if absence_reason(name, facts, layer) is None
+            ]
             reason = absence_reason(name, facts) if not layers else None
             shape = point_shape(name, facts, _BATCH, _SEQ, layers[0]) if layers else None
         width: int | str | None = None

@@ -32,7 +32,7 @@ class InterpError(Exception):
 
     @classmethod
     def build(cls, what: str, why: str | None = None, instead: str | None = None) -> InterpError:
-        """Return an instance whose message is `what: why. instead` with the empty parts left out."""
+        """An instance whose message is `what: why. instead`, empty parts left out."""
         message = what
         if why:
             message = f"{message}: {why}"
