@@ -1,0 +1,99 @@
+"""How does the eager backend sample, one token at a time, with steering live?
+
+A small decoding loop over the HF model with its KV cache, instead of `model.generate`, so that
+steering hooks know the absolute position of every token they see (a spec limited to some
+positions keeps working across decode steps) and so that streaming needs no threads. Greedy
+decoding equals HF `generate(do_sample=False)` token for token; a test holds it to that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from interp_eager.hooks import HookSession, Write
+
+if TYPE_CHECKING:
+    from interp_eager.model import EagerModel
+
+__all__ = ["decode_steps", "sample_next"]
+
+
+def sample_next(
+    logits: torch.Tensor,
+    *,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    generator: torch.Generator | None,
+) -> tuple[int, float]:
+    """Pick the next token from `[vocab]` logits; return (token id, its log-probability)."""
+    logits = logits.float()
+    if temperature == 0:
+        token = int(logits.argmax())
+        return token, float(torch.log_softmax(logits, dim=-1)[token])
+    scaled = logits / temperature
+    if top_k is not None and top_k < scaled.shape[-1]:
+        threshold = scaled.topk(top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < threshold, float("-inf"))
+    if top_p is not None and top_p < 1:
+        sorted_logits, order = scaled.sort(descending=True)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        # Keep the smallest prefix whose mass reaches top_p (the first token always stays).
+        drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p
+        scaled = scaled.masked_fill(drop.scatter(0, order, drop), float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    token = int(torch.multinomial(probs, 1, generator=generator))
+    return token, float(torch.log(probs[token]))
+
+
+def decode_steps(
+    model: EagerModel,
+    ids: torch.Tensor,
+    writes: list[Write],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    seed: int | None,
+) -> Iterator[tuple[int, float]]:
+    """Yield (token id, log-probability) per generated token; stops at EOS or the budget."""
+    hf = model.hf_model
+    eos = model._eos_ids()
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device="cpu").manual_seed(int(seed))
+    limit = model.facts.max_position_embeddings
+    session = HookSession([], writes)
+    past: Any = None
+    current = ids
+    length = ids.shape[1]
+    with session, torch.no_grad():
+        for _ in range(max_new_tokens):
+            if limit is not None and length >= limit:
+                return
+            positions = torch.arange(length - current.shape[1], length, device=ids.device)
+            positions = positions.unsqueeze(0)
+            session.start_forward(positions)
+            output = hf(
+                input_ids=current,
+                position_ids=positions,
+                past_key_values=past,
+                use_cache=True,
+            )
+            past = output.past_key_values
+            token, logprob = sample_next(
+                output.logits[0, -1].cpu(),
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                generator=generator,
+            )
+            yield token, logprob
+            if token in eos:
+                return
+            current = torch.tensor([[token]], device=ids.device)
+            length += 1

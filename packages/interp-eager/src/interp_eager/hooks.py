@@ -1,0 +1,227 @@
+"""How does one forward pass read and write the taps it was asked for?
+
+A `HookSession` installs one hook per (module, side) for the duration of a `with` block. Each hook
+first applies the steering writes at that site (in the order given), then records every read, so a
+capture at a steered point returns the steered activation. The session knows the position ids of
+the tokens in the current forward, which is how a steering spec limited to some positions finds
+them, with or without padding and during cached decoding.
+
+`attn_scores` has no module boundary: the pre-softmax matrix exists only inside the attention
+function. While a requested attention module runs, the session wraps `torch.nn.functional.softmax`
+and records its input; the model's own attention code runs unchanged, so the forward is
+bit-identical to one without the capture.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from interp_core.address import Address
+from interp_core.errors import PointUnsupported
+from interp_core.steering import SteeringSpec
+from interp_eager.taps import Tap
+
+__all__ = ["HookSession", "Write", "steering_delta"]
+
+
+@dataclass
+class Write:
+    tap: Tap
+    spec: SteeringSpec
+    vector: torch.Tensor  # on the model's device, in the tap's dtype at first use
+
+
+def steering_delta(spec: SteeringSpec, h: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+    """What `spec` adds to canonical activations `h` `[b, s, w]` (before any position mask)."""
+    vector = vector.to(device=h.device, dtype=h.dtype)
+    if spec.op == "add":
+        return (spec.scale * vector).expand_as(h)
+    unit = vector / vector.norm()
+    projection = (h * unit).sum(dim=-1, keepdim=True)
+    if spec.op == "orthogonal":
+        factor = (spec.scale - 1.0) * projection
+    else:
+        clamped = projection
+        if spec.min is not None:
+            clamped = clamped.clamp(min=spec.min)
+        if spec.max is not None:
+            clamped = clamped.clamp(max=spec.max)
+        factor = clamped - projection
+    return factor * unit
+
+
+class HookSession:
+    """Hooks for one or more forward passes: writes, then reads, at every requested site."""
+
+    def __init__(
+        self,
+        reads: Sequence[Tap],
+        writes: Sequence[Write],
+        *,
+        detach: bool = True,
+        accumulate: bool = False,
+    ) -> None:
+        self.reads = list(reads)
+        self.writes = list(writes)
+        self.detach = detach
+        # accumulate=True keeps every forward's reads (generation); else one forward's only.
+        self.accumulate = accumulate
+        self.captured: dict[Address, list[torch.Tensor]] = defaultdict(list)
+        self.fired: dict[Address, int] = defaultdict(int)
+        self.position_ids: torch.Tensor | None = None  # [b, s] of the current forward
+        self._handles: list[Any] = []
+        self._scores_layer: Tap | None = None
+        self._original_softmax: Any = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self) -> HookSession:
+        sites: dict[tuple[int, str], tuple[Any, list[Tap], list[Write]]] = {}
+        for tap in self.reads:
+            key = (id(tap.module), tap.side)
+            sites.setdefault(key, (tap.module, [], []))[1].append(tap)
+        for write in self.writes:
+            key = (id(write.tap.module), write.tap.side)
+            sites.setdefault(key, (write.tap.module, [], []))[2].append(write)
+        try:
+            for (_, side), (module, reads, writes) in sites.items():
+                if side == "output":
+                    self._handles.append(
+                        module.register_forward_hook(self._output_hook(reads, writes))
+                    )
+                elif side == "input":
+                    hook = self._input_hook(reads, writes)
+                    self._handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+                else:
+                    self._install_scores(module, reads)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self._original_softmax is not None:
+            torch.nn.functional.softmax = self._original_softmax
+            self._original_softmax = None
+
+    def start_forward(self, position_ids: torch.Tensor) -> None:
+        """Called before each forward: which absolute positions the incoming tokens hold."""
+        self.position_ids = position_ids
+        if not self.accumulate:
+            self.captured.clear()
+            self.fired.clear()
+
+    # --- the hooks ------------------------------------------------------------------------------
+    def _shape(self) -> tuple[int, int]:
+        assert self.position_ids is not None, "start_forward() was not called"
+        return int(self.position_ids.shape[0]), int(self.position_ids.shape[1])
+
+    def _apply_writes(self, value: Any, writes: list[Write]) -> Any:
+        batch, seq = self._shape()
+        for write in writes:
+            tap, spec = write.tap, write.spec
+            raw = tap.pick(value)
+            canonical = tap.view.read(raw, batch, seq)
+            delta = steering_delta(spec, canonical, write.vector)
+            if spec.positions is not None:
+                assert self.position_ids is not None
+                wanted = torch.tensor(spec.positions, device=self.position_ids.device)
+                mask = torch.isin(self.position_ids, wanted).to(delta.dtype)
+                delta = delta * mask.reshape(*mask.shape, *([1] * (delta.dim() - 2)))
+            assert tap.put is not None
+            value = tap.put(value, raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype))
+        return value
+
+    def _record(self, value: Any, reads: list[Tap]) -> None:
+        batch, seq = self._shape()
+        for tap in reads:
+            tensor = tap.view.read(tap.pick(value), batch, seq)
+            if self.detach:
+                tensor = tensor.detach().clone()
+            elif tensor is tap.pick(value):
+                tensor = tensor.clone()
+            self.captured[tap.address].append(tensor)
+            self.fired[tap.address] += 1
+
+    def _output_hook(self, reads: list[Tap], writes: list[Write]) -> Any:
+        def hook(module: Any, args: Any, output: Any) -> Any:
+            if writes:
+                output = self._apply_writes(output, writes)
+            self._record(output, reads)
+            return output if writes else None
+
+        return hook
+
+    def _input_hook(self, reads: list[Tap], writes: list[Write]) -> Any:
+        def hook(module: Any, args: Any, kwargs: Any) -> Any:
+            value = (args, kwargs)
+            if writes:
+                value = self._apply_writes(value, writes)
+            self._record(value, reads)
+            return value if writes else None
+
+        return hook
+
+    def _install_scores(self, module: Any, reads: list[Tap]) -> None:
+        (tap,) = reads  # one attn_scores address per attention module
+        if self._original_softmax is None:
+            self._original_softmax = torch.nn.functional.softmax
+            original = self._original_softmax
+
+            def softmax(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+                active = self._scores_layer
+                if active is not None and input.dim() == 4:
+                    scores = input
+                    if active.strip_columns:
+                        scores = scores[..., : scores.shape[-1] - active.strip_columns]
+                    self.captured[active.address].append(
+                        scores.detach().clone() if self.detach else scores
+                    )
+                    self.fired[active.address] += 1
+                return original(input, *args, **kwargs)
+
+            torch.nn.functional.softmax = softmax
+
+        def enter(mod: Any, args: Any, kwargs: Any) -> None:
+            self._scores_layer = tap
+
+        def leave(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
+            self._scores_layer = None
+
+        self._handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
+        self._handles.append(module.register_forward_hook(leave, with_kwargs=True))
+
+    # --- results --------------------------------------------------------------------------------
+    def check_fired_once(self, forwards: int = 1) -> None:
+        """Refuse a capture whose module never ran, or ran more often than the forwards did."""
+        for tap in self.reads:
+            count = self.fired.get(tap.address, 0)
+            if count == forwards:
+                continue
+            if count == 0:
+                message = (
+                    f"{tap.address} resolved to {tap.module_name or type(tap.module).__name__}, "
+                    f"which did not run in the forward pass (a fused or bypassed module); "
+                    f"refusing to return nothing. Read a neighbouring point or path.<module>"
+                )
+            else:
+                message = (
+                    f"{tap.address} resolved to a module that ran {count} times in "
+                    f"{forwards} forward pass(es); refusing to guess which call is the point"
+                )
+            raise PointUnsupported(message)
+
+    def result(self, address: Address) -> torch.Tensor:
+        """The capture of one address, concatenated along positions across forwards."""
+        pieces = self.captured[address]
+        if len(pieces) == 1:
+            return pieces[0]
+        axis = 2 if address.name in {"attn_scores", "attn_probs"} else 1
+        return torch.cat(pieces, dim=axis)

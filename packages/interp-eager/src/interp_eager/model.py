@@ -1,0 +1,675 @@
+"""The eager model: HF transformers in-process, every point exact.
+
+`EagerModel` satisfies `interp_core.protocol.InterpModel`. Construction reads only the config (so
+facts, points and refusals are answerable at once); the weights load on `warmup()` or on the
+first call that needs them. Every work method validates all of its arguments before the forward
+pass starts, so a refusal never leaves the model half-hooked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import warnings
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from interp_core.address import Address, to_address
+from interp_core.cache import ActivationCache
+from interp_core.compat import known_issues_for
+from interp_core.errors import (
+    CapabilityUnsupported,
+    ConfigError,
+    InterpError,
+    PointUnsupported,
+    SteeringSpecError,
+)
+from interp_core.facts import ModelFacts
+from interp_core.points import PointSpec, absence_reason, points_for
+from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
+from interp_core.shapes import point_width
+from interp_core.steering import SteeringSpec, active_steering, as_specs
+from interp_eager.hooks import HookSession, Write
+from interp_eager.taps import Tap, resolve_tap
+from interp_eager.tree import ModelTree, bind_tree
+
+__all__ = ["EagerModel"]
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+}
+_ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
+
+
+def _read_config(model_id: str, trust_remote_code: bool) -> dict[str, Any]:
+    path = Path(model_id)
+    if path.is_dir():
+        config_file = path / "config.json"
+        if not config_file.is_file():
+            message = f"{model_id!r} is a folder without a config.json; it is not a model folder"
+            raise ConfigError(message)
+        return json.loads(config_file.read_text())
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model_id, trust_remote_code=trust_remote_code)
+    except OSError as error:
+        message = (
+            f"cannot read the config of {model_id!r}: not a local folder, and the HF hub or "
+            f"cache could not provide it ({error}); pass the path of a downloaded model folder"
+        )
+        raise ConfigError(message) from error
+    return config.to_dict()
+
+
+def _dtype(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in _DTYPES:
+        return _DTYPES[dtype]
+    message = (
+        f"dtype={dtype!r} is not a dtype the eager backend loads; use one of {sorted(_DTYPES)}"
+    )
+    raise CapabilityUnsupported(message)
+
+
+class EagerModel:
+    """A HF causal LM served in-process; see `interp_core.protocol.InterpModel`."""
+
+    backend_name = "eager"
+    binds_event_loop = False
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        device: str | None = None,
+        dtype: Any = "float32",
+        attn_implementation: str = "eager",
+        requires_grad: bool = False,
+        quantization: str | None = None,
+        num_gpus: int = 1,
+        trust_remote_code: bool = False,
+        hf_model: Any = None,
+        tokenizer: Any = None,
+        **model_kwargs: Any,
+    ) -> None:
+        self._model_id = str(model_id)
+        self._config = _read_config(self._model_id, trust_remote_code)
+        self._facts = ModelFacts.from_config(self._config)
+        self._device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._dtype = _dtype(dtype)
+        self.attn_implementation = attn_implementation
+        self.requires_grad = bool(requires_grad)
+        self.quantization = _check_quantization(quantization)
+        if not isinstance(num_gpus, int) or isinstance(num_gpus, bool) or num_gpus < 1:
+            message = f"num_gpus={num_gpus!r} must be a positive int (it is never inferred)"
+            raise CapabilityUnsupported(message)
+        self.num_gpus = num_gpus
+        self.trust_remote_code = trust_remote_code
+        self._model_kwargs = model_kwargs
+        self._hf_model = hf_model
+        self._tokenizer = tokenizer
+        self._tree: ModelTree | None = None
+        self._taps: dict[Address, Tap] = {}
+        for issue in known_issues_for(self._facts.model_type, _transformers_version()):
+            warnings.warn(issue.message(), stacklevel=2)
+
+    # --- identity and facts ---------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def facts(self) -> ModelFacts:
+        return self._facts
+
+    @property
+    def n_layers(self) -> int:
+        return self._facts.n_layers
+
+    @property
+    def d_model(self) -> int:
+        return self._facts.d_model
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.hf_model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @property
+    def hf_model(self) -> Any:
+        self._ensure_loaded()
+        return self._hf_model
+
+    @property
+    def tree(self) -> ModelTree:
+        self._ensure_loaded()
+        assert self._tree is not None
+        return self._tree
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(
+                self._model_id, trust_remote_code=self.trust_remote_code
+            )
+        return self._tokenizer
+
+    # --- loading --------------------------------------------------------------------------------
+    def _ensure_loaded(self) -> None:
+        if self._tree is not None:
+            return
+        if self._hf_model is None:
+            self._hf_model = self._load_weights()
+        self._hf_model.eval()
+        if not self.requires_grad:
+            self._hf_model.requires_grad_(False)
+        self._tree = bind_tree(self._hf_model, self._facts)
+
+    def _load_weights(self) -> Any:
+        from transformers import AutoModelForCausalLM
+
+        kwargs: dict[str, Any] = {
+            "dtype": self._dtype,
+            "attn_implementation": self.attn_implementation,
+            "trust_remote_code": self.trust_remote_code,
+            **self._model_kwargs,
+        }
+        if self.quantization is not None:
+            kwargs["quantization_config"] = _bnb_config(self.quantization, self._dtype)
+        if self.num_gpus > 1:
+            _check_gpus(self.num_gpus)
+            kwargs["device_map"] = "auto"
+        model = AutoModelForCausalLM.from_pretrained(self._model_id, **kwargs)
+        if self.num_gpus == 1 and self.quantization is None:
+            model = model.to(self._device)
+        return model
+
+    async def warmup(self) -> None:
+        self._ensure_loaded()
+
+    async def shutdown(self) -> None:
+        self._hf_model = None
+        self._tree = None
+        self._taps.clear()
+
+    # --- tokens ---------------------------------------------------------------------------------
+    def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> torch.Tensor:
+        from interp_eager.tokens import encode
+
+        return encode(self.tokenizer, text, prepend_bos=prepend_bos)
+
+    def to_str_tokens(self, text: Any, *, prepend_bos: bool = True) -> list[str]:
+        from interp_eager.tokens import str_tokens
+
+        return str_tokens(self.tokenizer, text, prepend_bos=prepend_bos)
+
+    def to_string(self, tokens: Any) -> str | list[str]:
+        from interp_eager.tokens import decode
+
+        return decode(self.tokenizer, tokens)
+
+    def apply_chat_template(self, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
+        """Token ids of a chat and the token span of every message (see `tokens.chat_tokens`)."""
+        from interp_eager.tokens import chat_tokens
+
+        return chat_tokens(self.tokenizer, messages, **kwargs)
+
+    # --- capabilities ---------------------------------------------------------------------------
+    def points(self) -> tuple[PointSpec, ...]:
+        return points_for(self._facts)
+
+    def supports(self, point: Any) -> Support:
+        try:
+            self._check_address(to_address(point))
+        except InterpError as error:
+            return Support.no(str(error))
+        return Support.yes()
+
+    def _check_address(self, address: Address) -> Address:
+        if not address.is_path:
+            reason = absence_reason(address.name, self._facts, address.layer, address.stream)
+            if reason:
+                message = f"cannot capture {address} on this {self._facts.architecture}: {reason}"
+                raise PointUnsupported(message)
+        if address.name in _ATTENTION_MATRICES and self.attn_implementation != "eager":
+            message = (
+                f"{address} needs the attention matrix, which attn_implementation="
+                f"{self.attn_implementation!r} never materialises; load with "
+                f"attn_implementation='eager' (the default)"
+            )
+            raise CapabilityUnsupported(message)
+        return address
+
+    def tap(self, address: Address) -> Tap:
+        if address not in self._taps:
+            self._taps[address] = resolve_tap(self._check_address(address), self.tree, self._facts)
+        return self._taps[address]
+
+    # --- argument checks ------------------------------------------------------------------------
+    def _tokens(self, tokens: Any) -> torch.Tensor:
+        if isinstance(tokens, str):
+            message = (
+                "tokens must be token ids, not text; call model.to_tokens(text) first "
+                "(it adds the BOS token the model expects)"
+            )
+            raise CapabilityUnsupported(message)
+        ids = torch.as_tensor(tokens) if not isinstance(tokens, torch.Tensor) else tokens
+        if ids.dim() == 1:
+            ids = ids.unsqueeze(0)
+        if ids.dim() != 2 or ids.is_floating_point():
+            message = (
+                f"tokens must be integer ids shaped [seq] or [batch, seq], got {tuple(ids.shape)}"
+            )
+            raise CapabilityUnsupported(message)
+        if ids.shape[1] == 0 or ids.shape[0] == 0:
+            message = (
+                "the prompt is empty: there is no token to run the model on; pass at least one"
+            )
+            raise CapabilityUnsupported(message)
+        limit = self._facts.max_position_embeddings
+        if limit is not None and ids.shape[1] > limit:
+            message = (
+                f"the prompt has {ids.shape[1]} tokens but this model's context is {limit}; "
+                f"truncate it (e.g. tokens[:, -{limit}:])"
+            )
+            raise CapabilityUnsupported(message)
+        vocab = self._facts.vocab_size
+        if int(ids.min()) < 0 or int(ids.max()) >= vocab:
+            message = f"token ids must lie in 0..{vocab - 1} (this model's vocabulary)"
+            raise CapabilityUnsupported(message)
+        return ids.to(self.device)
+
+    def _mask(self, mask: Any, ids: torch.Tensor) -> torch.Tensor:
+        if mask is None:
+            return torch.ones_like(ids)
+        mask = torch.as_tensor(mask, device=ids.device)
+        if mask.dim() == 1:
+            mask = mask.unsqueeze(0)
+        if tuple(mask.shape) != tuple(ids.shape):
+            message = f"attention_mask has shape {tuple(mask.shape)}; tokens are {tuple(ids.shape)}"
+            raise CapabilityUnsupported(message)
+        if bool((mask.sum(dim=1) == 0).any()):
+            message = "a row of attention_mask is all zeros: that row has no token to run"
+            raise CapabilityUnsupported(message)
+        return mask.to(torch.long)
+
+    def _writes(self, steering: Any) -> list[Write]:
+        specs = (*active_steering(self), *as_specs(steering))
+        writes = []
+        for spec in specs:
+            spec.validate_for(self._facts)
+            tap = self.tap(spec.address)
+            if tap.put is None:
+                message = (
+                    f"cannot steer at {spec.address}: it is read where no tensor can be "
+                    f"replaced; steer at {_write_hint(spec.address)} instead"
+                )
+                raise SteeringSpecError(message)
+            writes.append(Write(tap, spec, self._vector(spec)))
+        return writes
+
+    def _vector(self, spec: SteeringSpec) -> torch.Tensor:
+        vector = spec.vector
+        if not isinstance(vector, torch.Tensor):
+            vector = torch.tensor(spec.values(), dtype=torch.float32)
+        if not vector.is_floating_point():
+            message = (
+                f"the steering vector for {spec.address} has dtype {vector.dtype}; "
+                f"steering vectors are floating point (cast with .float())"
+            )
+            raise SteeringSpecError(message)
+        if not bool(torch.isfinite(vector).all()):
+            message = (
+                f"the steering vector for {spec.address} holds NaN or inf; it would turn the "
+                f"activations non-finite; pass finite values"
+            )
+            raise SteeringSpecError(message)
+        if spec.address.is_path:
+            return vector.to(self.device)
+        width = point_width(spec.address, self._facts)
+        if vector.numel() != width:
+            message = (
+                f"the steering vector for {spec.address} has {vector.numel()} values; "
+                f"it needs {width}"
+            )
+            raise SteeringSpecError(message)
+        if spec.op != "add" and float(vector.norm()) == 0.0:
+            message = f"{spec.op} steering at {spec.address} needs a non-zero direction"
+            raise SteeringSpecError(message)
+        return vector.to(self.device)
+
+    # --- the forward pass -----------------------------------------------------------------------
+    def run_with_cache(
+        self,
+        tokens: Any,
+        points: Sequence[Any],
+        *,
+        attention_mask: Any = None,
+        steering: Any = None,
+        detach: bool = True,
+    ) -> ActivationCache:
+        """One forward pass with captures (sync; the async `capture` wraps it)."""
+        if not detach and not self.requires_grad:
+            message = (
+                "detach=False keeps the autograd graph through the forward pass, but this model "
+                "was loaded without gradients; load with requires_grad=True"
+            )
+            raise CapabilityUnsupported(message)
+        addresses = [self._check_address(to_address(p)) for p in points]
+        ids = self._tokens(tokens)
+        mask = self._mask(attention_mask, ids)
+        reads = [self.tap(a) for a in dict.fromkeys(addresses)]
+        writes = self._writes(steering)
+        session = HookSession(reads, writes, detach=detach)
+        with session, _grad(not detach):
+            session.start_forward(_position_ids(mask))
+            output = self.hf_model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=_position_ids(mask),
+                use_cache=False,
+            )
+            session.check_fired_once()
+        tensors = {tap.address: session.result(tap.address) for tap in reads}
+        return ActivationCache(tensors, output=output)
+
+    def forward_logits(self, tokens: Any, *, steering: Any = None) -> torch.Tensor:
+        """The model's logits for `tokens` (its own multiplier and softcap applied)."""
+        return self.run_with_cache(tokens, [], steering=steering).output.logits
+
+    async def capture(
+        self,
+        tokens: Any,
+        points: Sequence[Any],
+        *,
+        steering: Any = None,
+        attention_mask: Any = None,
+        detach: bool = True,
+    ) -> ActivationCache:
+        return self.run_with_cache(
+            tokens, points, attention_mask=attention_mask, steering=steering, detach=detach
+        )
+
+    # --- generation -----------------------------------------------------------------------------
+    def _decode_steps(
+        self,
+        tokens: Any,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        seed: int | None,
+        steering: Any,
+    ) -> Iterator[tuple[int, float]]:
+        from interp_eager.generation import decode_steps
+
+        _check_sampling(max_new_tokens, temperature, top_k, top_p)
+        ids = self._tokens(tokens)
+        if ids.shape[0] != 1:
+            message = f"generation takes one prompt at a time; got a batch of {ids.shape[0]}"
+            raise CapabilityUnsupported(message)
+        writes = self._writes(steering)
+        return decode_steps(
+            self,
+            ids,
+            writes,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+        )
+
+    def generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
+        ids = self._tokens(tokens)
+        steps = list(self._decode_steps(ids, **_gen_defaults(kwargs)))
+        generated = [token for token, _ in steps]
+        eos = self._eos_ids()
+        finish = "stop" if generated and generated[-1] in eos else "length"
+        return Generation(
+            text=self.tokenizer.decode(generated, skip_special_tokens=True),
+            token_ids=generated,
+            prompt_token_ids=ids[0].tolist(),
+            finish_reason=finish,
+        )
+
+    async def generate(self, tokens: Any, **kwargs: Any) -> Generation:
+        return self.generate_sync(tokens, **kwargs)
+
+    async def generate_stream(self, tokens: Any, **kwargs: Any) -> AsyncIterator[GenerationStep]:
+        steps = self._decode_steps(tokens, **_gen_defaults(kwargs))
+        eos = self._eos_ids()
+        generated: list[int] = []
+        emitted = ""
+        index = 0
+        for token, logprob in steps:
+            generated.append(token)
+            text = self.tokenizer.decode(generated, skip_special_tokens=True)
+            # Emit only completed characters: a partial UTF-8 sequence decodes to U+FFFD.
+            delta = "" if text.endswith("\ufffd") else text[len(emitted) :]
+            if delta:
+                emitted = text
+            yield GenerationStep(index, token, delta, logprob)
+            index += 1
+            await asyncio.sleep(0)
+        tail = self.tokenizer.decode(generated, skip_special_tokens=True)[len(emitted) :]
+        finish = "stop" if generated and generated[-1] in eos else "length"
+        yield (
+            GenerationStep(index, -1, tail, None, True, finish)
+            if tail
+            else GenerationStep(index, -1, "", None, True, finish)
+        )
+
+    async def capture_generation(
+        self,
+        tokens: Any,
+        points: Sequence[Any],
+        *,
+        max_new_tokens: int = 8,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        steering: Any = None,
+    ) -> tuple[Generation, ActivationCache]:
+        addresses = [self._check_address(to_address(p)) for p in points]
+        generation = self.generate_sync(
+            tokens,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+            steering=steering,
+        )
+        # The last sampled token is never fed back, so captures cover prompt + generated - 1.
+        full = [*generation.prompt_token_ids, *generation.token_ids[:-1]]
+        cache = self.run_with_cache([full], addresses, steering=steering)
+        return generation, cache
+
+    def _eos_ids(self) -> set[int]:
+        eos = getattr(self.hf_model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        if eos is None:
+            return set()
+        return set(eos) if isinstance(eos, list | tuple) else {int(eos)}
+
+    # --- logit lens -----------------------------------------------------------------------------
+    def decode_residuals(self, residuals: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
+        """final_norm -> lm_head on residuals; the model's multiplier and softcap unless raw."""
+        tree = self.tree
+        logits = tree.lm_head(tree.final_norm(residuals))
+        if raw:
+            return logits
+        facts = self._facts
+        if facts.logit_multiplier not in (None, 1.0):
+            logits = logits * facts.logit_multiplier
+        if facts.final_logit_softcap:
+            cap = facts.final_logit_softcap
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+    def logit_lens_sync(
+        self,
+        tokens: Any,
+        layers: Sequence[int] | None = None,
+        *,
+        top_k: int = 10,
+        point: str = "resid_post",
+    ) -> LensResult:
+        ids = self._tokens(tokens)
+        if ids.shape[0] != 1:
+            message = f"the logit lens reads one prompt at a time; got a batch of {ids.shape[0]}"
+            raise CapabilityUnsupported(message)
+        if not isinstance(top_k, int) or top_k < 1:
+            message = f"top_k={top_k!r} must be a positive int"
+            raise CapabilityUnsupported(message)
+        chosen = list(range(self.n_layers)) if layers is None else [int(x) for x in layers]
+        addresses = [self._check_address(Address(point, layer)) for layer in chosen]
+        cache = self.run_with_cache(ids, addresses)
+        predictions: dict[int, tuple[tuple[LensPrediction, ...], ...]] = {}
+        rows = []
+        with torch.no_grad():
+            for layer, address in zip(chosen, addresses, strict=True):
+                logits = self.decode_residuals(cache[address][0])
+                rows.append(logits)
+                probs = torch.softmax(logits.float(), dim=-1)
+                values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+                predictions[layer] = tuple(
+                    tuple(
+                        LensPrediction(int(i), self.tokenizer.decode([int(i)]), float(p))
+                        for p, i in zip(vals.tolist(), idx.tolist(), strict=True)
+                    )
+                    for vals, idx in zip(values, indices, strict=True)
+                )
+        return LensResult(point, chosen, top_k, predictions, logits=torch.stack(rows))
+
+    async def logit_lens(
+        self, tokens: Any, layers: Sequence[int] | None = None, **kw: Any
+    ) -> LensResult:
+        return self.logit_lens_sync(tokens, layers, **kw)
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._tree is not None else "not loaded"
+        return f"EagerModel({self._model_id!r}, {self._facts.architecture}, {state})"
+
+
+# --- helpers --------------------------------------------------------------------------------------
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+def _position_ids(mask: torch.Tensor) -> torch.Tensor:
+    # Positions follow the mask, so a left-padded row numbers its real tokens from 0.
+    return (mask.cumsum(dim=-1) - 1).clamp(min=0)
+
+
+class _grad:
+    def __init__(self, enabled: bool) -> None:
+        self._context = torch.enable_grad() if enabled else torch.no_grad()
+
+    def __enter__(self) -> None:
+        self._context.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._context.__exit__(*exc)
+
+
+def _write_hint(address: Address) -> str:
+    if address.name in _ATTENTION_MATRICES:
+        return "z (the attention result) or attn_out"
+    if address.name in {"expert_weights", "expert_indices"}:
+        return "router_logits"
+    return "a writable point (`interp points` marks them)"
+
+
+def _check_quantization(quantization: str | None) -> str | None:
+    if quantization in (None, "bnb-4bit", "bnb-8bit"):
+        return quantization
+    if quantization == "fp8":
+        message = (
+            "quantization='fp8' is not something the eager backend can apply on load; use a vLLM "
+            "backend (load_model(..., backend='vllm', quantization='fp8')) or a checkpoint "
+            "shipped in FP8"
+        )
+        raise CapabilityUnsupported(message)
+    message = f"quantization={quantization!r} is unknown; use 'bnb-4bit', 'bnb-8bit' or None"
+    raise CapabilityUnsupported(message)
+
+
+def _bnb_config(quantization: str, dtype: torch.dtype) -> Any:
+    try:
+        import bitsandbytes  # noqa: F401
+        from transformers import BitsAndBytesConfig
+    except ImportError as error:
+        message = (
+            f"quantization={quantization!r} needs bitsandbytes; "
+            f"pip install 'interp-eager[quant]' (CUDA only)"
+        )
+        raise CapabilityUnsupported(message) from error
+    if quantization == "bnb-4bit":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype)
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def _check_gpus(num_gpus: int) -> None:
+    available = torch.cuda.device_count()
+    if available < num_gpus:
+        message = (
+            f"num_gpus={num_gpus} but this machine has {available} CUDA device(s); pass "
+            f"num_gpus={max(available, 1)}"
+        )
+        raise CapabilityUnsupported(message)
+
+
+def _check_sampling(
+    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
+) -> None:
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        message = f"max_new_tokens={max_new_tokens!r} must be a positive int"
+        raise CapabilityUnsupported(message)
+    if not math.isfinite(temperature) or temperature < 0:
+        message = f"temperature={temperature!r} must be >= 0 (0 is greedy)"
+        raise CapabilityUnsupported(message)
+    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+        message = f"top_k={top_k!r} must be a positive int or None"
+        raise CapabilityUnsupported(message)
+    if top_p is not None and not 0 < top_p <= 1:
+        message = f"top_p={top_p!r} must be in (0, 1] or None"
+        raise CapabilityUnsupported(message)
+
+
+def _gen_defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
+    allowed = {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "steering"}
+    unknown = set(kwargs) - allowed
+    if unknown:
+        message = f"generate() got unknown arguments {sorted(unknown)}; it takes {sorted(allowed)}"
+        raise CapabilityUnsupported(message)
+    return {
+        "max_new_tokens": kwargs.get("max_new_tokens", 64),
+        "temperature": kwargs.get("temperature", 1.0),
+        "top_k": kwargs.get("top_k"),
+        "top_p": kwargs.get("top_p"),
+        "seed": kwargs.get("seed"),
+        "steering": kwargs.get("steering"),
+    }

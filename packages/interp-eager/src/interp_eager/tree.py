@@ -1,0 +1,251 @@
+"""Where, in a live HF module tree, does each part of a decoder block sit?
+
+Resolution inspects the tree with attribute-name vocabularies and the core's model facts; there
+is no per-model table. `bind_tree(model, facts)` walks from the root to the trunk (the module
+that owns the list of decoder blocks), then names, in every block, the modules the standardized
+points are defined on: the token mixer and its projections, the MLP and its projections, the
+router and experts of a mixture-of-experts layer, and the norms around each sublayer.
+
+The norm vocabulary is the subtle part. `post_attention_layernorm` is the pre-MLP norm on most
+families but the post-attention norm of a sandwich (Gemma-2/3, OLMo-2), and only the presence of
+a post-MLP norm tells the two apart.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from interp_core.errors import PointUnsupported
+from interp_core.facts import ModelFacts
+
+__all__ = ["LayerParts", "ModelTree", "QKVLayout", "bind_tree"]
+
+TRUNK_CONTAINERS = ("model", "language_model", "text_model", "transformer", "gpt_neox", "decoder")
+LAYER_LISTS = ("layers", "h", "blocks")
+EMBEDDINGS = ("embed_tokens", "wte", "word_embeddings", "embed_in", "embeddings", "tok_embeddings")
+FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm", "norm_f")
+LM_HEADS = ("lm_head", "embed_out")
+MIXERS = ("self_attn", "self_attention", "attention", "attn", "linear_attn", "mixer")
+Q_PROJS = ("q_proj", "query", "q_b_proj")
+K_PROJS = ("k_proj", "key")
+V_PROJS = ("v_proj", "value")
+QKV_PROJS = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv")
+O_PROJS = ("o_proj", "c_proj", "out_proj", "dense", "o_b_proj")
+MLPS = ("mlp", "feed_forward", "ffn", "block_sparse_moe")
+GATE_PROJS = ("gate_proj", "w1")
+UP_PROJS = ("up_proj", "c_fc", "dense_h_to_4h", "fc_in", "fc1", "w3")
+DOWN_PROJS = ("down_proj", "c_proj", "dense_4h_to_h", "fc_out", "fc2", "w2")
+GATE_UP_PROJS = ("gate_up_proj",)
+ROUTERS = ("gate", "router")
+EXPERTS = ("experts",)
+PRE_ATTN_NORMS = ("input_layernorm", "ln_1", "ln_attn", "self_attn_layer_norm", "attention_norm")
+POST_MLP_NORMS = ("post_feedforward_layernorm", "post_mlp_layernorm", "post_mlp_norm")
+PRE_MLP_NORMS = ("pre_feedforward_layernorm", "ln_2", "ln_mlp", "ffn_norm", "final_layer_norm")
+AMBIGUOUS_NORM = "post_attention_layernorm"
+
+
+class QKVLayout:
+    """How a fused q|k|v projection packs its output features."""
+
+    SEPARATE = "separate"  # q_proj / k_proj / v_proj
+    THIRDS = "contiguous"  # [q (n_heads*d) | k (n_kv*d) | v (n_kv*d)]   GPT-2, Phi-3, StarCoder
+    PER_HEAD = "per_head"  # [head, (q, k, v), d]                         GPT-NeoX, BLOOM
+    PER_KV_GROUP = "per_kv_group"  # [kv, (q * group, k, v), d]             Falcon (new decoder)
+    MULTI_QUERY = "multi_query"  # [q (n_heads*d) | k (d) | v (d)]          Falcon multi_query
+
+
+@dataclass
+class LayerParts:
+    """The modules one decoder block's points are read from (None where the block has none)."""
+
+    index: int
+    block: Any
+    mixer: Any = None
+    mixer_name: str | None = None
+    q_proj: Any = None
+    k_proj: Any = None
+    v_proj: Any = None
+    qkv_proj: Any = None
+    qkv_layout: str = QKVLayout.SEPARATE
+    o_proj: Any = None
+    q_norm: Any = None
+    k_norm: Any = None
+    mlp: Any = None  # None when the block inlines its MLP (OPT)
+    mlp_entry: Any = None  # the module whose input is mlp_in (the MLP, or fc1 when inlined)
+    mlp_exit: Any = None  # the module whose output is mlp_out (the MLP, or fc2 when inlined)
+    gate_proj: Any = None
+    up_proj: Any = None
+    down_proj: Any = None
+    gate_up_proj: Any = None
+    router: Any = None
+    experts: Any = None
+    pre_attn_norm: Any = None
+    post_attn_norm: Any = None
+    pre_mlp_norm: Any = None
+    post_mlp_norm: Any = None
+    attn_hc: Any = None
+    mlp_hc: Any = None
+    names: dict[str, str] = field(default_factory=dict)  # role -> dotted path, for messages
+
+    @property
+    def sparse(self) -> bool:
+        return self.router is not None
+
+
+@dataclass
+class ModelTree:
+    root: Any
+    trunk: Any
+    trunk_path: str
+    embed: Any
+    final_norm: Any
+    lm_head: Any
+    layers: list[LayerParts]
+
+    def layer(self, index: int) -> LayerParts:
+        return self.layers[index]
+
+
+def _child(module: Any, names: tuple[str, ...]) -> tuple[str | None, Any]:
+    for name in names:
+        child = getattr(module, name, None)
+        if child is not None and hasattr(child, "forward"):
+            return name, child
+    return None, None
+
+
+def _find_trunk(root: Any) -> tuple[str, Any, Any]:
+    # Breadth first through the known container names: the first module holding a list of blocks.
+    queue: deque[tuple[str, Any]] = deque([("", root)])
+    while queue:
+        path, module = queue.popleft()
+        for name in LAYER_LISTS:
+            blocks = getattr(module, name, None)
+            if blocks is not None and type(blocks).__name__ == "ModuleList" and len(blocks) > 0:
+                return path, module, blocks
+        for name in TRUNK_CONTAINERS:
+            child = getattr(module, name, None)
+            if child is not None and hasattr(child, "forward"):
+                queue.append((f"{path}.{name}" if path else name, child))
+    message = (
+        f"cannot find the decoder blocks of {type(root).__name__}: no module reachable through "
+        f"{', '.join(TRUNK_CONTAINERS)} holds a list named {' / '.join(LAYER_LISTS)}"
+    )
+    raise PointUnsupported(message)
+
+
+def _qkv_layout(mixer: Any, facts: ModelFacts, name: str) -> str:
+    config = getattr(mixer, "config", None)
+    model_type = facts.model_type
+    if model_type == "falcon":
+        if getattr(config, "new_decoder_architecture", False):
+            return QKVLayout.PER_KV_GROUP
+        if getattr(config, "multi_query", False):
+            return QKVLayout.MULTI_QUERY
+        return QKVLayout.PER_HEAD
+    if name == "query_key_value":  # GPT-NeoX, BLOOM, Persimmon: interleaved per head
+        return QKVLayout.PER_HEAD
+    return QKVLayout.THIRDS
+
+
+def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> LayerParts:
+    parts = LayerParts(index=index, block=block)
+    names = parts.names
+
+    def note(role: str, owner: str, child: str | None) -> None:
+        if child is not None:
+            names[role] = f"{owner}.{child}"
+
+    mixer_name, mixer = _child(block, MIXERS)
+    parts.mixer, parts.mixer_name = mixer, mixer_name
+    note("mixer", prefix, mixer_name)
+    if mixer is not None:
+        owner = f"{prefix}.{mixer_name}"
+        for role, vocab in (("q_proj", Q_PROJS), ("k_proj", K_PROJS), ("v_proj", V_PROJS)):
+            child_name, child = _child(mixer, vocab)
+            setattr(parts, role, child)
+            note(role, owner, child_name)
+        qkv_name, parts.qkv_proj = _child(mixer, QKV_PROJS)
+        note("qkv_proj", owner, qkv_name)
+        if parts.qkv_proj is not None and parts.v_proj is None:
+            parts.qkv_layout = _qkv_layout(mixer, facts, qkv_name or "")
+        o_name, parts.o_proj = _child(mixer, O_PROJS)
+        note("o_proj", owner, o_name)
+        for role in ("q_norm", "k_norm"):
+            child = getattr(mixer, role, None)
+            if child is not None and hasattr(child, "forward"):
+                setattr(parts, role, child)
+                note(role, owner, role)
+
+    mlp_name, mlp = _child(block, MLPS)
+    if mlp is not None:
+        parts.mlp = parts.mlp_entry = parts.mlp_exit = mlp
+        owner = f"{prefix}.{mlp_name}"
+        note("mlp", prefix, mlp_name)
+        router_name, router = _child(mlp, ROUTERS)
+        experts_name, experts = _child(mlp, EXPERTS)
+        if router is not None and experts is not None:
+            parts.router, parts.experts = router, experts
+            note("router", owner, router_name)
+            note("experts", owner, experts_name)
+        else:
+            gate_up_name, parts.gate_up_proj = _child(mlp, GATE_UP_PROJS)
+            note("gate_up_proj", owner, gate_up_name)
+            gate_name, parts.gate_proj = _child(mlp, GATE_PROJS)
+            note("gate_proj", owner, gate_name)
+            up_name, parts.up_proj = _child(mlp, UP_PROJS)
+            note("up_proj", owner, up_name)
+            down_name, parts.down_proj = _child(mlp, DOWN_PROJS)
+            note("down_proj", owner, down_name)
+    else:
+        # An MLP inlined in the block (OPT: fc1 / fc2 directly on the decoder layer).
+        up_name, up = _child(block, ("fc1", "fc_in"))
+        down_name, down = _child(block, ("fc2", "fc_out"))
+        if up is not None and down is not None:
+            parts.up_proj, parts.down_proj = up, down
+            parts.mlp_entry, parts.mlp_exit = up, down
+            note("up_proj", prefix, up_name)
+            note("down_proj", prefix, down_name)
+            note("mlp", prefix, up_name)
+
+    pre_name, parts.pre_attn_norm = _child(block, PRE_ATTN_NORMS)
+    note("pre_attn_norm", prefix, pre_name)
+    post_mlp_name, parts.post_mlp_norm = _child(block, POST_MLP_NORMS)
+    note("post_mlp_norm", prefix, post_mlp_name)
+    pre_mlp_name, parts.pre_mlp_norm = _child(block, PRE_MLP_NORMS)
+    ambiguous = getattr(block, AMBIGUOUS_NORM, None)
+    if ambiguous is not None:
+        if parts.post_mlp_norm is not None:
+            # A post-MLP norm proves a sandwich: the ambiguous norm follows attention.
+            parts.post_attn_norm = ambiguous
+            note("post_attn_norm", prefix, AMBIGUOUS_NORM)
+        elif parts.pre_mlp_norm is None:
+            parts.pre_mlp_norm = ambiguous
+            pre_mlp_name = AMBIGUOUS_NORM
+    note("pre_mlp_norm", prefix, pre_mlp_name)
+    for role, name in (("attn_hc", "attn_hc"), ("mlp_hc", "ffn_hc")):
+        child = getattr(block, name, None)
+        if child is not None:
+            setattr(parts, role, child)
+            note(role, prefix, name)
+    return parts
+
+
+def bind_tree(root: Any, facts: ModelFacts) -> ModelTree:
+    """Bind the roles of a live HF causal LM to its modules; refuse a tree it cannot read."""
+    trunk_path, trunk, blocks = _find_trunk(root)
+    if len(blocks) != facts.n_layers:
+        message = (
+            f"{type(root).__name__} has {len(blocks)} decoder blocks but its config says "
+            f"{facts.n_layers}; refusing to guess which facts describe which block"
+        )
+        raise PointUnsupported(message)
+    layer_list = next(n for n in LAYER_LISTS if getattr(trunk, n, None) is blocks)
+    prefix = f"{trunk_path}.{layer_list}" if trunk_path else layer_list
+    _, embed = _child(trunk, EMBEDDINGS)
+    _, final_norm = _child(trunk, FINAL_NORMS)
+    _, lm_head = _child(root, LM_HEADS)
+    layers = [_bind_layer(i, block, facts, f"{prefix}.{i}") for i, block in enumerate(blocks)]
+    return ModelTree(root, trunk, trunk_path, embed, final_norm, lm_head, layers)
