@@ -102,6 +102,7 @@ class ModelFacts:
     parallel_attn_mlp: bool = False  # attention and MLP both read the same resid_pre
     gated_mlp: bool = True  # act(gate) * up; False for plain fc -> act -> proj
     gated_attn_output: bool = False  # an output gate multiplies z before o_proj (Qwen3-Next)
+    shared_key_value: bool = False  # keys and values are one tensor (DeepSeek-V4: K = V)
     attn_logit_softcap: float | None = None
     final_logit_softcap: float | None = None
     logit_multiplier: float | None = None  # applied to logits before any softcap
@@ -276,6 +277,8 @@ _SQRT_EMBED_SCALE_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"}
 
 # An output gate multiplies the attention result before o_proj.
 _GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_next"})
+# Attention whose keys and values are one projected tensor (K = V), so no value projection exists.
+_SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
 
 # Families that slide only from `max_window_layers` on, and only with `use_sliding_window`; every
 # other family that states a window slides on every layer (Mistral, Phi-3, Starcoder2).
@@ -345,6 +348,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         gated_mlp=model_type not in _UNGATED_MLP_TYPES,
         gated_attn_output=bool(reader.get("attn_output_gate")[1])
         or model_type in _GATED_ATTN_OUTPUT_TYPES,
+        shared_key_value=model_type in _SHARED_KEY_VALUE_TYPES,
         attn_logit_softcap=reader.number("attn_logit_softcapping"),
         final_logit_softcap=reader.number("final_logit_softcapping"),
         logit_multiplier=reader.logit_multiplier(),

@@ -1083,6 +1083,12 @@ def _needs_qk_norm(spec: PointSpec, facts: ModelFacts) -> _Why | None:
 
 
 def _needs_no_mla(spec: PointSpec, facts: ModelFacts) -> _Why | None:
+    if facts.shared_key_value:
+        return _Why(
+            f"{facts.architecture} uses one projected tensor as both keys and values (K = V), "
+            "carrying rotary embedding, so there is no value projection to read",
+            "use attn_in (what the key/value projection reads) or z (the attention result)",
+        )
     if facts.mla is None:
         return None
     return _Why(

@@ -378,6 +378,11 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
         if name == "mlp_out_post" and parts.post_mlp_norm is not None:
             return _output(address, parts.post_mlp_norm, _multiplier(facts), name="post-MLP norm")
         view = _multiplier(facts) if name == "mlp_out_post" else None
+        if parts.mlp is not None and _adds_own_residual(parts.mlp):
+            # BLOOM's MLP adds the residual before returning: its raw write is the down_proj output.
+            if parts.down_proj is None:
+                raise _missing(address, "MLP down projection", facts)
+            return _output(address, parts.down_proj, view, name=where.get("down_proj", ""))
         return _output(address, parts.mlp_exit, view, name=where.get("mlp", ""))
     if name == "mlp_act":
         if parts.down_proj is None:

@@ -1,0 +1,138 @@
+"""What does interp-engine show on a real model, end to end, in a few minutes on a laptop CPU?
+
+`python -m interp_eager.demo [OUT_DIR]` (what `make demo` runs) loads the embedded
+SmolLM2-135M-Instruct through `load_model(..., backend="eager")` and:
+
+1. captures standard points for "The capital of France is";
+2. prints a per-layer logit-lens table and the layer where " Paris" becomes the top-1 guess;
+3. writes an attention-pattern heatmap and a per-layer plot (residual norm and the lens
+   probability of " Paris") as PNG files;
+4. steers the model towards " London" at a middle layer and prints both generations.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+PROMPT = "The capital of France is"
+TARGET = " Paris"
+STEER_TOKEN = " London"
+
+
+def _bar(value: float, width: int = 24) -> str:
+    filled = int(round(value * width))
+    return "#" * filled + "." * (width - filled)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    out_dir = Path(argv[0] if argv else "demo-output").resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display on a server or in CI
+    import matplotlib.pyplot as plt
+    import torch
+
+    from interp_core import Address, SteeringSpec, load_model, run_with_cache
+    from interp_eager.testing.smollm2 import smollm2_path
+
+    started = time.perf_counter()
+    path = smollm2_path()
+    model = load_model(str(path), backend="eager")
+    tokens = model.to_tokens(PROMPT)
+    str_tokens = model.to_str_tokens(PROMPT)
+    n_layers = model.n_layers
+    print(
+        f"model: SmolLM2-135M-Instruct ({model.facts.architecture}, {n_layers} layers, "
+        f"d_model {model.d_model}) from {path}"
+    )
+    print(f"prompt: {PROMPT!r} -> tokens {str_tokens}")
+
+    # 1. capture standard points at every layer in one forward pass
+    mid = n_layers // 2
+    points = [Address("resid_post", layer) for layer in range(n_layers)]
+    points += [Address("attn_probs", mid), Address("mlp_act", mid), Address("z", mid)]
+    cache = run_with_cache(model, tokens, points)
+    print(f"\ncaptured {len(cache)} tensors in one forward pass, e.g.")
+    for address in (
+        Address("resid_post", mid),
+        Address("attn_probs", mid),
+        Address("mlp_act", mid),
+    ):
+        print(f"  {str(address):<16} {tuple(cache[address].shape)}")
+
+    # 2. logit lens: what each layer would predict next
+    target_id = model.tokenizer.encode(TARGET, add_special_tokens=False)[0]
+    lens = model.logit_lens_sync(tokens, top_k=3)
+    probs = torch.softmax(lens.logits[:, -1].float(), dim=-1)[:, target_id]
+    first_top1 = None
+    print(f"\nlogit lens at the last position (top-3 guesses, and P({TARGET!r})):")
+    for layer in lens.layers:
+        top = lens.top(layer)
+        guesses = "  ".join(f"{p.token!r}:{p.prob:.2f}" for p in top)
+        p_target = float(probs[layer])
+        print(f"  layer {layer:>2}  {_bar(p_target)}  {p_target:5.3f}   {guesses}")
+        if first_top1 is None and top[0].token_id == target_id:
+            first_top1 = layer
+    if first_top1 is None:
+        print(f"{TARGET!r} never becomes the top-1 guess")
+    else:
+        print(f"{TARGET!r} first becomes the top-1 guess at layer {first_top1}")
+
+    # 3. pictures
+    heatmap = out_dir / "attention_layer{:02d}.png".format(mid)
+    pattern = cache[Address("attn_probs", mid)][0].float()  # [heads, q, k]
+    heads = pattern.shape[0]
+    cols = min(heads, 5)
+    rows = (heads + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3 * rows), squeeze=False)
+    for head in range(rows * cols):
+        ax = axes[head // cols][head % cols]
+        ax.axis("off")
+        if head < heads:
+            ax.imshow(pattern[head].numpy(), cmap="viridis", vmin=0, vmax=1)
+            ax.set_title(f"head {head}", fontsize=9)
+    fig.suptitle(f"attn_probs.{mid}: {' | '.join(repr(t) for t in str_tokens)}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(heatmap, dpi=110)
+    plt.close(fig)
+
+    per_layer = out_dir / "per_layer.png"
+    norms = [float(cache[Address("resid_post", layer)][0, -1].norm()) for layer in range(n_layers)]
+    fig, left = plt.subplots(figsize=(8, 4))
+    left.plot(range(n_layers), norms, color="tab:blue", marker="o", ms=3)
+    left.set_xlabel("layer")
+    left.set_ylabel("‖resid_post‖ at the last token", color="tab:blue")
+    right = left.twinx()
+    right.plot(range(n_layers), probs.tolist(), color="tab:red", marker="s", ms=3)
+    right.set_ylabel(f"lens P({TARGET!r})", color="tab:red")
+    right.set_ylim(0, 1)
+    fig.suptitle(f"{PROMPT!r}: residual norm and logit lens per layer")
+    fig.tight_layout()
+    fig.savefig(per_layer, dpi=110)
+    plt.close(fig)
+
+    # 4. steering: push the residual stream towards the unembedding of " London"
+    steer_id = model.tokenizer.encode(STEER_TOKEN, add_special_tokens=False)[0]
+    direction = model.hf_model.lm_head.weight[steer_id].detach().float()
+    direction = direction / direction.norm()
+    layer = max(1, n_layers // 2)
+    scale = 4.0 * float(cache[Address("resid_post", layer)][0].norm(dim=-1).mean())
+    spec = SteeringSpec(Address("resid_post", layer), direction, scale=scale)
+    plain = model.generate_sync(tokens, max_new_tokens=12, temperature=0)
+    steered = model.generate_sync(tokens, max_new_tokens=12, temperature=0, steering=spec)
+    print(f"\nsteering: add {scale:.0f}·unit(W_U[{STEER_TOKEN!r}]) at resid_post.{layer}")
+    print(f"  plain:   {PROMPT}{plain.text!r}")
+    print(f"  steered: {PROMPT}{steered.text!r}")
+
+    print(f"\nwrote {heatmap}\nwrote {per_layer}")
+    print(f"done in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
