@@ -22,7 +22,7 @@ STEER_TOKEN = " London"
 
 
 def _bar(value: float, width: int = 24) -> str:
-    filled = int(round(value * width))
+    filled = round(value * width)
     return "#" * filled + "." * (width - filled)
 
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         Address("attn_probs", mid),
         Address("mlp_act", mid),
     ):
-        print(f"  {str(address):<16} {tuple(cache[address].shape)}")
+        print(f"  {address!s:<16} {tuple(cache[address].shape)}")
 
     # 2. logit lens: what each layer would predict next
     target_id = model.tokenizer.encode(TARGET, add_special_tokens=False)[0]
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{TARGET!r} first becomes the top-1 guess at layer {first_top1}")
 
     # 3. pictures
-    heatmap = out_dir / "attention_layer{:02d}.png".format(mid)
+    heatmap = out_dir / f"attention_layer{mid:02d}.png"
     pattern = cache[Address("attn_probs", mid)][0].float()  # [heads, q, k]
     heads = pattern.shape[0]
     cols = min(heads, 5)
