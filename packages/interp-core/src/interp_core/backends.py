@@ -63,6 +63,7 @@ __all__ = [
     "available_backends",
     "cuda_available",
     "get_backend",
+    "hf_cache_snapshot",
     "load_model",
     "local_config",
     "register_backend",
@@ -398,22 +399,31 @@ def _is_cuda_device(device: object) -> bool:
     return str(device).split(":", 1)[0].strip().lower() == "cuda"
 
 
-def _hf_cache_config(model_id: str) -> Path | None:
-    # The huggingface_hub cache layout, read directly: models--org--name/snapshots/<rev>/.
+def hf_cache_snapshot(repo_id: str) -> Path | None:
+    """The newest local snapshot folder of a HF repo in the huggingface_hub cache, or None.
+
+    Reads the cache layout directly (models--org--name/snapshots/<revision>/) so the core needs
+    no network library; the revision `refs/main` names wins, else the most recently written one.
+    """
     root = os.environ.get("HF_HUB_CACHE")
     if root is None:
         home = os.environ.get(
             "HF_HOME", os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
         )
         root = os.path.join(home, "hub")
-    repo = Path(root) / ("models--" + model_id.replace("/", "--"))
+    repo = Path(root) / ("models--" + repo_id.replace("/", "--"))
     ref = repo / "refs" / "main"
     if ref.is_file():
-        candidate = repo / "snapshots" / ref.read_text().strip() / "config.json"
-        if candidate.is_file():
-            return candidate
-    snapshots = sorted(repo.glob("snapshots/*/config.json"), key=lambda p: p.stat().st_mtime)
-    return snapshots[-1] if snapshots else None
+        snapshot = repo / "snapshots" / ref.read_text().strip()
+        if (snapshot / "config.json").is_file():
+            return snapshot
+    found = sorted(repo.glob("snapshots/*/config.json"), key=lambda p: p.stat().st_mtime)
+    return found[-1].parent if found else None
+
+
+def _hf_cache_config(model_id: str) -> Path | None:
+    snapshot = hf_cache_snapshot(model_id)
+    return snapshot / "config.json" if snapshot is not None else None
 
 
 def local_config(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -1,0 +1,213 @@
+"""Which GPU and settings fit this model, from the command line?
+
+`interp-size MODEL [--gpu H100-80GB] [--backend vllm-static] [--points resid_post] ...` prints the
+memory terms on the selected GPU, a fit table across the catalogue, KV tokens, speeds and the
+`load_model(...)` call it priced. `--json` prints one JSON object instead (keys include
+`weights_bytes`, `kv_bytes_per_token`, `kv_tokens`, `fits` and `snippet`) for scripts. Exit
+status: 0 when the selected configuration fits, 1 when it does not, 2 on a refusal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from interp_core.errors import InterpError
+from interp_core.known_models import known_model_ids
+from interp_sizer.__about__ import __version__
+from interp_sizer.calibration import CALIBRATIONS, GIB
+from interp_sizer.formats import BACKENDS, KV_CACHE_DTYPES, QUANTIZATIONS
+from interp_sizer.gpus import GPUS, gpu_names
+from interp_sizer.plan import GpuFit, SizingReport, size
+
+__all__ = ["main", "render"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="interp-size",
+        description="Which GPU(s) and settings run a model on each interp-engine backend, "
+        "before anything is loaded.",
+    )
+    parser.add_argument("model", nargs="?", help="HF repo id, model folder, or config.json path")
+    parser.add_argument("--gpu", help=f"price this GPU ({', '.join(gpu_names())})")
+    parser.add_argument("--backend", default="vllm", choices=BACKENDS)
+    parser.add_argument("--dtype", default="auto", help="auto, bfloat16, float16 or float32")
+    parser.add_argument("--quantization", choices=sorted(QUANTIZATIONS))
+    parser.add_argument("--kv-cache-dtype", default="auto", choices=list(KV_CACHE_DTYPES))
+    parser.add_argument("--num-gpus", type=int, default=1)
+    parser.add_argument("--gpu-memory-utilization", type=float)
+    parser.add_argument("--max-model-len", type=int)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="sequences running at once, each up to --max-model-len",
+    )
+    parser.add_argument(
+        "--points",
+        "--capture",
+        dest="capture",
+        action="append",
+        default=[],
+        help="a point (every layer) or address to capture; repeat or comma-join",
+    )
+    parser.add_argument(
+        "--steer", action="append", default=[], help="a point or address to steer (write)"
+    )
+    parser.add_argument("--max-num-batched-tokens", type=int)
+    parser.add_argument("--attn-implementation", choices=("sdpa", "eager"))
+    parser.add_argument("--prompt-tokens", type=int, default=2048)
+    parser.add_argument("--offline", action="store_true", help="never try the Hub")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--list-models", action="store_true", help="the bundled model ids")
+    parser.add_argument("--list-gpus", action="store_true", help="the GPU catalogue")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print every calibrated constant with its source",
+    )
+    parser.add_argument("--version", action="version", version=f"interp-sizer {__version__}")
+    return parser
+
+
+def _split(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:.2f} GiB"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _speed(fit: GpuFit) -> str:
+    t = fit.throughput
+    if t is None:
+        return "-"
+    return f"{t.decode_tokens_per_s:,.0f}"
+
+
+def render(report: SizingReport) -> str:
+    """The readable report: selected GPU's terms, the fit table, the snippet."""
+    fit = report.selected
+    model = report.model
+    lines = [
+        f"{model.model_id} ({model.facts.architecture}, from {model.origin}) on "
+        f"{fit.num_gpus} x {fit.gpu.name}, backend {report.request.backend}, {report.dtype}",
+        f"weights {_gib(report.weights_bytes)} ({model.inventory.source}); KV "
+        f"{report.kv_bytes_per_token / 1024:.1f} KiB per token per GPU "
+        f"({report.kv_values_per_token_layer} values per layer); max_model_len "
+        f"{report.max_model_len:,}",
+        "",
+    ]
+    rows = [["term", "GiB", "where", "how"]]
+    for term in fit.terms:
+        rows.append([term.label, f"{term.bytes / GIB:.2f}", term.side, term.provenance])
+    lines += [_table(rows), ""]
+    verdict = "FITS" if fit.fits else "DOES NOT FIT"
+    lines.append(
+        f"{verdict}: {fit.kv_tokens:,} KV tokens, {fit.max_concurrency:.1f} sequences of "
+        f"{report.max_model_len:,}; longest context at concurrency "
+        f"{report.request.concurrency}: {fit.max_context:,}"
+    )
+    lines.extend(f"  - {problem}" for problem in fit.problems)
+    if fit.advice:
+        lines.append("  try: " + "; ".join(fit.advice))
+    if fit.throughput is not None:
+        t = fit.throughput
+        low, high = t.range(t.decode_tokens_per_s)
+        lines.append(
+            f"decode ~{t.decode_tokens_per_s:,.0f} tok/s ({low:,.0f}-{high:,.0f}) over "
+            f"{t.sequences} sequence(s) at {t.context:,} context, limited by {t.limiter}; "
+            f"prefill ~{t.prefill_tokens_per_s:,.0f} tok/s for {t.prompt_tokens:,}-token prompts"
+        )
+    lines += ["", f"across GPUs ({report.fits[0].num_gpus} each):"]
+    rows = [["gpu", "fits", "KV tokens", "max ctx", "decode tok/s", "limit"]]
+    for row in report.fits:
+        rows.append(
+            [
+                row.gpu.name,
+                "yes" if row.fits else "no",
+                f"{row.kv_tokens:,}",
+                f"{row.max_context:,}",
+                _speed(row),
+                row.limiting_term.label,
+            ]
+        )
+    lines.append(_table(rows))
+    if report.smallest is not None:
+        lines.append(f"smallest fit: {report.smallest.num_gpus} x {report.smallest.gpu.name}")
+    else:
+        lines.append("nothing in the catalogue fits up to 8 GPUs with these settings")
+    lines.extend(f"note: {note}" for note in report.notes)
+    lines += ["", report.snippet.rstrip()]
+    return "\n".join(lines)
+
+
+def _explain() -> str:
+    rows = [["constant", "value", "unit", "source"]]
+    rows += [[c.name, f"{c.value:g}", c.unit, c.source] for c in CALIBRATIONS]
+    return _table(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.list_models:
+        print("\n".join(known_model_ids()))
+        return 0
+    if args.list_gpus:
+        rows = [["gpu", "GiB usable", "TB/s", "bf16 TFLOP/s", "source"]]
+        rows += [
+            [g.name, f"{g.memory_gib:g}", f"{g.bandwidth_tb_s:g}", f"{g.bf16_tflops:g}", g.source]
+            for g in GPUS
+        ]
+        print(_table(rows))
+        return 0
+    if not args.model:
+        print("interp-size: a MODEL is needed (or --list-models / --list-gpus)", file=sys.stderr)
+        return 2
+    try:
+        report = size(
+            args.model,
+            gpu=args.gpu,
+            hub=False if args.offline else None,
+            backend=args.backend,
+            dtype=args.dtype,
+            quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            num_gpus=args.num_gpus,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            concurrency=args.concurrency,
+            capture=_split(args.capture),
+            steer=_split(args.steer),
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            attn_implementation=args.attn_implementation,
+            prompt_tokens=args.prompt_tokens,
+        )
+    except InterpError as error:
+        print(f"interp-size: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(render(report))
+        if args.explain:
+            print()
+            print(_explain())
+    return 0 if report.selected.fits else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,400 @@
+"""How many bytes do a model's weights take once loaded, for a given dtype and quantization?
+
+Two sources, best first. A checkpoint's safetensors headers (a little-endian u64 length, then a
+JSON table of every tensor's dtype, shape and byte range) give the stored bytes exactly without
+reading a weight; they also tell which tensors are linear layers (quantizable), which are
+embeddings and norms (kept at the model dtype), which hold packed quantized values and which are
+scales. Without a checkpoint the parameter count is derived from the model's config through
+`interp_core.facts.ModelFacts`; it is exact for the Llama/Qwen/Mistral/DeepSeek layout and close
+(biases, learned positions) elsewhere.
+
+The load dtype, not the file, decides what a float tensor costs: a bf16 file loaded as float32
+doubles. Packed formats (MXFP4, FP8, AWQ/GPTQ) stay packed on vLLM and are priced as stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interp_core.facts import ModelFacts
+from interp_sizer.errors import SizerError
+from interp_sizer.formats import (
+    CheckpointQuantization,
+    Quantization,
+    dtype_bytes,
+)
+
+__all__ = [
+    "ParameterCount",
+    "TensorRecord",
+    "WeightInventory",
+    "checkpoint_inventory",
+    "config_inventory",
+    "parameter_count",
+    "read_safetensors_header",
+    "safetensors_files",
+]
+
+# A header larger than this is not a safetensors header (the format caps it at 100 MB).
+_MAX_HEADER_BYTES = 100_000_000
+_FLOAT_CODES = frozenset({"F64", "F32", "F16", "BF16"})
+# Tensor names that hold quantization side data rather than weights.
+_SCALE_SUFFIXES = (
+    "_scale",
+    "_scale_inv",
+    "_scales",
+    ".scales",
+    "_zeros",
+    ".qzeros",
+    ".g_idx",
+    ".absmax",
+    ".quant_map",
+    ".nested_absmax",
+    ".nested_quant_map",
+    "_amax",
+)
+_LAYER_MARKERS = (".layers.", ".h.", ".blocks.", ".block.", "layers.")
+_EMBEDDING_MARKERS = ("embed", "lm_head", "wte", "wpe", "word_embeddings", "embed_out")
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """One tensor as a safetensors header describes it."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def role(self) -> str:
+        """'scale', 'packed', 'linear', 'embedding', 'small' or 'other'."""
+        name = self.name
+        if self.dtype == "F8_E8M0" or name.endswith(_SCALE_SUFFIXES) or ".quant_state" in name:
+            return "scale"  # an e8m0 tensor is always a block scale, never a weight
+        if self.dtype in ("I64", "U64", "BOOL"):
+            return "other"  # position ids and other bookkeeping
+        if self.dtype not in _FLOAT_CODES:
+            return "packed"
+        if len(self.shape) < 2:
+            return "small"
+        if any(marker in name for marker in _EMBEDDING_MARKERS):
+            return "embedding"
+        if any(marker in name for marker in _LAYER_MARKERS):
+            return "linear"
+        return "embedding"
+
+    @property
+    def logical_parameters(self) -> int:
+        """Weights this tensor stands for, with packed formats unpacked (0 for scales)."""
+        role = self.role
+        if role in ("scale", "other"):
+            return 0
+        if role != "packed":
+            return self.elements
+        if self.dtype in ("U8", "I8"):
+            # Byte containers hold two 4-bit values when the name says so (MXFP4 `_blocks`,
+            # compressed-tensors `weight_packed`); 8-bit integer weights count one each.
+            return self.elements * (2 if name_is_4bit(self.name) else 1)
+        if self.dtype in ("I32", "U32"):
+            return self.elements * 32 // 4  # AWQ/GPTQ pack eight 4-bit values per int32
+        return self.elements  # F8 and F4 codes already count one value per element
+
+
+def name_is_4bit(name: str) -> bool:
+    """Whether a byte tensor's name marks it as packed 4-bit values."""
+    return name.endswith(("_blocks", ".weight_packed")) or ".qweight" in name
+
+
+def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[TensorRecord, ...]:
+    """Every tensor of one .safetensors file, read from its header alone (no weight is read)."""
+    file = Path(path)
+    try:
+        with file.open("rb") as handle:
+            head = handle.read(8)
+            if len(head) != 8:
+                problem = "shorter than the 8-byte header length"
+                raise ValueError(problem)
+            (length,) = struct.unpack("<Q", head)
+            if length > _MAX_HEADER_BYTES:
+                problem = f"header length {length} exceeds the format's 100 MB cap"
+                raise ValueError(problem)
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError) as exc:
+        error = SizerError.build(
+            f"cannot read the safetensors header of {str(file)!r}",
+            f"{type(exc).__name__}: {exc}",
+            "Re-download the file, or size the model from its config.json alone",
+        )
+        raise error from exc
+    return tuple(_records(header, str(file)))
+
+
+def _records(header: Mapping[str, Any], where: str) -> Iterable[TensorRecord]:
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            start, end = entry["data_offsets"]
+            record = TensorRecord(name, str(entry["dtype"]), tuple(entry["shape"]), end - start)
+        except (KeyError, TypeError, ValueError) as exc:
+            error = SizerError.build(
+                f"tensor {name!r} in {where} has a malformed header entry",
+                f"{type(exc).__name__}: {exc}",
+                "Re-download the file",
+            )
+            raise error from exc
+        yield record
+
+
+def safetensors_files(folder: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """The checkpoint's .safetensors files in a model folder (all shards), sorted."""
+    return tuple(sorted(Path(folder).glob("*.safetensors")))
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """Parameters of a model by part, derived from its config."""
+
+    embedding: int
+    unembedding: int
+    attention: int
+    dense_mlp: int
+    routed_experts: int
+    shared_experts: int
+    routers: int
+    norms_and_biases: int
+    active_routed: int  # routed-expert parameters one token uses
+    approximate_layers: tuple[int, ...] = ()  # mixer layers priced as attention (no exact rule)
+
+    @property
+    def linear(self) -> int:
+        """Parameters in linear layers (what quantize-on-load narrows)."""
+        return (
+            self.attention
+            + self.dense_mlp
+            + self.routed_experts
+            + self.shared_experts
+            + self.routers
+        )
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.unembedding + self.linear + self.norms_and_biases
+
+    @property
+    def active(self) -> int:
+        """Parameters one token touches: everything but the experts it was not routed to."""
+        return self.total - self.routed_experts + self.active_routed
+
+
+# Families whose linear layers carry biases and whose norms are LayerNorms with a bias.
+_BIASED_TYPES = frozenset(
+    {
+        "gpt2",
+        "gpt_neox",
+        "gptj",
+        "codegen",
+        "phi",
+        "starcoder2",
+        "bloom",
+        "opt",
+        "gpt_bigcode",
+        "gpt_neo",
+        "falcon",
+    }
+)
+# Families with a learned absolute position embedding.
+_LEARNED_POSITION_TYPES = frozenset({"gpt2", "gpt_neo", "gpt_bigcode", "opt", "codegen"})
+
+
+def _attention_params(facts: ModelFacts, biased: bool) -> int:
+    d, heads = facts.d_model, facts.n_heads
+    cfg = facts.extras.get("text_config", facts.extras) or facts.extras
+    mla = facts.mla
+    if mla is not None:
+        qk = mla.qk_head_dim
+        if mla.q_lora_rank:
+            q = d * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * heads * qk
+        else:
+            q = d * heads * qk
+        kv_a = d * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+        kv_b = mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)
+        return q + kv_a + kv_b + heads * mla.v_head_dim * d
+    q_width = facts.q_width * (2 if facts.gated_attn_output else 1)
+    params = d * q_width + 2 * d * facts.kv_width + facts.z_width * d
+    if facts.qk_norm:
+        params += 2 * facts.head_dim
+    if biased or cfg.get("attention_bias") or cfg.get("bias"):
+        params += q_width + 2 * facts.kv_width + (d if biased else 0)
+    return params
+
+
+def _linear_attention_params(facts: ModelFacts) -> int | None:
+    """Gated delta-net mixer (Qwen3-Next), from its `linear_*` keys; None when not stated."""
+    cfg = facts.extras.get("text_config", facts.extras) or facts.extras
+    keys = (
+        "linear_num_key_heads",
+        "linear_key_head_dim",
+        "linear_num_value_heads",
+        "linear_value_head_dim",
+        "linear_conv_kernel_dim",
+    )
+    if not all(isinstance(cfg.get(k), int) for k in keys):
+        return None
+    n_k, h_k, n_v, h_v, kernel = (cfg[k] for k in keys)
+    d = facts.d_model
+    key_dim, value_dim = n_k * h_k, n_v * h_v
+    in_proj = d * (2 * key_dim + 2 * value_dim) + d * 2 * n_v
+    conv = (2 * key_dim + value_dim) * kernel
+    return in_proj + conv + 2 * n_v + h_v + value_dim * d
+
+
+def parameter_count(facts: ModelFacts) -> ParameterCount:
+    """Parameters by part from the config's dimensions (one fact, one place: `ModelFacts`)."""
+    d, vocab = facts.d_model, facts.vocab_size
+    biased = facts.model_type in _BIASED_TYPES
+    mlp_matrices = 3 if facts.gated_mlp else 2
+    embedding = vocab * d
+    if facts.model_type in _LEARNED_POSITION_TYPES and facts.max_position_embeddings:
+        embedding += facts.max_position_embeddings * d
+    unembedding = 0 if facts.tied_embeddings else vocab * d
+    norm_width = 2 * d if biased else d  # LayerNorm carries a bias beside its gain
+    norms_per_layer = 2 + (2 if facts.sandwich_norms and not facts.post_norms_only else 0)
+    norms = facts.n_layers * norms_per_layer * norm_width + norm_width  # + the final norm
+
+    attention = dense = routed = shared = routers = active_routed = 0
+    approximate: list[int] = []
+    attention_layer = _attention_params(facts, biased)
+    linear_layer = _linear_attention_params(facts)
+    for layer in range(facts.n_layers):
+        if facts.attends(layer):
+            attention += attention_layer
+        elif facts.layer_kind(layer) == "linear_attention" and linear_layer is not None:
+            attention += linear_layer
+        else:
+            attention += attention_layer
+            approximate.append(layer)
+        if facts.is_sparse(layer):
+            moe = facts.moe
+            assert moe is not None
+            expert = mlp_matrices * d * moe.d_expert
+            routed += moe.n_experts * expert
+            active_routed += moe.experts_per_token * expert
+            routers += d * moe.n_experts
+            if moe.d_shared_expert:
+                shared += mlp_matrices * d * moe.d_shared_expert
+        else:
+            dense += mlp_matrices * d * facts.d_mlp
+            if biased:
+                norms += facts.d_mlp + d
+    return ParameterCount(
+        embedding=embedding,
+        unembedding=unembedding,
+        attention=attention,
+        dense_mlp=dense,
+        routed_experts=routed,
+        shared_experts=shared,
+        routers=routers,
+        norms_and_biases=norms,
+        active_routed=active_routed,
+        approximate_layers=tuple(approximate),
+    )
+
+
+@dataclass(frozen=True)
+class WeightInventory:
+    """What a checkpoint stores, split by how each part responds to dtype and quantization."""
+
+    source: str  # 'safetensors' (exact) or 'config' (derived)
+    linear_elements: int  # float weights of linear layers: narrowed by quantize-on-load
+    embedding_elements: int  # float embeddings / lm_head: always at the model dtype
+    small_elements: int  # norms, biases: always at the model dtype
+    packed_bytes: int  # pre-quantized payload and its scales: priced as stored
+    stored_bytes: int  # bytes on disk (exact for safetensors, estimated from config)
+    bytes_by_dtype: Mapping[str, int] = field(default_factory=dict)
+    parameters: int = 0  # logical parameters, packed formats unpacked
+    files: tuple[str, ...] = ()
+    checkpoint_quantization: str | None = None
+
+    def load_bytes(self, dtype: str, quantization: Quantization | None = None) -> int:
+        """Bytes the weights take in memory when loaded in `dtype` with `quantization`."""
+        width = dtype_bytes(dtype)
+        linear = (
+            math.ceil(self.linear_elements * quantization.bytes_per_weight)
+            if quantization is not None
+            else self.linear_elements * width
+        )
+        return linear + (self.embedding_elements + self.small_elements) * width + self.packed_bytes
+
+
+def checkpoint_inventory(
+    records: Iterable[TensorRecord], files: Iterable[str] = ()
+) -> WeightInventory:
+    """The inventory of a checkpoint from its headers: exact bytes, per dtype, per role."""
+    linear = embedding = small = packed = stored = parameters = 0
+    by_dtype: dict[str, int] = {}
+    quantized = False
+    for record in records:
+        stored += record.nbytes
+        by_dtype[record.dtype] = by_dtype.get(record.dtype, 0) + record.nbytes
+        parameters += record.logical_parameters
+        role = record.role
+        if role == "linear":
+            linear += record.elements
+        elif role == "embedding":
+            embedding += record.elements
+        elif role == "small":
+            small += record.elements
+        else:
+            packed += record.nbytes
+            quantized = quantized or role in ("packed", "scale")
+    return WeightInventory(
+        source="safetensors",
+        linear_elements=linear,
+        embedding_elements=embedding,
+        small_elements=small,
+        packed_bytes=packed,
+        stored_bytes=stored,
+        bytes_by_dtype=dict(sorted(by_dtype.items())),
+        parameters=parameters,
+        files=tuple(files),
+        checkpoint_quantization="packed" if quantized else None,
+    )
+
+
+def config_inventory(
+    facts: ModelFacts, native_dtype: str, quant: CheckpointQuantization | None
+) -> WeightInventory:
+    """The inventory estimated from the config: parameter counts at the checkpoint's dtype."""
+    count = parameter_count(facts)
+    width = dtype_bytes(native_dtype)
+    linear, packed = count.linear, 0
+    if quant is not None:
+        packed_params = count.routed_experts if quant.experts_only else count.linear
+        linear -= packed_params
+        packed = math.ceil(packed_params * quant.bytes_per_weight)
+    float_elements = linear + count.embedding + count.unembedding + count.norms_and_biases
+    stored = float_elements * width + packed
+    return WeightInventory(
+        source="config",
+        linear_elements=linear,
+        embedding_elements=count.embedding + count.unembedding,
+        small_elements=count.norms_and_biases,
+        packed_bytes=packed,
+        stored_bytes=stored,
+        bytes_by_dtype={},
+        parameters=count.total,
+        checkpoint_quantization=quant.method if quant is not None else None,
+    )
