@@ -116,16 +116,26 @@ def main(argv: list[str] | None = None) -> int:
     fig.savefig(per_layer, dpi=110)
     plt.close(fig)
 
-    # 4. steering: push the residual stream towards the unembedding of " London"
+    # 4. steering: push the residual stream towards the unembedding of " London". The BOS
+    # position is left alone: its residual carries the model's huge attention-sink activation,
+    # and editing it derails everything after it.
     steer_id = model.tokenizer.encode(STEER_TOKEN, add_special_tokens=False)[0]
     direction = model.hf_model.lm_head.weight[steer_id].detach().float()
     direction = direction / direction.norm()
-    layer = max(1, n_layers // 2)
-    scale = 4.0 * float(cache[Address("resid_post", layer)][0].norm(dim=-1).mean())
-    spec = SteeringSpec(Address("resid_post", layer), direction, scale=scale)
-    plain = model.generate_sync(tokens, max_new_tokens=12, temperature=0)
-    steered = model.generate_sync(tokens, max_new_tokens=12, temperature=0, steering=spec)
-    print(f"\nsteering: add {scale:.0f}·unit(W_U[{STEER_TOKEN!r}]) at resid_post.{layer}")
+    layer = (3 * n_layers) // 4
+    resid = run_with_cache(model, tokens, [Address("resid_post", layer)])
+    typical = float(resid[Address("resid_post", layer)][0, 1:].norm(dim=-1).mean())
+    new_tokens = 12
+    positions = list(range(1, tokens.shape[1] + new_tokens))
+    spec = SteeringSpec(
+        Address("resid_post", layer), direction, scale=0.5 * typical, positions=positions
+    )
+    plain = model.generate_sync(tokens, max_new_tokens=new_tokens, temperature=0)
+    steered = model.generate_sync(tokens, max_new_tokens=new_tokens, temperature=0, steering=spec)
+    print(
+        f"\nsteering: add 0.5 x (typical |resid_post.{layer}| = {typical:.0f}) along "
+        f"W_U[{STEER_TOKEN!r}] at every position after BOS"
+    )
     print(f"  plain:   {PROMPT}{plain.text!r}")
     print(f"  steered: {PROMPT}{steered.text!r}")
 
