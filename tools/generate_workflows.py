@@ -153,6 +153,59 @@ jobs:
       - run: ruff format --check .
       - run: python tools/generate_workflows.py --check
 """,
+    "docs.yml": f"""{HEADER}name: docs
+
+# Builds the reference site strictly: a broken link, a missing page or an unreadable docstring
+# fails. The generated pages come from the packages' code at build time, so a change to any
+# package's source can change the site. The docs build reads the code statically and imports
+# only the core and the eager package's test-model configs, so the packages are installed
+# without their heavy dependencies (no torch, no vLLM). The full check, which also runs every
+# example on the site, is the docs test inside `make test`.
+on:
+  push:
+    branches: [main]
+    paths:
+      - docs/**
+      - mkdocs.yml
+      - tools/docs_hook.py
+      - tools/docsgen/**
+      - packages/*/src/**
+      - packages/interp-validator/results/**
+      - .github/workflows/docs.yml
+  pull_request:
+    paths:
+      - docs/**
+      - mkdocs.yml
+      - tools/docs_hook.py
+      - tools/docsgen/**
+      - packages/*/src/**
+      - packages/interp-validator/results/**
+      - .github/workflows/docs.yml
+  workflow_dispatch:
+
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - name: Install the docs tools and the packages the site documents
+        run: |
+          python -m pip install --upgrade pip
+          python -m pip install -r docs/requirements.txt -e packages/interp-core
+          python -m pip install --no-deps -e packages/interp-eager -e packages/interp-vllm \\
+            -e packages/interp-validator -e packages/interp-sizer -e packages/interp-engine
+      - name: Build
+        run: mkdocs build --strict
+        env:
+          NO_MKDOCS_2_WARNING: "1"
+      - uses: actions/upload-artifact@v4
+        with:
+          name: site
+          path: site/
+""",
     "full.yml": f"""{HEADER}name: full suite
 
 # The same gate as .ci/run: every package, every test, then lint.

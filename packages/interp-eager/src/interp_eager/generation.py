@@ -4,6 +4,10 @@ A small decoding loop over the HF model with its KV cache, instead of `model.gen
 steering hooks know the absolute position of every token they see (a spec limited to some
 positions keeps working across decode steps) and so that streaming needs no threads. Greedy
 decoding equals HF `generate(do_sample=False)` token for token; a test holds it to that.
+
+Every step says whether it is the last one (end-of-sequence token, token budget spent, or the
+context full), so a stream can mark its final token as finished instead of trailing an extra,
+token-less step after it.
 """
 
 from __future__ import annotations
@@ -59,8 +63,12 @@ def decode_steps(
     top_k: int | None,
     top_p: float | None,
     seed: int | None,
-) -> Iterator[tuple[int, float]]:
-    """Yield (token id, log-probability) per generated token; stops at EOS or the budget."""
+) -> Iterator[tuple[int, float, bool]]:
+    """Yield (token id, log-probability, is_last) per generated token.
+
+    The caller guarantees the prompt leaves room in the context for at least one token, so
+    every call yields at least one step and exactly one step has is_last set.
+    """
     hf = model.hf_model
     eos = model._eos_ids()
     generator = None
@@ -72,9 +80,7 @@ def decode_steps(
     current = ids
     length = ids.shape[1]
     with session, torch.no_grad():
-        for _ in range(max_new_tokens):
-            if limit is not None and length >= limit:
-                return
+        for step in range(max_new_tokens):
             positions = torch.arange(length - current.shape[1], length, device=ids.device)
             positions = positions.unsqueeze(0)
             session.start_forward(positions)
@@ -84,6 +90,7 @@ def decode_steps(
                 past_key_values=past,
                 use_cache=True,
             )
+            session.check_writes_applied()
             past = output.past_key_values
             token, logprob = sample_next(
                 output.logits[0, -1].cpu(),
@@ -92,8 +99,12 @@ def decode_steps(
                 top_p=top_p,
                 generator=generator,
             )
-            yield token, logprob
-            if token in eos:
+            # The next forward would place the new token at position `length`; past the
+            # context there is no such position.
+            context_full = limit is not None and length + 1 >= limit
+            last = token in eos or step == max_new_tokens - 1 or context_full
+            yield token, logprob, last
+            if last:
                 return
             current = torch.tensor([[token]], device=ids.device)
             length += 1

@@ -9,11 +9,25 @@ them, with or without padding and during cached decoding.
 `attn_scores` has no module boundary: the pre-softmax matrix exists only inside the attention
 function. While a requested attention module runs, the session wraps `torch.nn.functional.softmax`
 and records its input; the model's own attention code runs unchanged, so the forward is
-bit-identical to one without the capture.
+bit-identical to one without the capture. Families with attention sinks (gpt-oss, DeepSeek-V4)
+append the sink logit with `torch.cat([scores, sinks], -1)` and subtract the row maximum before
+the softmax, so the softmax input is the scores shifted by a per-row constant; for those taps
+(`strip_columns`) the session records the first operand of that `torch.cat` instead.
+
+A write at `router_logits` has the same problem the other way round: the routers of current
+transformers compute the logits, pick the top-k experts and weigh them all inside one forward, and
+the MoE block uses only the picks. Editing the logits the router returns would change nothing the
+model uses. A write whose tap has side `LINEAR` is therefore applied to the output of the first
+`torch.nn.functional.linear` call made while its module runs (a router makes exactly one), so the
+edited logits are the ones the router ranks and weighs.
+
+Every write must land: a forward in which a write's site never ran is refused, never returned as
+if it had been steered.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,11 +36,14 @@ from typing import Any
 import torch
 
 from interp_core.address import Address
-from interp_core.errors import PointUnsupported
+from interp_core.errors import PointUnsupported, SteeringSpecError
 from interp_core.steering import SteeringSpec
 from interp_eager.taps import Tap
 
-__all__ = ["HookSession", "Write", "steering_delta"]
+__all__ = ["LINEAR", "HookSession", "Write", "steering_delta"]
+
+# Side of a tap applied to the first F.linear output inside its module's forward.
+LINEAR = "linear"
 
 
 @dataclass
@@ -74,9 +91,16 @@ class HookSession:
         self.captured: dict[Address, list[torch.Tensor]] = defaultdict(list)
         self.fired: dict[Address, int] = defaultdict(int)
         self.position_ids: torch.Tensor | None = None  # [b, s] of the current forward
+        self.applied: dict[int, int] = defaultdict(int)  # id(write) -> times applied this forward
         self._handles: list[Any] = []
         self._scores_layer: Tap | None = None
         self._original_softmax: Any = None
+        self._original_cat: Any = None
+        self._linear_site: tuple[list[Tap], list[Write]] | None = None
+        self._original_linear: Any = None
+        # The patched torch functions are process-wide; only the thread running this session's
+        # forward may be intercepted by it.
+        self._thread = threading.get_ident()
 
     # --- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> HookSession:
@@ -96,6 +120,8 @@ class HookSession:
                 elif side == "input":
                     hook = self._input_hook(reads, writes)
                     self._handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+                elif side == LINEAR:
+                    self._install_linear(module, reads, writes)
                 else:
                     self._install_scores(module, reads)
         except BaseException:
@@ -110,10 +136,18 @@ class HookSession:
         if self._original_softmax is not None:
             torch.nn.functional.softmax = self._original_softmax
             self._original_softmax = None
+        if self._original_cat is not None:
+            torch.cat = self._original_cat
+            self._original_cat = None
+        if self._original_linear is not None:
+            torch.nn.functional.linear = self._original_linear
+            self._original_linear = None
+        self._linear_site = None
 
     def start_forward(self, position_ids: torch.Tensor) -> None:
         """Called before each forward: which absolute positions the incoming tokens hold."""
         self.position_ids = position_ids
+        self.applied.clear()
         if not self.accumulate:
             self.captured.clear()
             self.fired.clear()
@@ -129,7 +163,17 @@ class HookSession:
             tap, spec = write.tap, write.spec
             raw = tap.pick(value)
             canonical = tap.view.read(raw, batch, seq)
-            delta = steering_delta(spec, canonical, write.vector)
+            # A point whose tokens carry more than one axis (resid_streams: streams x d_model)
+            # is steered by one flat vector over all of them.
+            rows = canonical.reshape(batch, seq, -1)
+            if rows.shape[-1] != write.vector.numel():
+                message = (
+                    f"the steering vector for {spec.address} has {write.vector.numel()} values, "
+                    f"but the tensor there has {rows.shape[-1]} per token; pass a vector of "
+                    f"that width"
+                )
+                raise SteeringSpecError(message)
+            delta = steering_delta(spec, rows, write.vector).reshape(canonical.shape)
             if spec.positions is not None:
                 assert self.position_ids is not None
                 wanted = torch.tensor(spec.positions, device=self.position_ids.device)
@@ -137,6 +181,7 @@ class HookSession:
                 delta = delta * mask.reshape(*mask.shape, *([1] * (delta.dim() - 2)))
             assert tap.put is not None
             value = tap.put(value, raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype))
+            self.applied[id(write)] += 1
         return value
 
     def _record(self, value: Any, reads: list[Tap]) -> None:
@@ -176,18 +221,31 @@ class HookSession:
             original = self._original_softmax
 
             def softmax(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-                active = self._scores_layer
-                if active is not None and input.dim() == 4:
-                    scores = input
-                    if active.strip_columns:
-                        scores = scores[..., : scores.shape[-1] - active.strip_columns]
-                    self.captured[active.address].append(
-                        scores.detach().clone() if self.detach else scores
-                    )
-                    self.fired[active.address] += 1
+                active = self._active_scores()
+                if active is not None and not active.strip_columns and input.dim() == 4:
+                    self._record_scores(active, input)
                 return original(input, *args, **kwargs)
 
             torch.nn.functional.softmax = softmax
+        if tap.strip_columns and self._original_cat is None:
+            self._original_cat = torch.cat
+            original_cat = self._original_cat
+
+            def cat(tensors: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+                active = self._active_scores()
+                if active is not None and active.strip_columns:
+                    tensors = list(tensors)
+                    dim = kwargs.get("dim", args[0] if args else 0)
+                    if (
+                        len(tensors) == 2
+                        and tensors[0].dim() == 4
+                        and dim in (-1, 3)
+                        and tensors[1].shape[-1] == active.strip_columns
+                    ):
+                        self._record_scores(active, tensors[0])
+                return original_cat(tensors, *args, **kwargs)
+
+            torch.cat = cat
 
         def enter(mod: Any, args: Any, kwargs: Any) -> None:
             self._scores_layer = tap
@@ -198,7 +256,58 @@ class HookSession:
         self._handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
         self._handles.append(module.register_forward_hook(leave, with_kwargs=True))
 
+    def _active_scores(self) -> Tap | None:
+        if threading.get_ident() != self._thread:
+            return None
+        return self._scores_layer
+
+    def _record_scores(self, tap: Tap, scores: torch.Tensor) -> None:
+        self.captured[tap.address].append(scores.detach().clone() if self.detach else scores)
+        self.fired[tap.address] += 1
+
+    def _install_linear(self, module: Any, reads: list[Tap], writes: list[Write]) -> None:
+        if self._original_linear is None:
+            self._original_linear = torch.nn.functional.linear
+            original = self._original_linear
+
+            def linear(*args: Any, **kwargs: Any) -> torch.Tensor:
+                output = original(*args, **kwargs)
+                site = self._linear_site
+                if site is None or threading.get_ident() != self._thread:
+                    return output
+                # Only the module's first projection is the site; later ones pass untouched.
+                self._linear_site = None
+                site_reads, site_writes = site
+                if site_writes:
+                    output = self._apply_writes(output, site_writes)
+                self._record(output, site_reads)
+                return output
+
+            torch.nn.functional.linear = linear
+
+        def enter(mod: Any, args: Any, kwargs: Any) -> None:
+            self._linear_site = (reads, writes)
+
+        def leave(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
+            self._linear_site = None
+
+        self._handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
+        self._handles.append(module.register_forward_hook(leave, with_kwargs=True))
+
     # --- results --------------------------------------------------------------------------------
+    def check_writes_applied(self) -> None:
+        """Refuse a forward in which some steering write never reached its tensor."""
+        for write in self.writes:
+            if self.applied.get(id(write), 0) == 0:
+                tap = write.tap
+                where = tap.module_name or type(tap.module).__name__
+                message = (
+                    f"steering at {write.spec.address} was not applied: {where} did not run in "
+                    f"the forward pass (a fused or bypassed module), so the result would be "
+                    f"unsteered; steer at a neighbouring point or path.<module> instead"
+                )
+                raise SteeringSpecError(message)
+
     def check_fired_once(self, forwards: int = 1) -> None:
         """Refuse a capture whose module never ran, or ran more often than the forwards did."""
         for tap in self.reads:

@@ -9,6 +9,7 @@ pass starts, so a refusal never leaves the model half-hooked.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import warnings
@@ -33,7 +34,7 @@ from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.shapes import point_width
 from interp_core.steering import SteeringSpec, active_steering, as_specs
-from interp_eager.hooks import HookSession, Write
+from interp_eager.hooks import LINEAR, HookSession, Write
 from interp_eager.taps import Tap, resolve_tap
 from interp_eager.tree import ModelTree, bind_tree
 
@@ -48,6 +49,8 @@ _DTYPES = {
     "bf16": torch.bfloat16,
 }
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
+# The module a multi-stream trunk collapses its streams with before the final norm (DeepSeek-V4).
+_STREAM_HEADS = ("hc_head",)
 
 
 def _read_config(model_id: str, trust_remote_code: bool) -> dict[str, Any]:
@@ -247,7 +250,13 @@ class EagerModel:
 
     def _check_address(self, address: Address) -> Address:
         if not address.is_path:
-            reason = absence_reason(address.name, self._facts, address.layer, address.stream)
+            try:
+                reason = absence_reason(address.name, self._facts, address.layer, address.stream)
+            except PointUnsupported as error:
+                # A malformed coordinate (layer 7 of 2): the core's sentence names the layer
+                # but not the point, and the caller may have asked for several.
+                message = f"cannot capture {address}: {error}"
+                raise PointUnsupported(message) from error
             if reason:
                 message = f"cannot capture {address} on this {self._facts.architecture}: {reason}"
                 raise PointUnsupported(message)
@@ -276,14 +285,16 @@ class EagerModel:
         ids = torch.as_tensor(tokens) if not isinstance(tokens, torch.Tensor) else tokens
         if ids.dim() == 1:
             ids = ids.unsqueeze(0)
-        if ids.dim() != 2 or ids.is_floating_point():
-            message = (
-                f"tokens must be integer ids shaped [seq] or [batch, seq], got {tuple(ids.shape)}"
-            )
-            raise CapabilityUnsupported(message)
-        if ids.shape[1] == 0 or ids.shape[0] == 0:
+        # Checked first: `[]` becomes a float tensor, and "empty" is the fix to name.
+        if ids.dim() == 2 and (ids.shape[1] == 0 or ids.shape[0] == 0):
             message = (
                 "the prompt is empty: there is no token to run the model on; pass at least one"
+            )
+            raise CapabilityUnsupported(message)
+        if ids.dim() != 2 or ids.is_floating_point():
+            message = (
+                f"tokens must be integer ids shaped [seq] or [batch, seq], got "
+                f"{tuple(ids.shape)} of {ids.dtype}; call model.to_tokens(text) to make them"
             )
             raise CapabilityUnsupported(message)
         limit = self._facts.max_position_embeddings
@@ -325,7 +336,7 @@ class EagerModel:
                     f"replaced; steer at {_write_hint(spec.address)} instead"
                 )
                 raise SteeringSpecError(message)
-            writes.append(Write(tap, spec, self._vector(spec)))
+            writes.append(Write(_write_site(tap), spec, self._vector(spec)))
         return writes
 
     def _vector(self, spec: SteeringSpec) -> torch.Tensor:
@@ -390,6 +401,7 @@ class EagerModel:
                 use_cache=False,
             )
             session.check_fired_once()
+            session.check_writes_applied()
         tensors = {tap.address: session.result(tap.address) for tap in reads}
         return ActivationCache(tensors, output=output)
 
@@ -421,13 +433,24 @@ class EagerModel:
         top_p: float | None,
         seed: int | None,
         steering: Any,
-    ) -> Iterator[tuple[int, float]]:
+    ) -> Iterator[tuple[int, float, bool]]:
         from interp_eager.generation import decode_steps
 
         _check_sampling(max_new_tokens, temperature, top_k, top_p)
         ids = self._tokens(tokens)
         if ids.shape[0] != 1:
-            message = f"generation takes one prompt at a time; got a batch of {ids.shape[0]}"
+            message = (
+                f"generation takes one prompt at a time; got a batch of {ids.shape[0]}; "
+                f"call generate once per row (tokens[i])"
+            )
+            raise CapabilityUnsupported(message)
+        limit = self._facts.max_position_embeddings
+        if limit is not None and ids.shape[1] >= limit:
+            message = (
+                f"the prompt has {ids.shape[1]} tokens and fills this model's context of {limit}, "
+                f"leaving no position for a generated token; shorten it to at most {limit - 1} "
+                f"tokens (e.g. tokens[:, -{limit - 1}:])"
+            )
             raise CapabilityUnsupported(message)
         writes = self._writes(steering)
         return decode_steps(
@@ -444,7 +467,7 @@ class EagerModel:
     def generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
         ids = self._tokens(tokens)
         steps = list(self._decode_steps(ids, **_gen_defaults(kwargs)))
-        generated = [token for token, _ in steps]
+        generated = [token for token, _, _ in steps]
         eos = self._eos_ids()
         finish = "stop" if generated and generated[-1] in eos else "length"
         return Generation(
@@ -458,28 +481,27 @@ class EagerModel:
         return self.generate_sync(tokens, **kwargs)
 
     async def generate_stream(self, tokens: Any, **kwargs: Any) -> AsyncIterator[GenerationStep]:
+        """One step per generated token; the last one is marked finished with its reason.
+
+        Step texts concatenate to `generate`'s text. A token that ends inside a multi-byte
+        character emits no text yet (decoding it alone gives U+FFFD); its characters arrive
+        with the token that completes them, or with the last step.
+        """
         steps = self._decode_steps(tokens, **_gen_defaults(kwargs))
         eos = self._eos_ids()
         generated: list[int] = []
         emitted = ""
-        index = 0
-        for token, logprob in steps:
+        for index, (token, logprob, last) in enumerate(steps):
             generated.append(token)
             text = self.tokenizer.decode(generated, skip_special_tokens=True)
-            # Emit only completed characters: a partial UTF-8 sequence decodes to U+FFFD.
+            if last:
+                finish = "stop" if token in eos else "length"
+                yield GenerationStep(index, token, text[len(emitted) :], logprob, True, finish)
+                return
             delta = "" if text.endswith("\ufffd") else text[len(emitted) :]
-            if delta:
-                emitted = text
+            emitted += delta
             yield GenerationStep(index, token, delta, logprob)
-            index += 1
             await asyncio.sleep(0)
-        tail = self.tokenizer.decode(generated, skip_special_tokens=True)[len(emitted) :]
-        finish = "stop" if generated and generated[-1] in eos else "length"
-        yield (
-            GenerationStep(index, -1, tail, None, True, finish)
-            if tail
-            else GenerationStep(index, -1, "", None, True, finish)
-        )
 
     async def capture_generation(
         self,
@@ -514,18 +536,42 @@ class EagerModel:
 
     # --- logit lens -----------------------------------------------------------------------------
     def decode_residuals(self, residuals: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
-        """final_norm -> lm_head on residuals; the model's multiplier and softcap unless raw."""
+        """final_norm -> lm_head on residuals; the model's multiplier and softcap unless raw.
+
+        On a multi-stream trunk a stream stack `[batch, seq, n_streams, d_model]` is first
+        collapsed by the model's own hyper head, exactly as the model does before its final norm.
+        """
         tree = self.tree
+        facts = self._facts
+        if facts.n_streams > 1 and tuple(residuals.shape[-2:]) == (facts.n_streams, self.d_model):
+            if residuals.dim() != 4:
+                message = (
+                    f"a stream stack must be [batch, seq, {facts.n_streams}, {self.d_model}] to "
+                    f"be collapsed by the hyper head; got {tuple(residuals.shape)}"
+                )
+                raise CapabilityUnsupported(message)
+            residuals = self._stream_head()(residuals)
         logits = tree.lm_head(tree.final_norm(residuals))
         if raw:
             return logits
-        facts = self._facts
         if facts.logit_multiplier not in (None, 1.0):
             logits = logits * facts.logit_multiplier
         if facts.final_logit_softcap:
             cap = facts.final_logit_softcap
             logits = torch.tanh(logits / cap) * cap
         return logits
+
+    def _stream_head(self) -> Any:
+        for name in _STREAM_HEADS:
+            head = getattr(self.tree.trunk, name, None)
+            if head is not None and hasattr(head, "forward"):
+                return head
+        message = (
+            f"this {self._facts.architecture} carries {self._facts.n_streams} residual streams "
+            f"but its trunk has no module named {' / '.join(_STREAM_HEADS)} to collapse them "
+            f"before the final norm; decode one stream (resid_post.L.stream-K) with raw=True"
+        )
+        raise PointUnsupported(message)
 
     def logit_lens_sync(
         self,
@@ -535,21 +581,32 @@ class EagerModel:
         top_k: int = 10,
         point: str = "resid_post",
     ) -> LensResult:
+        """Decode `point` at each layer; see `interp_core.protocol.InterpModel.logit_lens`.
+
+        On a multi-stream trunk resid_post is the stream stack (resid_streams), decoded through
+        the model's hyper head: the same read-out the model applies after its last layer.
+        """
         ids = self._tokens(tokens)
         if ids.shape[0] != 1:
-            message = f"the logit lens reads one prompt at a time; got a batch of {ids.shape[0]}"
+            message = (
+                f"the logit lens reads one prompt at a time; got a batch of {ids.shape[0]}; "
+                f"call it once per row (tokens[i])"
+            )
             raise CapabilityUnsupported(message)
-        if not isinstance(top_k, int) or top_k < 1:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             message = f"top_k={top_k!r} must be a positive int"
             raise CapabilityUnsupported(message)
         chosen = list(range(self.n_layers)) if layers is None else [int(x) for x in layers]
-        addresses = [self._check_address(Address(point, layer)) for layer in chosen]
+        read = point
+        if self._facts.n_streams > 1 and point == "resid_post":
+            read = "resid_streams"
+        addresses = [self._check_address(Address(read, layer)) for layer in chosen]
         cache = self.run_with_cache(ids, addresses)
         predictions: dict[int, tuple[tuple[LensPrediction, ...], ...]] = {}
         rows = []
         with torch.no_grad():
             for layer, address in zip(chosen, addresses, strict=True):
-                logits = self.decode_residuals(cache[address][0])
+                logits = self.decode_residuals(cache[address])[0]
                 rows.append(logits)
                 probs = torch.softmax(logits.float(), dim=-1)
                 values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
@@ -593,6 +650,23 @@ class _grad:
 
     def __exit__(self, *exc: object) -> None:
         self._context.__exit__(*exc)
+
+
+def _write_site(tap: Tap) -> Tap:
+    """Where a write at `tap` must land for the model to use it (usually where it is read)."""
+    if tap.address.name == "router_logits":
+        # The router ranks and weighs experts inside its own forward and returns the logits only
+        # as a by-product; the edit must reach its projection's output (see hooks.LINEAR).
+        return dataclasses.replace(tap, side=LINEAR, pick=_whole, put=_replace)
+    return tap
+
+
+def _whole(value: torch.Tensor) -> torch.Tensor:
+    return value
+
+
+def _replace(value: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    return new
 
 
 def _write_hint(address: Address) -> str:

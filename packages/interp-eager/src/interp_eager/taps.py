@@ -39,19 +39,30 @@ class View:
         return delta
 
 
+def _head_major(raw: torch.Tensor, batch: int, seq: int) -> bool:
+    """Is a 4-D `raw` laid out `[b, heads, s, d]` rather than `[b, s, heads, d]`?"""
+    if raw.dim() != 4 or raw.shape[0] != batch:
+        return False
+    if raw.shape[1] != seq or raw.shape[2] != seq:
+        return raw.shape[2] == seq and raw.shape[1] != seq
+    # [b, n, n, d] with n == seq == heads: the shape cannot tell (a 4-token prompt on a 4-head
+    # model). The strides can: projections emit token-major memory and head-major tensors are
+    # transposed views of it (Gemma-3 normalises q and k after `.transpose(1, 2)`), so their
+    # head axis is the inner one; elementwise ops such as the norms keep those strides.
+    return raw.stride(1) < raw.stride(2)
+
+
 @dataclass(frozen=True)
 class TokenMajor(View):
-    """`[b*s, ...]`, `[b, s, h, d]` or `[b, h, s, d]` -> `[b, s, width]`."""
+    """`[b*s, ...]`, `[b, s, ...]` or head-major `[b, h, s, d]` -> `[b, s, width]`."""
 
     def read(self, raw: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
-        if raw.dim() >= 2 and raw.shape[0] == batch * seq and (batch != 1 or raw.dim() == 2):
-            return raw.reshape(batch, seq, -1)
-        if raw.dim() == 4 and raw.shape[:2] != (batch, seq) and raw.shape[2] == seq:
-            return raw.transpose(1, 2).reshape(batch, seq, -1)  # head-major [b, h, s, d]
+        if _head_major(raw, batch, seq):
+            return raw.transpose(1, 2).reshape(batch, seq, -1)
         return raw.reshape(batch, seq, -1)
 
     def embed(self, delta: torch.Tensor, raw: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
-        if raw.dim() == 4 and raw.shape[:2] != (batch, seq) and raw.shape[2] == seq:
+        if _head_major(raw, batch, seq):
             heads, dim = raw.shape[1], raw.shape[3]
             return delta.reshape(batch, seq, heads, dim).transpose(1, 2)
         return delta.reshape(raw.shape)
@@ -298,11 +309,12 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
     if name == "resid_mid":
         if parts.mlp_hc is not None:
             return _input(address, parts.mlp_hc, stream, where.get("mlp_hc", ""))
+        # TokenMajor: OPT flattens the tokens to [b*s, d] before its pre-MLP norm.
         if parts.pre_mlp_norm is not None:
-            return _input(address, parts.pre_mlp_norm, None, "pre-MLP norm input")
+            return _input(address, parts.pre_mlp_norm, TokenMajor(), "pre-MLP norm input")
         if parts.post_mlp_norm is not None and parts.mlp_entry is not None:
             # Post-norm-only blocks (OLMo-2): nothing normalises the MLP's input.
-            return _input(address, parts.mlp_entry, None, where.get("mlp", ""))
+            return _input(address, parts.mlp_entry, TokenMajor(), where.get("mlp", ""))
         raise _missing(address, "pre-MLP norm", facts)
 
     if name in {"attn_stream_collapse", "attn_stream_write", "attn_stream_mix"}:
@@ -371,13 +383,14 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
     if name == "mlp_in":
         if parts.mlp_entry is None:
             raise _missing(address, "MLP", facts)
-        return _input(address, parts.mlp_entry, None, where.get("mlp", ""))
+        return _input(address, parts.mlp_entry, TokenMajor(), where.get("mlp", ""))
     if name in {"mlp_out", "mlp_out_post"}:
         if parts.mlp_exit is None:
             raise _missing(address, "MLP", facts)
         if name == "mlp_out_post" and parts.post_mlp_norm is not None:
-            return _output(address, parts.post_mlp_norm, _multiplier(facts), name="post-MLP norm")
-        view = _multiplier(facts) if name == "mlp_out_post" else None
+            view = _chain(TokenMajor(), _multiplier(facts))
+            return _output(address, parts.post_mlp_norm, view, name="post-MLP norm")
+        view = _chain(TokenMajor(), _multiplier(facts) if name == "mlp_out_post" else None)
         if parts.mlp is not None and _adds_own_residual(parts.mlp):
             # BLOOM's MLP adds the residual before returning: its raw write is the down_proj output.
             if parts.down_proj is None:

@@ -148,6 +148,10 @@ def _qkv_layout(mixer: Any, facts: ModelFacts, name: str) -> str:
         return QKVLayout.PER_HEAD
     if name == "query_key_value":  # GPT-NeoX, BLOOM, Persimmon: interleaved per head
         return QKVLayout.PER_HEAD
+    if model_type == "gpt_bigcode" and not getattr(config, "multi_query", True):
+        # Only multi-query GPT-BigCode packs [q | k | v]; without it c_attn is viewed as
+        # [b, s, heads, 3 * head_dim] and split per head.
+        return QKVLayout.PER_HEAD
     return QKVLayout.THIRDS
 
 

@@ -1,0 +1,849 @@
+"""Which tiny random model stands for each architecture family in the tests, and where is it?
+
+No model hub is reachable in tests, so every family the engine supports is tested on a model
+built here from a transformers config: random weights, a few hundred kilobytes, built in well
+under a second, saved with `save_pretrained` plus the shared test tokenizer
+(`interp_eager.testing.tokenizer`), and loaded back by path through the ordinary loaders. The
+eager, vLLM and validator suites all use these folders, so a family is defined once.
+
+Family names are the transformers `model_type` of the family's text model, with one exception:
+`gemma3` names the text-only Gemma-3 (`model_type` `gemma3_text`, `Gemma3ForCausalLM`), since
+the multimodal wrapper is not a causal LM of its own. `FAMILY_NAMES` lists them in a fixed order.
+
+Each config is chosen to exercise what makes its family different, within limits every backend
+can run on a CPU:
+
+- residual width 128, 2-4 layers, vocabulary 1000 (the tokenizer's), 128 positions;
+- per-head width at least 32 wherever the config lets it be chosen (vLLM's CPU attention has no
+  kernel for 16), grouped K/V heads where the family has them;
+- sliding windows of 4-6 tokens, shorter than the 12-token `TEST_PROMPT`, so masking is tested;
+- mixtures of 4 experts routing each token to 2, with dense layers alongside wherever the family
+  can mix them; multipliers, softcaps and logit scales away from 1 so that forgetting one shows;
+- every parameter a default init leaves constant (norm weights, biases, attention sinks,
+  hyper-connection scales) is moved off its constant, so a norm or bias that is skipped or
+  applied twice changes the result. `initializer_range` is raised so attention patterns are
+  far from uniform and logits far from flat.
+
+`build_family(name)` returns the folder, building it at most once per cache key: the family, the
+factory version, transformers and torch versions, the dtype, and a digest of the config and
+tokenizer recipe. Builds write to a private temporary folder renamed into place, so concurrent
+test workers never see a half-written model.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from interp_eager.testing.tokenizer import (
+    BOS_TOKEN_ID,
+    EOS_TOKEN_ID,
+    PAD_TOKEN_ID,
+    TOKENIZER_VOCAB_SIZE,
+    build_tokenizer,
+    tokenizer_fingerprint,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = [
+    "DTYPES",
+    "FACTORY_VERSION",
+    "FAMILIES",
+    "FAMILY_NAMES",
+    "MANIFEST_NAME",
+    "UNAVAILABLE",
+    "FamilySpec",
+    "build_all",
+    "build_family",
+    "family_cache_root",
+    "load_family",
+]
+
+# Bump when a change here alters what a build writes for an unchanged config (perturbation,
+# tokenizer handling, files written); config edits change the digest by themselves.
+FACTORY_VERSION = 1
+
+MANIFEST_NAME = "interp_test_model.json"
+DTYPES = ("float32", "bfloat16", "float16")
+
+# The spread of the random weights. The transformers default (0.02) leaves query-key products
+# near zero at this width, so every attention pattern is almost uniform and a wrong softmax scale
+# or a missing softcap changes little; 0.1 gives peaked patterns and logits with a spread of a
+# few units while the residual stream stays well scaled through 4 layers.
+INIT_RANGE = 0.1
+
+# How far a constant-initialised parameter moves: norm weights become 1 + 0.1·N(0,1) (or
+# 0.1·N(0,1) where the norm stores weight - 1), biases 0.1·N(0,1). Attention sinks get a full
+# N(0,1) so the sink takes a visible share of every attention row.
+_PERTURB_SCALE = 0.1
+_SINK_SCALE = 1.0
+
+_BUILD_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One family's tiny config: the `model_type`, the keyword arguments, and what it exercises."""
+
+    name: str
+    model_type: str
+    config: Mapping[str, Any]
+    notes: str
+    traits: tuple[str, ...] = ()
+
+    @property
+    def config_class_name(self) -> str:
+        from transformers import CONFIG_MAPPING
+
+        return CONFIG_MAPPING[self.model_type].__name__
+
+    def make_config(self) -> Any:
+        """The transformers config object these keyword arguments build."""
+        from transformers import AutoConfig
+
+        # A deep copy: config classes may normalise nested dicts (rope_parameters) in place,
+        # which would change this spec, and with it the cache key, after the first build.
+        return AutoConfig.for_model(self.model_type, **copy.deepcopy(dict(self.config)))
+
+
+# --- the configs -------------------------------------------------------------------------------
+# Marks a shared key that a family's config must not receive at all.
+_DROP = object()
+_IDS = {"bos_token_id": BOS_TOKEN_ID, "eos_token_id": EOS_TOKEN_ID, "pad_token_id": PAD_TOKEN_ID}
+
+
+def _decoder(**overrides: Any) -> dict[str, Any]:
+    """The shared dimensions of the Llama-style families, with per-family overrides."""
+    base: dict[str, Any] = {
+        "vocab_size": TOKENIZER_VOCAB_SIZE,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 128,
+        "initializer_range": INIT_RANGE,
+        **_IDS,
+    }
+    base.update(overrides)
+    return {key: value for key, value in base.items() if value is not _DROP}
+
+
+def _gpt(**overrides: Any) -> dict[str, Any]:
+    """The shared dimensions of the GPT-2-era families, which spell them differently."""
+    base: dict[str, Any] = {
+        "vocab_size": TOKENIZER_VOCAB_SIZE,
+        "n_embd": 128,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_positions": 128,
+        "initializer_range": INIT_RANGE,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        **_IDS,
+    }
+    base.update(overrides)
+    return base
+
+
+_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec(
+        "gpt2",
+        "gpt2",
+        _gpt(),
+        "LayerNorm with bias, learned absolute positions, fused c_attn (q|k|v) in Conv1D layout, "
+        "ungated GELU MLP of 4·d (n_inner left null), tied embeddings.",
+        ("learned-positions", "fused-qkv", "conv1d", "ungated-mlp", "tied"),
+    ),
+    FamilySpec(
+        "gpt_neox",
+        "gpt_neox",
+        _decoder(
+            num_key_value_heads=_DROP,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.25,
+            },
+            use_parallel_residual=True,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+        ),
+        "Pythia layout: parallel attention + MLP, rotary on 25% of each head, fused "
+        "query_key_value interleaved per head, biases everywhere, untied.",
+        ("parallel", "partial-rotary", "fused-qkv", "ungated-mlp"),
+    ),
+    FamilySpec(
+        "gptj",
+        "gptj",
+        _gpt(rotary_dim=16),
+        "Parallel attention + MLP sharing one LayerNorm, interleaved rotary on 16 of 32 dims, "
+        "separate q/k/v without bias, MLP of 4·d, untied lm_head with bias.",
+        ("parallel", "partial-rotary", "ungated-mlp"),
+    ),
+    FamilySpec(
+        "gpt_bigcode",
+        "gpt_bigcode",
+        _gpt(multi_query=True),
+        "Multi-query attention (one K/V head) with a fused c_attn of width d + 2·head_dim, "
+        "learned positions, tied embeddings.",
+        ("mqa", "learned-positions", "fused-qkv", "ungated-mlp", "tied"),
+    ),
+    FamilySpec(
+        "opt",
+        "opt",
+        {
+            "vocab_size": TOKENIZER_VOCAB_SIZE,
+            "hidden_size": 128,
+            "ffn_dim": 256,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 128,
+            "word_embed_proj_dim": 128,
+            "do_layer_norm_before": True,
+            "dropout": 0.0,
+            "init_std": INIT_RANGE,
+            **_IDS,
+        },
+        "OPT-125m layout: pre-LayerNorm, learned positions offset by 2, ReLU MLP (fc1/fc2), "
+        "biases on every projection, tied embeddings.",
+        ("learned-positions", "ungated-mlp", "relu", "tied"),
+    ),
+    FamilySpec(
+        "bloom",
+        "bloom",
+        {
+            "vocab_size": TOKENIZER_VOCAB_SIZE,
+            "hidden_size": 128,
+            "n_layer": 2,
+            "n_head": 4,
+            "initializer_range": INIT_RANGE,
+            **_IDS,
+        },
+        "ALiBi position bias (no rotary, no position embeddings), a LayerNorm right after the "
+        "embedding, fused query_key_value interleaved per head, MLP of 4·d, tied embeddings.",
+        ("alibi", "embedding-norm", "fused-qkv", "ungated-mlp", "tied"),
+    ),
+    FamilySpec(
+        "falcon",
+        "falcon",
+        {
+            "vocab_size": TOKENIZER_VOCAB_SIZE,
+            "hidden_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_kv_heads": 2,
+            "new_decoder_architecture": True,
+            "parallel_attn": True,
+            "bias": True,
+            "alibi": False,
+            "max_position_embeddings": 128,
+            "initializer_range": INIT_RANGE,
+            **_IDS,
+        },
+        "Falcon-40B decoder (new_decoder_architecture): parallel attention + MLP with two "
+        "LayerNorms (ln_attn, ln_mlp), grouped K/V (2 of 4 heads) in a fused query_key_value, "
+        "rotary, biases on, MLP of 4·d, tied embeddings.",
+        ("parallel", "gqa", "fused-qkv", "ungated-mlp", "tied"),
+    ),
+    FamilySpec(
+        "llama",
+        "llama",
+        _decoder(),
+        "The reference decoder: RMSNorm, rotary, GQA (2 K/V heads for 4), SwiGLU MLP, untied.",
+        ("gqa", "gated-mlp"),
+    ),
+    FamilySpec(
+        "mistral",
+        "mistral",
+        _decoder(sliding_window=4),
+        "Llama with a 4-token sliding window on every layer.",
+        ("gqa", "gated-mlp", "sliding"),
+    ),
+    FamilySpec(
+        "mixtral",
+        "mixtral",
+        _decoder(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2),
+        "Every layer a routed mixture: 4 SwiGLU experts of width 128, top-2, softmax router "
+        "(Mixtral has no dense layers to mix in).",
+        ("gqa", "moe"),
+    ),
+    FamilySpec(
+        "qwen2",
+        "qwen2",
+        _decoder(use_sliding_window=False),
+        "Llama with biases on q/k/v (Qwen2 always has them) and none on o_proj.",
+        ("gqa", "gated-mlp", "qkv-bias"),
+    ),
+    FamilySpec(
+        "qwen2_moe",
+        "qwen2_moe",
+        _decoder(
+            num_hidden_layers=3,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=128,
+            decoder_sparse_step=1,
+            mlp_only_layers=[0],
+            norm_topk_prob=False,
+            use_sliding_window=False,
+        ),
+        "Layer 0 dense (mlp_only_layers), layers 1-2 routed: 4 experts of 64, top-2 without "
+        "renormalising, plus a sigmoid-gated shared expert of 128; q/k/v biases.",
+        ("gqa", "moe", "dense-and-sparse", "shared-expert", "qkv-bias"),
+    ),
+    FamilySpec(
+        "qwen3",
+        "qwen3",
+        _decoder(head_dim=32, use_sliding_window=False),
+        "Llama with per-head RMSNorm on q and k (QK-norm) and an explicit head_dim.",
+        ("gqa", "gated-mlp", "qk-norm"),
+    ),
+    FamilySpec(
+        "qwen3_moe",
+        "qwen3_moe",
+        _decoder(
+            num_hidden_layers=3,
+            head_dim=32,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            decoder_sparse_step=1,
+            mlp_only_layers=[0],
+            norm_topk_prob=True,
+            use_sliding_window=False,
+        ),
+        "QK-norm; layer 0 dense (mlp_only_layers), layers 1-2 routed: 4 experts of 64, top-2 "
+        "renormalised, no shared expert.",
+        ("gqa", "moe", "dense-and-sparse", "qk-norm"),
+    ),
+    FamilySpec(
+        "qwen3_next",
+        "qwen3_next",
+        _decoder(
+            num_hidden_layers=4,
+            head_dim=32,
+            layer_types=[
+                "linear_attention",
+                "full_attention",
+                "linear_attention",
+                "full_attention",
+            ],
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            # 64, not 32: vLLM's CPU gated-delta-net kernel refuses a head width of 32
+            # ("Unexpected head dim size, 32"); 64 runs (bfloat16 only, see the notes).
+            linear_key_head_dim=64,
+            linear_value_head_dim=64,
+            linear_conv_kernel_dim=4,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=64,
+            decoder_sparse_step=1,
+            mlp_only_layers=[0, 1],
+            norm_topk_prob=True,
+        ),
+        "Hybrid trunk: gated delta-net (linear attention) on layers 0 and 2, gated softmax "
+        "attention (output gate, QK-norm, partial rotary 25%) on 1 and 3; layers 0-1 dense, "
+        "2-3 routed (4 experts of 64, top-2, shared expert), so each mixer meets each MLP kind. "
+        "Norms store weight - 1 (zero-centred). Delta-net heads: 2 key and 4 value heads of "
+        "64. vLLM's CPU delta-net kernel runs only in bfloat16: build with dtype='bfloat16' "
+        "there.",
+        ("gqa", "linear-attention", "gated-attn-output", "qk-norm", "moe", "dense-and-sparse"),
+    ),
+    FamilySpec(
+        "gemma",
+        "gemma",
+        _decoder(
+            num_key_value_heads=1,
+            head_dim=32,
+            hidden_act="gelu_pytorch_tanh",
+        ),
+        "Gemma-2B layout: multi-query attention (1 K/V head), embedding scaled by sqrt(d), "
+        "RMSNorm storing weight - 1, GeGLU MLP, tied embeddings.",
+        ("mqa", "embed-scale", "zero-centred-norm", "gated-mlp", "tied"),
+    ),
+    FamilySpec(
+        "gemma2",
+        "gemma2",
+        _decoder(
+            head_dim=32,
+            sliding_window=4,
+            query_pre_attn_scalar=24,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=3.0,
+            hidden_activation="gelu_pytorch_tanh",
+        ),
+        "Sandwich norms (pre and post around both sublayers), sliding window 4 on layer 0 and "
+        "global on layer 1, attention scaled by 24**-0.5 rather than head_dim**-0.5, both "
+        "softcaps set low enough (5 and 3) to bend these models' scores and logits.",
+        ("gqa", "sandwich", "sliding", "softcap", "embed-scale", "zero-centred-norm", "tied"),
+    ),
+    FamilySpec(
+        "gemma3",
+        "gemma3_text",
+        _decoder(
+            num_hidden_layers=3,
+            head_dim=32,
+            sliding_window=4,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            query_pre_attn_scalar=32,
+            hidden_activation="gelu_pytorch_tanh",
+        ),
+        "Text-only Gemma-3 (Gemma3ForCausalLM): sandwich norms, QK-norm, two sliding layers "
+        "(window 4, local rotary base) then a global one (global rotary base).",
+        ("gqa", "sandwich", "sliding", "qk-norm", "embed-scale", "zero-centred-norm", "tied"),
+    ),
+    FamilySpec(
+        "phi",
+        "phi",
+        _decoder(
+            num_key_value_heads=_DROP,
+            partial_rotary_factor=0.5,
+            hidden_act="gelu_new",
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attention_dropout=0.0,
+        ),
+        "Phi-2 layout: parallel attention + MLP sharing one LayerNorm, rotary on 50% of each "
+        "head, biases on every projection, ungated fc1/fc2 MLP, lm_head with bias.",
+        ("parallel", "partial-rotary", "ungated-mlp"),
+    ),
+    FamilySpec(
+        "phi3",
+        "phi3",
+        _decoder(sliding_window=6, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0),
+        "Fused qkv_proj (q|k|v with GQA) and fused gate_up_proj, sliding window 6 on every "
+        "layer (Phi-3-mini states one too).",
+        ("gqa", "fused-qkv", "fused-gate-up", "sliding"),
+    ),
+    FamilySpec(
+        "olmo",
+        "olmo",
+        _decoder(clip_qkv=None),
+        "LayerNorm without any parameters (nothing to perturb there), otherwise Llama-like with "
+        "GQA; clip_qkv left off.",
+        ("gqa", "parameter-free-norm", "gated-mlp"),
+    ),
+    FamilySpec(
+        "olmo2",
+        "olmo2",
+        _decoder(),
+        "Norms only after each sublayer (no pre-norms), QK-norm over the whole q and k width "
+        "(not per head).",
+        ("gqa", "post-norms-only", "qk-norm", "gated-mlp"),
+    ),
+    FamilySpec(
+        "olmoe",
+        "olmoe",
+        _decoder(
+            num_key_value_heads=4,
+            intermediate_size=64,
+            num_experts=4,
+            num_experts_per_tok=2,
+            norm_topk_prob=False,
+        ),
+        "Every layer routed: 4 experts of 64, top-2 unnormalised; QK-norm over the full width; "
+        "multi-head K/V as in OLMoE-1B-7B (OLMoE has no dense layers to mix in).",
+        ("moe", "qk-norm"),
+    ),
+    FamilySpec(
+        "cohere",
+        "cohere",
+        _decoder(logit_scale=0.5, use_qk_norm=True),
+        "Parallel attention + MLP sharing one LayerNorm without bias, interleaved rotary, "
+        "per-head LayerNorm on q and k (Command-R+), logits scaled by 0.5, tied embeddings.",
+        ("gqa", "parallel", "qk-norm", "logit-scale", "tied"),
+    ),
+    FamilySpec(
+        "cohere2",
+        "cohere2",
+        _decoder(
+            num_hidden_layers=4,
+            sliding_window=4,
+            layer_types=[
+                "sliding_attention",
+                "sliding_attention",
+                "sliding_attention",
+                "full_attention",
+            ],
+            logit_scale=0.5,
+        ),
+        "Parallel attention + MLP, three sliding layers (window 4, rotary) then one global layer "
+        "without rotary, logits scaled by 0.5, tied embeddings.",
+        ("gqa", "parallel", "sliding", "nope-global", "logit-scale", "tied"),
+    ),
+    FamilySpec(
+        "granite",
+        "granite",
+        _decoder(
+            embedding_multiplier=4.0,
+            residual_multiplier=0.5,
+            attention_multiplier=0.05,
+            logits_scaling=2.0,
+        ),
+        "Llama with Granite's four multipliers away from 1: embeddings ×4, each residual write "
+        "×0.5, attention scores ×0.05 (instead of head_dim**-0.5), logits ÷2.",
+        ("gqa", "gated-mlp", "multipliers"),
+    ),
+    FamilySpec(
+        "granitemoe",
+        "granitemoe",
+        _decoder(
+            intermediate_size=64,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            embedding_multiplier=4.0,
+            residual_multiplier=0.5,
+            attention_multiplier=0.05,
+            logits_scaling=2.0,
+        ),
+        "Every layer routed (4 experts of 64, top-2, fused expert weights) with Granite's "
+        "multipliers away from 1 (GraniteMoE has no dense layers to mix in).",
+        ("gqa", "moe", "multipliers"),
+    ),
+    FamilySpec(
+        "stablelm",
+        "stablelm",
+        _decoder(
+            partial_rotary_factor=0.25,
+            use_qkv_bias=True,
+            qk_layernorm=False,
+            use_parallel_residual=False,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+        ),
+        "StableLM-2 layout: LayerNorm with bias, rotary on 25% of each head, q/k/v biases, "
+        "sequential blocks, GQA.",
+        ("gqa", "partial-rotary", "qkv-bias", "gated-mlp"),
+    ),
+    FamilySpec(
+        "starcoder2",
+        "starcoder2",
+        _decoder(
+            sliding_window=4,
+            use_bias=True,
+            hidden_act="gelu_pytorch_tanh",
+            residual_dropout=0.0,
+            embedding_dropout=0.0,
+            attention_dropout=0.0,
+        ),
+        "Sliding window 4 on every layer, GQA, LayerNorm with bias, biases on every "
+        "projection, ungated c_fc/c_proj MLP, tied embeddings.",
+        ("gqa", "sliding", "ungated-mlp", "tied"),
+    ),
+    FamilySpec(
+        "deepseek_v3",
+        "deepseek_v3",
+        _decoder(
+            num_hidden_layers=3,
+            num_key_value_heads=4,
+            q_lora_rank=32,
+            kv_lora_rank=32,
+            qk_nope_head_dim=32,
+            qk_rope_head_dim=32,
+            v_head_dim=32,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_group=2,
+            topk_group=1,
+            n_shared_experts=1,
+            moe_intermediate_size=64,
+            first_k_dense_replace=1,
+            routed_scaling_factor=2.5,
+            # What transformers always does for V3, stated as the published config states it:
+            # vLLM reads these two and otherwise routes with softmax and no correction bias.
+            topk_method="noaux_tc",
+            scoring_func="sigmoid",
+        ),
+        "Multi-head latent attention (q and kv low-rank with their own norms, q/k heads of "
+        "32 nope + 32 rope = 64, v heads of 32); layer 0 dense (first_k_dense_replace), layers "
+        "1-2 routed: 4 experts of 64 in 2 groups (1 group kept), top-2, sigmoid scores with a "
+        "randomised correction bias, one shared expert.",
+        ("mla", "moe", "dense-and-sparse", "shared-expert", "grouped-routing"),
+    ),
+    FamilySpec(
+        "gpt_oss",
+        "gpt_oss",
+        _decoder(
+            head_dim=32,
+            intermediate_size=64,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"],
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 150000.0,
+                "factor": 4.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+                "original_max_position_embeddings": 32,
+            },
+        ),
+        "Learned attention sinks per head (randomised with N(0,1)), alternating sliding "
+        "(window 4) and global layers, q/k/v/o biases, every layer routed (4 experts of 64, "
+        "top-2, clamped SwiGLU with biases), YaRN rotary scaled ×4 from 32 positions.",
+        ("gqa", "sinks", "sliding", "moe", "yarn"),
+    ),
+    FamilySpec(
+        "deepseek_v4",
+        "deepseek_v4",
+        _decoder(
+            # V4 maps intermediate_size onto moe_intermediate_size: it has no dense MLP width.
+            intermediate_size=_DROP,
+            num_key_value_heads=1,
+            head_dim=64,
+            partial_rotary_factor=0.5,
+            q_lora_rank=32,
+            o_groups=2,
+            o_lora_rank=32,
+            hc_mult=4,
+            hc_sinkhorn_iters=20,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_shared_experts=1,
+            moe_intermediate_size=64,
+            layer_types=["sliding_attention", "sliding_attention"],
+            mlp_layer_types=["hash_moe", "moe"],
+            sliding_window=4,
+            index_n_heads=2,
+            index_head_dim=32,
+            index_topk=4,
+        ),
+        "Manifold-constrained hyper-connections: a trunk of 4 residual streams mixed in and out "
+        "of each layer (Sinkhorn-normalised), collapsed by a hyper head before the final norm. "
+        "Shared-KV attention (one head read as key and value) with sinks, window 4, grouped "
+        "low-rank output projection; layer 0 hash-routed (a randomised token→expert table), "
+        "layer 1 top-2 routed, one shared expert. Every layer is sliding-only: the compressed "
+        "kinds (CSA/HCA) need a longer prompt than 12 tokens to compress anything.",
+        ("hyper-connections", "mqa", "sinks", "sliding", "moe", "hash-routing"),
+    ),
+)
+
+FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
+FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
+
+# Families the installed transformers cannot build or run on this CPU, with the exact error, and
+# the substitute standing in for each. Empty: all 32 run with transformers 5.19 on torch 2.13 CPU.
+UNAVAILABLE: Mapping[str, str] = MappingProxyType({})
+
+
+# --- building ------------------------------------------------------------------------------------
+def family_cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where built families live: `cache_dir`, else `$INTERP_TEST_CACHE`, else the user cache."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("INTERP_TEST_CACHE")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "interp-engine" / "test-models"
+
+
+def _spec(name: str) -> FamilySpec:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        message = (
+            f"no test family named {name!r}: the families are {', '.join(FAMILY_NAMES)} "
+            f"(transformers model_type names; the text-only Gemma-3 is 'gemma3')"
+        )
+        raise KeyError(message) from None
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in DTYPES:
+        message = f"dtype {dtype!r} is not one the factory saves in: choose one of {DTYPES}"
+        raise ValueError(message)
+
+
+def _provenance(spec: FamilySpec, dtype: str) -> dict[str, Any]:
+    import torch
+    import transformers
+
+    return {
+        "family": spec.name,
+        "model_type": spec.model_type,
+        "factory_version": FACTORY_VERSION,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "dtype": dtype,
+        "seed": _seed(spec.name),
+        "config": spec.config,
+        "tokenizer": tokenizer_fingerprint(),
+    }
+
+
+def _cache_key(spec: FamilySpec, dtype: str) -> str:
+    provenance = _provenance(spec, dtype)
+    digest = hashlib.sha256(json.dumps(provenance, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{spec.name}-{dtype}-f{FACTORY_VERSION}-tf{provenance['transformers']}-{digest}"
+
+
+def _seed(name: str) -> int:
+    # A stable per-family seed (Python's str hash is salted per process).
+    return zlib.crc32(name.encode())
+
+
+def build_family(
+    name: str,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    dtype: str = "float32",
+) -> Path:
+    """The folder of family `name`'s tiny model and tokenizer, built on first use.
+
+    Loadable with `AutoModelForCausalLM.from_pretrained(path)` and
+    `AutoTokenizer.from_pretrained(path)`. Idempotent: a folder already in the cache is returned
+    as is. Safe under concurrency: each builder writes a private temporary folder and renames it
+    into place; the loser of a race discards its copy and returns the winner's.
+    """
+    spec = _spec(name)
+    _check_dtype(dtype)
+    root = family_cache_root(cache_dir)
+    target = root / _cache_key(spec, dtype)
+    if (target / MANIFEST_NAME).is_file():
+        return target
+    # Threads of one process take turns: the weights come from torch's global random stream,
+    # which two interleaved builds would share. Processes need no lock, only the rename.
+    with _BUILD_LOCK:
+        if (target / MANIFEST_NAME).is_file():
+            return target
+        root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
+        try:
+            _write_family(spec, dtype, scratch)
+            # mkdtemp makes the folder private; the cache is meant to be read like any other.
+            scratch.chmod(0o777 & ~_umask())
+            try:
+                os.rename(scratch, target)
+            except OSError:
+                # Another process finished first (the target is a non-empty folder now).
+                if not (target / MANIFEST_NAME).is_file():
+                    raise
+        finally:
+            if scratch.exists():
+                shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def build_all(
+    names: tuple[str, ...] | list[str] | None = None,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    dtype: str = "float32",
+) -> dict[str, Path]:
+    """Build (or find) several families; all of them when `names` is None."""
+    return {
+        name: build_family(name, cache_dir=cache_dir, dtype=dtype)
+        for name in (FAMILY_NAMES if names is None else names)
+    }
+
+
+def _write_family(spec: FamilySpec, dtype: str, folder: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = spec.make_config()
+    # Seed right before construction so the weights depend on nothing built earlier in the
+    # process; the perturbation continues the same random stream. fork_rng hands the caller's
+    # random state back untouched, so building a model inside a seeded test changes nothing.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_seed(spec.name))
+        model = AutoModelForCausalLM.from_config(
+            config, attn_implementation="eager", dtype=torch.float32
+        )
+        _perturb(model)
+    model.to(getattr(torch, dtype)).eval()
+    model.save_pretrained(folder)
+
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(folder)
+    _pin_tokenizer_class(folder)
+
+    manifest = {**_provenance(spec, dtype), "notes": spec.notes, "traits": list(spec.traits)}
+    # Written last: its presence is what marks a folder complete.
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _pin_tokenizer_class(folder: Path) -> None:
+    # transformers 5 records the class as `TokenizersBackend`, which transformers 4 and some
+    # reference engines cannot import; `PreTrainedTokenizerFast` loads in both majors.
+    path = folder / "tokenizer_config.json"
+    data = json.loads(path.read_text())
+    data["tokenizer_class"] = "PreTrainedTokenizerFast"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _perturb(model: torch.nn.Module) -> None:
+    """Move every constant-initialised parameter off its constant, so all of them matter."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if not param.is_floating_point():
+                continue
+            if leaf == "sinks":
+                param.add_(_SINK_SCALE * torch.randn_like(param))
+            elif "bias" in leaf or _is_constant(param):
+                param.add_(_PERTURB_SCALE * torch.randn_like(param))
+        for name, buffer in model.named_buffers():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "e_score_correction_bias":
+                # DeepSeek's selection-only bias: zero would hide a router that ignores it.
+                buffer.add_(_PERTURB_SCALE * torch.randn_like(buffer))
+            elif leaf == "tid2eid":
+                # DeepSeek-V4's hash routing table ships zeros (the checkpoint fills it); give
+                # each token top-k distinct experts so the routing is not one expert k times.
+                n_tokens, top_k = buffer.shape
+                n_experts = model.config.n_routed_experts
+                table = torch.rand(n_tokens, n_experts).argsort(dim=-1)[:, :top_k]
+                buffer.copy_(table.to(buffer.dtype))
+
+
+def _is_constant(param: torch.Tensor) -> bool:
+    flat = param.detach().reshape(-1)
+    return bool(flat.numel() > 0 and (flat == flat[0]).all())
+
+
+def load_family(
+    name: str,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    dtype: str = "float32",
+    attn_implementation: str = "eager",
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Family `name` loaded back from its folder with plain transformers, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = build_family(name, cache_dir=cache_dir, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=getattr(torch, dtype), attn_implementation=attn_implementation
+    ).eval()
+    return model, AutoTokenizer.from_pretrained(path)

@@ -1,0 +1,543 @@
+"""Is every point the eager backend serves the tensor its registry definition names?
+
+For each tiny family, one `run_with_cache` call captures every served point at every layer, and
+one plain HF forward with hooks on hand-named modules (`_eager_reference`) produces the same
+points independently. They must agree bit for bit (torch.equal): the reference repeats each
+operation in the model's own order, so no point comparison needs a tolerance. The file's three
+tolerances belong to identities that hold only up to rounding (a parallel block's sum taken in
+another order than the model's, attention rows summing to one) or up to a documented epsilon
+(Sinkhorn's), and each states its bound where it is used. On top of that, the
+captured tensors must satisfy the architecture's own identities: the residual stream adds up,
+attention probabilities mix the values into z, the down projection of the neurons is the MLP
+output, the softmax of the scores is the probabilities, and capturing leaves the logits
+bit-identical to a plain forward.
+
+The prompt is the 13-token test prompt (BOS + 12), batched with a second row holding the same
+tokens reversed, so sliding windows of 4-6 tokens mask something and batch-major reshapes are
+tested on two different rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import eager_helpers
+import pytest
+import torch
+from _eager_reference import LAYOUTS, Reference, reference_points, sliding_window
+
+from interp_core import Address, load_model, run_with_cache
+from interp_core.points import stream_coordinate_names
+from interp_eager.testing.families import FAMILY_NAMES
+from interp_eager.testing.tokenizer import TEST_PROMPT
+
+# transformers' GPT-BigCode module calls torch.jit.script at import, which torch now deprecates.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+
+# Families whose attention appends a learned sink logit to each row before the softmax.
+SINK_FAMILIES = ("gpt_oss", "deepseek_v4")
+
+
+@dataclass
+class Run:
+    family: str
+    model: Any
+    ids: torch.Tensor
+    addresses: list[Address]
+    captured: dict[Address, torch.Tensor]
+    capture_logits: torch.Tensor
+    plain_logits: torch.Tensor
+    ref: Reference
+
+    @property
+    def hf(self) -> Any:
+        return self.model.hf_model
+
+    def get(self, name: str, layer: int | None = None, stream: int | None = None) -> torch.Tensor:
+        return self.captured[Address(name, layer, stream) if layer is not None else Address(name)]
+
+    def has(self, name: str, layer: int) -> bool:
+        return Address(name, layer) in self.captured
+
+    def ref_mlp(self, layer: int) -> Any:
+        block = self.hf.get_submodule(LAYOUTS[self.family].blocks)[layer]
+        mlp = LAYOUTS[self.family].mlp
+        return block.get_submodule(mlp) if mlp else block
+
+
+def served_addresses(model: Any) -> list[Address]:
+    """Every address the model says it serves, with stream coordinates on multi-stream trunks."""
+    facts = model.facts
+    streamed = set(stream_coordinate_names())
+    addresses: list[Address] = []
+    for spec in model.points():
+        layers: list[int | None] = [None] if spec.is_trunk else list(range(facts.n_layers))
+        for layer in layers:
+            address = Address(spec.name) if layer is None else Address(spec.name, layer)
+            if model.supports(address):
+                addresses.append(address)
+            elif spec.name in streamed and facts.n_streams > 1:
+                for k in range(facts.n_streams):
+                    with_stream = Address(spec.name, layer, k)
+                    if model.supports(with_stream):
+                        addresses.append(with_stream)
+    return addresses
+
+
+def _prompt(model: Any) -> torch.Tensor:
+    row = model.to_tokens(TEST_PROMPT)[0]
+    reversed_row = torch.cat([row[:1], row[1:].flip(0)])
+    return torch.stack([row, reversed_row])
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Run]:
+    """Each family is loaded, captured and referenced once per module, on first use."""
+    return {}
+
+
+def _run(runs: dict[str, Run], family: str) -> Run:
+    if family not in runs:
+        model = eager_helpers.model(family)  # shared with the other eager tests
+        ids = _prompt(model)
+        assert 12 <= ids.shape[1] <= 16
+        addresses = served_addresses(model)
+        cache = run_with_cache(model, ids, addresses)
+        captured = {address: cache[address] for address in addresses}
+        with torch.no_grad():
+            plain = model.hf_model(ids).logits
+        ref = reference_points(model.hf_model, family, ids)
+        runs[family] = Run(family, model, ids, addresses, captured, cache.output.logits, plain, ref)
+    return runs[family]
+
+
+def _is_masked(scores: torch.Tensor) -> torch.Tensor:
+    return scores <= torch.finfo(scores.dtype).min / 2
+
+
+def _visible(seq: int, window: int | None) -> torch.Tensor:
+    query = torch.arange(seq)[:, None]
+    key = torch.arange(seq)[None, :]
+    visible = key <= query
+    if window is not None:
+        visible &= query - key < window
+    return visible
+
+
+def _mismatch(ours: torch.Tensor, theirs: torch.Tensor) -> str | None:
+    """None when bit-identical, else what differs."""
+    if ours.shape != theirs.shape:
+        return f"shape {tuple(ours.shape)} != reference {tuple(theirs.shape)}"
+    if ours.dtype != theirs.dtype:
+        return f"dtype {ours.dtype} != reference {theirs.dtype}"
+    if torch.equal(ours, theirs):
+        return None
+    diff = (ours.double() - theirs.double()).abs().max().item()
+    return f"not bit-identical (max |diff| {diff:.3g})"
+
+
+def _scores_mismatch(ours: torch.Tensor, theirs: torch.Tensor) -> str | None:
+    # Masked entries hold the fill value; where they sit must agree, and every other entry.
+    if ours.shape != theirs.shape:
+        return f"shape {tuple(ours.shape)} != reference {tuple(theirs.shape)}"
+    masked = _is_masked(theirs)
+    if not torch.equal(_is_masked(ours), masked):
+        return "masked entries differ from the reference mask"
+    return _mismatch(ours[~masked], theirs[~masked])
+
+
+# --- 1. every served point equals the independent reference ----------------------------------
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_every_served_point_matches_reference(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    problems = []
+    for address in run.addresses:
+        if address not in run.ref.points:
+            problems.append(f"{address}: served, but the reference cannot name it")
+            continue
+        ours, theirs = run.captured[address], run.ref.points[address]
+        if address.name == "attn_scores":
+            problem = _scores_mismatch(ours, theirs)
+        else:
+            problem = _mismatch(ours, theirs)
+        if problem:
+            problems.append(f"{address}: {problem}")
+    assert not problems, f"{family}: " + "\n".join(problems)
+
+
+@pytest.mark.parametrize("family", SINK_FAMILIES)
+def test_sink_family_scores_match_reference(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    for layer in sorted(run.ref.attention_layers):
+        address = Address("attn_scores", layer)
+        problem = _scores_mismatch(run.captured[address], run.ref.points[address])
+        assert problem is None, f"{family} {address}: {problem}"
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_reference_covers_what_the_backend_serves(runs: dict[str, Run], family: str) -> None:
+    """Every point the reference can name at a layer is served there (nothing refused wrongly)."""
+    run = _run(runs, family)
+    unserved = sorted(str(a) for a in run.ref.points if a not in set(run.addresses))
+    assert not unserved, f"{family} refuses points its modules plainly have: {unserved}"
+
+
+# --- 2. capture leaves the forward pass untouched -------------------------------------------
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_capture_leaves_logits_bit_identical(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    assert torch.equal(run.capture_logits, run.plain_logits)
+    assert run.ref.logits is not None
+    assert torch.equal(run.capture_logits, run.ref.logits)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_logits_are_the_family_post_processing_of_lm_head(
+    runs: dict[str, Run], family: str
+) -> None:
+    """lm_head is the raw unembedding; the model's logits apply its own multiplier or softcap."""
+    run = _run(runs, family)
+    config = run.hf.config
+    raw = run.get("lm_head")
+    expected = raw
+    if getattr(config, "logit_scale", None) is not None:  # Cohere
+        expected = raw * config.logit_scale
+    if getattr(config, "logits_scaling", None) is not None:  # Granite
+        expected = raw / config.logits_scaling
+    cap = getattr(config, "final_logit_softcapping", None)
+    if cap is not None:  # Gemma-2
+        expected = torch.tanh(raw / cap) * cap
+    assert torch.equal(run.capture_logits, expected)
+    if expected is not raw:
+        assert not torch.equal(raw, expected), "the post-processing should change something"
+
+
+# --- 3. the residual stream adds up ----------------------------------------------------------
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    layout = LAYOUTS[family]
+    for layer in range(run.model.n_layers):
+        if layout.streams:
+            _check_stream_residual(run, layer)
+            continue
+        pre = run.get("resid_pre", layer)
+        attn = run.get("attn_out_post", layer)
+        mlp = run.get("mlp_out_post", layer)
+        post = run.get("resid_post", layer)
+        if layer > 0:
+            assert torch.equal(pre, run.get("resid_post", layer - 1))
+        if layout.parallel is None:
+            # Sequential: each sublayer's write is added to the residual on its own.
+            mid = run.get("resid_mid", layer)
+            assert torch.equal(pre + attn, mid), f"{family} layer {layer}: pre + attn != mid"
+            assert torch.equal(mid + mlp, post), f"{family} layer {layer}: mid + mlp != post"
+            continue
+        terms = {"resid": pre, "attn": attn, "mlp": mlp}
+        first, second, third = (terms[t] for t in layout.parallel)
+        # In the block's own summation order the sum is bit-exact...
+        assert torch.equal(first + second + third, post), f"{family} layer {layer}"
+        # ...and in the canonical order (resid + attn + mlp) only by the rounding of the
+        # re-association: each order rounds twice, each time by at most 2^-24 of a partial sum
+        # below 3·max|term|, so the two differ by at most 12·2^-24·max|term| < 1e-6·max|term|
+        # (measured: at most 9.5e-7 with terms up to 7.9).
+        bound = 1e-6 * max(t.abs().max().item() for t in terms.values())
+        diff = (pre + attn + mlp - post).abs().max().item()
+        assert diff <= bound, f"{family} layer {layer}: {diff:.3g} > {bound:.3g}"
+
+
+def _check_stream_residual(run: Run, layer: int) -> None:
+    """mHC: each site writes `write ⊗ out` and recombines the streams with `mixᵀ`."""
+    pre = run.get("resid_streams", layer - 1) if layer > 0 else None
+    n = run.model.facts.n_streams
+    streams_pre = torch.stack([run.get("resid_pre", layer, k) for k in range(n)], dim=2)
+    streams_mid = torch.stack([run.get("resid_mid", layer, k) for k in range(n)], dim=2)
+    streams_post = torch.stack([run.get("resid_post", layer, k) for k in range(n)], dim=2)
+    if pre is not None:
+        assert torch.equal(streams_pre, pre)
+    assert torch.equal(streams_post, run.get("resid_streams", layer))
+    dtype = streams_pre.dtype
+    for site, before, after in (
+        ("attn", streams_pre, streams_mid),
+        ("mlp", streams_mid, streams_post),
+    ):
+        write = run.get(f"{site}_stream_write", layer)
+        mix = run.get(f"{site}_stream_mix", layer)
+        out = run.get(f"{site}_out", layer)
+        expected = write.to(dtype).unsqueeze(-1) * out.unsqueeze(-2) + torch.matmul(
+            mix.to(dtype).transpose(-1, -2), before
+        )
+        assert torch.equal(expected, after), f"layer {layer}: the {site} site does not add up"
+
+
+# --- 4. attention --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "family",
+    [f for f in FAMILY_NAMES],
+)
+def test_softmax_of_scores_is_probs(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    seq = run.ids.shape[1]
+    checked = 0
+    for layer in sorted(run.ref.attention_layers):
+        scores = run.get("attn_scores", layer)
+        probs = run.get("attn_probs", layer)
+        window = sliding_window(run.hf.config, layer)
+        visible = _visible(seq, window)
+        assert torch.equal(~_is_masked(scores), visible.expand_as(scores)), (
+            f"{family} layer {layer}: the masked entries are not the causal"
+            + (f" window-{window}" if window else "")
+            + " mask"
+        )
+        sinks = run.ref.sinks.get(layer)
+        if sinks is None:
+            assert torch.equal(torch.softmax(scores, dim=-1), probs), f"{family} layer {layer}"
+            # Rows sum to one up to float32 rounding of a sum of at most 16 terms (< 1e-6).
+            rows = probs.sum(-1)
+            torch.testing.assert_close(rows, torch.ones_like(rows), atol=1e-6, rtol=0)
+        else:
+            # The sink takes part in the softmax as one more column, then is dropped.
+            sink_column = sinks.view(1, -1, 1, 1).expand(*scores.shape[:3], 1)
+            with_sink = torch.softmax(torch.cat([scores, sink_column], dim=-1), dim=-1)
+            problem = _mismatch(probs, with_sink[..., :-1])
+            assert problem is None, f"{family} layer {layer}: {problem}"
+            assert bool((probs.sum(-1) < 1).all()), "rows with a sink sum to less than one"
+        checked += 1
+    assert checked == len(run.ref.attention_layers) > 0
+
+
+# Families where z is not the probability-weighted sum of per-head values: MLA decompresses
+# values from a latent (no `value` point), DeepSeek-V4 reads one head as key and value and
+# un-rotates the output.
+_NO_VALUE_MIXING = {"deepseek_v3", "deepseek_v4"}
+
+
+@pytest.mark.parametrize("family", sorted(set(FAMILY_NAMES) - _NO_VALUE_MIXING))
+def test_probs_mix_values_into_z(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    facts = run.model.facts
+    heads, kv_heads, dim = facts.n_heads, facts.n_kv_heads, facts.head_dim
+    for layer in sorted(run.ref.attention_layers):
+        probs = run.get("attn_probs", layer)
+        value = run.get("value", layer)
+        batch, seq, _ = value.shape
+        assert value.shape[-1] == kv_heads * dim, "value is n_kv_heads*head_dim, unrepeated"
+        per_head = value.view(batch, seq, kv_heads, dim).transpose(1, 2)
+        if kv_heads != heads:
+            # Grouped-query: query head h reads K/V head h // (heads / kv_heads).
+            per_head = per_head[:, :, None].expand(batch, kv_heads, heads // kv_heads, seq, dim)
+            per_head = per_head.reshape(batch, heads, seq, dim)
+        mixed = torch.matmul(probs, per_head).transpose(1, 2).reshape(batch, seq, heads * dim)
+        if run.has("attn_gate", layer):
+            mixed = mixed * torch.sigmoid(run.get("attn_gate", layer))
+        problem = _mismatch(run.get("z", layer), mixed)
+        assert problem is None, f"{family} layer {layer}: probs @ value vs z: {problem}"
+
+
+# --- 5. the MLP ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_mlp_neurons_project_to_mlp_out(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    dense = sorted(run.ref.mlp_modules)
+    for layer in dense:
+        act_fn, down = run.ref.mlp_modules[layer]
+        pre = run.get("mlp_pre", layer)
+        act = run.get("mlp_act", layer)
+        with torch.no_grad():
+            if run.has("mlp_pre_linear", layer):
+                expected_act = act_fn(pre) * run.get("mlp_pre_linear", layer)
+            else:
+                expected_act = act_fn(pre)
+            projected = down(act)
+        assert torch.equal(act, expected_act), f"{family} layer {layer}: act(pre)[*up] != act"
+        assert torch.equal(projected, run.get("mlp_out", layer)), f"{family} layer {layer}"
+    for layer in sorted(run.ref.sparse_layers):
+        for name in ("mlp_pre", "mlp_pre_linear", "mlp_act"):
+            assert not run.has(name, layer), f"{name} served on sparse layer {layer}"
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_expert_choices_are_consistent(runs: dict[str, Run], family: str) -> None:
+    run = _run(runs, family)
+    k = run.model.facts.moe.experts_per_token if run.model.facts.moe else 0
+    for layer in sorted(run.ref.sparse_layers):
+        weights = run.get("expert_weights", layer)
+        indices = run.get("expert_indices", layer)
+        logits = run.get("router_logits", layer)
+        assert weights.shape == indices.shape == (*run.ids.shape, k)
+        assert not indices.is_floating_point() and not weights.requires_grad
+        assert logits.shape == (*run.ids.shape, run.model.facts.moe.n_experts)
+        # Each token's k chosen experts are distinct.
+        assert bool((indices.sort(-1).values.diff(dim=-1) != 0).all())
+        # Best first: in the order of the router's own selection score.
+        router = getattr(run.ref_mlp(layer), LAYOUTS[family].router)
+        if hasattr(router, "tid2eid"):
+            # DeepSeek-V4 hash routing: a fixed token -> experts table, no ranking to follow.
+            assert torch.equal(indices, router.tid2eid[run.ids].to(indices.dtype))
+            continue
+        selection = logits
+        bias = getattr(router, "e_score_correction_bias", None)
+        if bias is not None:  # DeepSeek: a monotone score plus a selection-only bias
+            score_fn = getattr(router, "score_fn", torch.sigmoid)
+            with torch.no_grad():
+                selection = score_fn(logits) + bias
+        ranked = selection.gather(-1, indices)
+        assert bool((ranked.diff(dim=-1) <= 0).all()), f"{family} layer {layer}: not best first"
+
+
+# --- 6. the hyper-connection trunk -------------------------------------------------------------
+def test_hyper_connection_points(runs: dict[str, Run]) -> None:
+    run = _run(runs, "deepseek_v4")
+    facts = run.model.facts
+    n = facts.n_streams
+    assert n > 1
+    # The coefficients themselves are compared with a recomputation from each site's weights
+    # in test_every_served_point_matches_reference; here, how the blocks use them.
+    for layer in range(facts.n_layers):
+        block = run.hf.model.layers[layer]
+        for site, module, norm in (
+            ("attn", block.attn_hc, block.input_layernorm),
+            ("mlp", block.ffn_hc, block.post_attention_layernorm),
+        ):
+            collapse = run.get(f"{site}_stream_collapse", layer)
+            mix = run.get(f"{site}_stream_mix", layer)
+            # The site reads the collapse through its pre-norm: attn_in / mlp_in.
+            with torch.no_grad():
+                assert torch.equal(norm(collapse), run.get(f"{site}_in", layer))
+            # Sinkhorn normalises columns last, dividing by (sum + hc_eps): each column sums to
+            # sum / (sum + hc_eps), i.e. one minus about hc_eps, plus float32 rounding of the
+            # four-term sum (a few 6e-8 ulps).
+            bound = module.hc_eps + 1e-6
+            torch.testing.assert_close(
+                mix.sum(dim=-2), torch.ones_like(mix.sum(dim=-2)), atol=bound, rtol=0
+            )
+
+
+# --- 7. head-major reads when the prompt length equals the head count ---------------------------
+@pytest.mark.parametrize("family", ["qwen3", "gemma3", "cohere", "olmo2"])
+def test_qk_norm_points_when_seq_equals_head_count(family: str) -> None:
+    """[b, heads, seq, d] and [b, seq, heads, d] look alike when seq == heads; read them right."""
+    model = eager_helpers.model(family)
+    facts = model.facts
+    for seq in sorted({facts.n_heads, facts.n_kv_heads} - {1}):
+        ids = _prompt(model)[:, :seq]
+        names = ("q_norm_in", "q_norm_out", "k_norm_in", "k_norm_out")
+        addresses = [Address(name, layer) for name in names for layer in range(facts.n_layers)]
+        cache = run_with_cache(model, ids, addresses)
+        ref = reference_points(model.hf_model, family, ids)
+        for address in addresses:
+            problem = _mismatch(cache[address], ref.points[address])
+            assert problem is None, f"{family} seq={seq} {address}: {problem}"
+
+
+# --- 8. fused-qkv layouts the factory's families do not exercise -------------------------------
+# The factory builds GPT-BigCode multi-query and Falcon-40B (grouped K/V). Their siblings pack
+# c_attn / query_key_value differently, and the backend must tell them apart from the config.
+_GPT_VARIANT = {
+    "vocab_size": 1000,
+    "n_embd": 128,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 128,
+    "initializer_range": 0.1,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "attn_pdrop": 0.0,
+}
+_FALCON_VARIANT = {
+    "vocab_size": 1000,
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "bias": True,
+    "alibi": False,
+    "max_position_embeddings": 128,
+    "initializer_range": 0.1,
+}
+_FALCON_LAYOUT = LAYOUTS["falcon"]
+VARIANTS: dict[str, tuple[str, dict[str, Any], Any]] = {
+    # StarCoder-1 style without MQA: c_attn interleaved per head, [head, (q, k, v), d].
+    "gpt_bigcode_mha": (
+        "gpt_bigcode",
+        {**_GPT_VARIANT, "multi_query": False},
+        replace(LAYOUTS["gpt_bigcode"], qkv_layout="per_head"),
+    ),
+    # Falcon-7B: one K/V head after all query heads, parallel block with a single LayerNorm.
+    "falcon_7b": (
+        "falcon",
+        {
+            **_FALCON_VARIANT,
+            "new_decoder_architecture": False,
+            "multi_query": True,
+            "parallel_attn": True,
+        },
+        replace(
+            _FALCON_LAYOUT,
+            qkv_layout="thirds",
+            pre_attn_norm="input_layernorm",
+            pre_mlp_norm=None,
+        ),
+    ),
+    # Falcon-RW with rotary: per-head q|k|v, sequential block.
+    "falcon_rw": (
+        "falcon",
+        {
+            **_FALCON_VARIANT,
+            "new_decoder_architecture": False,
+            "multi_query": False,
+            "parallel_attn": False,
+        },
+        replace(
+            _FALCON_LAYOUT,
+            qkv_layout="per_head",
+            pre_attn_norm="input_layernorm",
+            pre_mlp_norm="post_attention_layernorm",
+            parallel=None,
+        ),
+    ),
+}
+
+
+def _build_variant(folder: Path, model_type: str, config: dict[str, Any]) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(
+            AutoConfig.for_model(model_type, **config), attn_implementation="eager"
+        )
+        with torch.no_grad():
+            # Norm gains and biases off their constant init, so a skipped one shows.
+            for name, param in model.named_parameters():
+                if name.endswith("bias") or "ln" in name or "norm" in name:
+                    param.add_(0.1 * torch.randn_like(param))
+    model.save_pretrained(folder)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_fused_qkv_variants(tmp_path: Path, variant: str) -> None:
+    model_type, config, layout = VARIANTS[variant]
+    _build_variant(tmp_path, model_type, config)
+    model = load_model(str(tmp_path), backend="eager")
+    ids = torch.tensor([[0, *range(5, 17)], [0, *range(40, 28, -1)]])
+    addresses = served_addresses(model)
+    cache = run_with_cache(model, ids, addresses)
+    ref = reference_points(model.hf_model, model_type, ids, layout)
+    problems = []
+    for address in addresses:
+        if address not in ref.points:
+            problems.append(f"{address}: served, but the reference cannot name it")
+            continue
+        if address.name == "attn_scores":
+            problem = _scores_mismatch(cache[address], ref.points[address])
+        else:
+            problem = _mismatch(cache[address], ref.points[address])
+        if problem:
+            problems.append(f"{address}: {problem}")
+    unserved = [str(a) for a in ref.points if a not in set(addresses)]
+    assert not unserved, f"{variant} refuses {unserved}"
+    assert not problems, f"{variant}: " + "\n".join(problems)

@@ -1,0 +1,690 @@
+"""Does the docs site build strictly, say what the code says, and do its examples run?
+
+- The site is built once per session with `mkdocs build --strict` (every broken link, missing
+  page or docstring problem fails it), and the generated pages are checked against the registry
+  they come from: every point's definition and engine names, every family's absent points with
+  their reasons, every point in llms.txt. The pages are generated at build time and never
+  committed (a committed copy under docs/ fails the build), so a registry change is on the next
+  build; these checks make sure the generator keeps saying all of it.
+- Every ```python block of every hand-written page runs, in page order in one namespace per page
+  (see docs/guides/writing-docs.md for the conventions: model ids map to the embedded SmolLM2 or
+  to the tiny test model of the same architecture; blocks marked `<!-- no-run: why -->` are
+  compiled and their interp imports checked).
+- Hand-written pages may name only points and addresses that exist.
+- Headless Chromium screenshots of a point page and an architecture page show the diagram and the
+  tables (skipped without Chromium, unless INTERP_REQUIRE names it).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import functools
+import html
+import importlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+
+from docsgen import LLMS_TXT, generate  # noqa: E402
+from docsgen.catalog import families  # noqa: E402
+from docsgen.diagram import why_absent  # noqa: E402
+from docsgen.llms import QUICK_START  # noqa: E402
+from docsgen.results import benchmarks_page, validation_page  # noqa: E402
+
+from interp_core.address import Address  # noqa: E402
+from interp_core.errors import AddressError  # noqa: E402
+from interp_core.known_models import facts_for, known_model_ids  # noqa: E402
+from interp_core.points import ENGINES, POINTS  # noqa: E402
+
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+NO_RUN = re.compile(r"<!--\s*no-run:\s*(\S.*?)\s*-->")
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)\s*(?P<info>[^\n`]*)$")
+ADDRESS_LIKE = re.compile(r"[a-z][a-z0-9_]*\.\d+(\.[a-z][a-z0-9_]*-\d+)*")
+PATH_LIKE = re.compile(r"path\.[A-Za-z0-9_.]+")
+BARE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+# A point written with a symbolic layer: resid_pre.L, resid_post.L-1, resid_mid.{L}.stream-K
+SYMBOLIC = re.compile(r"([a-z][a-z0-9_]*)\.(?:L|\{L\}|N)\b.*")
+
+
+def _required() -> set[str]:
+    raw = os.environ.get("INTERP_REQUIRE", "")
+    return {part.strip().lower() for part in raw.replace(";", ",").split(",") if part.strip()}
+
+
+def _require(name: str, present: bool) -> None:
+    if present:
+        return
+    if name in _required():
+        pytest.fail(f"{name} is not available here, and INTERP_REQUIRE names it")
+    pytest.skip(f"{name} is not available here")
+
+
+# --- the built site ---------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{log[-6000:]}"
+    assert "WARNING" not in log, log[-6000:]
+    return out
+
+
+def _page(site: Path, src: str) -> str:
+    url = src[: -len("index.md")] if src.endswith("index.md") else src[: -len(".md")] + "/"
+    return (site / url / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_site_builds_strictly_with_every_section(site: Path) -> None:
+    for src in [
+        "index.md",
+        "guides/install.md",
+        "reference/points/index.md",
+        "reference/architectures/index.md",
+        "reference/support-matrix.md",
+        "reference/translation.md",
+        "reference/compatibility.md",
+        "reference/validation.md",
+        "reference/benchmarks.md",
+        "reference/agents.md",
+        "api/core/points.md",
+        "api/eager.md",
+    ]:
+        assert "</html>" in _page(site, src), src
+    assert (site / "llms.txt").is_file()
+
+
+def test_every_point_page_says_what_the_registry_says(site: Path) -> None:
+    index = _page(site, "reference/points/index.md")
+    for name, spec in POINTS.items():
+        page = _page(site, f"reference/points/{name}.md")
+        assert html.escape(spec.definition) in page, f"{name}: definition missing or stale"
+        assert f'data-point="{name}"' in page, f"{name}: not on its own diagram"
+        for engine in ENGINES:
+            eq = spec.equivalent(engine)
+            if eq.name:
+                assert html.escape(eq.name) in page, f"{name}: {engine} name missing"
+            if eq.note:
+                assert html.escape(eq.note) in page, f"{name}: {engine} note missing"
+        if spec.read_only_reason:
+            assert html.escape(spec.read_only_reason) in page
+        assert f'href="{name}/"' in index, f"{name}: not linked from the cheat sheet"
+
+
+def test_every_architecture_page_lists_its_points_and_the_reasons_for_absent_ones(
+    site: Path,
+) -> None:
+    for family in families():
+        page = _page(site, f"reference/architectures/{family.key}.md")
+        assert '<svg class="interp-diagram"' in page, family.key
+        for name in POINTS:
+            reason = why_absent(name, family.facts)
+            if reason is None:
+                assert f'data-point="{name}"' in page, f"{family.key}: {name} not drawn"
+            else:
+                assert html.escape(reason) in page, f"{family.key}: no reason for {name}"
+
+
+def test_the_generated_pages_are_never_committed() -> None:
+    generated = generate(ROOT)
+    committed = [src for src in generated if (DOCS / src).exists()]
+    assert not committed, f"generated pages committed under docs/: {committed}"
+
+
+def test_a_committed_copy_of_a_generated_page_fails_the_build(tmp_path: Path) -> None:
+    import docs_hook
+    from mkdocs.exceptions import PluginError
+    from mkdocs.structure.files import File, Files
+
+    src = "reference/points/resid_mid.md"
+    (tmp_path / "reference/points").mkdir(parents=True)
+    (tmp_path / src).write_text("# a hand-made copy\n")
+    committed = File(
+        src, src_dir=str(tmp_path), dest_dir=str(tmp_path / "site"), use_directory_urls=True
+    )
+    saved = dict(docs_hook._generated)
+    docs_hook._generated.clear()
+    docs_hook._generated[src] = "# generated\n"
+    try:
+        with pytest.raises(PluginError, match="generated from the code"):
+            docs_hook.on_files(Files([committed]), config={})
+    finally:
+        docs_hook._generated.clear()
+        docs_hook._generated.update(saved)
+
+
+def test_markers_in_hand_written_pages_expand_or_fail_loudly() -> None:
+    from docsgen import expand_markers
+
+    porting = "guides/porting.md"
+    table = expand_markers("<!-- interp:translation nnterp -->", porting)
+    assert "layers_output[{L}]" in table and 'href="../../reference/points/resid_post/"' in table
+    listed = expand_markers("<!-- interp:points resid_pre resid_post -->", porting)
+    assert listed.count("<li>") == 2
+    for bad in ("<!-- interp:nonsense -->", "<!-- interp:points resid_mdi -->"):
+        with pytest.raises(ValueError):
+            expand_markers(bad, porting)
+
+
+def test_llms_txt_holds_every_point_and_the_public_api(site: Path) -> None:
+    text = (site / "llms.txt").read_text(encoding="utf-8")
+    assert text == generate(ROOT)[LLMS_TXT]
+    for name, spec in POINTS.items():
+        assert f"`{name}`" in text and spec.definition in text, name
+    import interp_core
+
+    for name in interp_core.__all__:
+        if name != "__version__":
+            assert name in text, f"llms.txt lacks interp_core.{name}"
+
+
+def test_the_backend_matrix_and_translations_come_from_the_registry(site: Path) -> None:
+    matrix = _page(site, "reference/support-matrix.md")
+    translation = _page(site, "reference/translation.md")
+    from interp_core.backends import registered_backends
+
+    for backend in registered_backends():
+        assert f"<code>{backend}</code>" in matrix
+    for spec in POINTS.values():
+        for engine in ENGINES:
+            eq = spec.equivalent(engine)
+            if eq.name:
+                assert html.escape(eq.name) in translation
+
+
+def test_the_compatibility_page_lists_every_known_issue(site: Path) -> None:
+    from interp_core.compat import KNOWN_ISSUES
+
+    page = _page(site, "reference/compatibility.md")
+    for issue in KNOWN_ISSUES:
+        assert html.escape(issue.problem) in page and html.escape(issue.fix) in page
+
+
+def test_internal_links_of_the_built_site_resolve(site: Path) -> None:
+    broken = []
+    pattern = re.compile(r'(?:href|src)="([^"#?]+)(?:[#?][^"]*)?"')
+    for page in site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for target in set(pattern.findall(text)):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("//"):
+                continue  # external (http:, mailto:, data:)
+            base = site if target.startswith("/") else page.parent  # 404.html links from the root
+            resolved = (base / target.lstrip("/")).resolve()
+            if resolved.is_dir():
+                resolved = resolved / "index.html"
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(site)} -> {target}")
+    assert not broken, "\n".join(sorted(broken)[:40])
+
+
+# --- the results pages ------------------------------------------------------------------------
+def test_results_pages_say_plainly_when_nothing_is_committed(tmp_path: Path) -> None:
+    assert "No results committed yet" in validation_page(tmp_path)
+    assert "No benchmark results committed yet" in benchmarks_page(tmp_path)
+
+
+def test_results_pages_render_committed_records(tmp_path: Path) -> None:
+    results = tmp_path / "packages/interp-validator/results"
+    results.mkdir(parents=True)
+    records = [
+        {
+            "backend": "eager",
+            "engine": "transformer_lens",
+            "family": "gemma2",
+            "point": "attn_out_post",
+            "layer": layer,
+            "status": status,
+            "cosine": cosine,
+            "rel_error": rel,
+            "max_abs": 1e-6,
+        }
+        for layer, status, cosine, rel in [(0, "pass", 1.0, 1e-7), (1, "fail", 0.25, 0.8)]
+    ]
+    (results / "summary.json").write_text(json.dumps(records))
+    (results / "bench-cpu.json").write_text('{"rows": [{"workload": "P1", "ratio": 1.07}]}')
+    page = validation_page(tmp_path)
+    assert "2 comparisons" in page and "Failures (1)" in page and "0.25" in page
+    bench = benchmarks_page(tmp_path)
+    assert "P1" in bench and "1.07" in bench and "No benchmark" not in bench
+
+
+# --- point names in hand-written pages --------------------------------------------------------
+def _hand_written() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+@functools.cache
+def _code_vocabulary() -> frozenset[str]:
+    """Every identifier in the packages' source, and every word of the engines' names: text
+    that may legitimately look like a point name without being one."""
+    words: set[str] = set()
+    for source in (ROOT / "packages").glob("*/src/**/*.py"):
+        words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", source.read_text(encoding="utf-8")))
+    for spec in POINTS.values():
+        for engine in ENGINES:
+            name = spec.equivalent(engine).name or ""
+            words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", name))
+    return frozenset(words)
+
+
+def _point_problem(text: str) -> str | None:
+    """Why `text` is a bad reference to a point, or None when it is fine or not one."""
+    text = text.strip()
+    if ADDRESS_LIKE.fullmatch(text) or PATH_LIKE.fullmatch(text):
+        try:
+            Address.parse(text)
+        except AddressError as error:
+            return str(error)
+        return None
+    symbolic = SYMBOLIC.fullmatch(text)
+    if symbolic:
+        text = symbolic.group(1)
+    if BARE_NAME.fullmatch(text) and "_" in text:
+        if text in POINTS or text in _code_vocabulary():
+            return None
+        near = difflib.get_close_matches(text, list(POINTS), n=1, cutoff=0.8)
+        if near:
+            return f"{text!r} is not a point (nearest: {near[0]})"
+    return None
+
+
+@dataclass
+class _Block:
+    page: Path
+    line: int
+    code: str
+    no_run: str | None
+
+
+@dataclass
+class _Page:
+    path: Path
+    blocks: list[_Block] = field(default_factory=list)
+    prose: list[tuple[int, str]] = field(default_factory=list)  # (line, text outside fences)
+
+
+def _parse(path: Path) -> _Page:
+    page = _Page(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    previous = ""
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match:
+            page.prose.append((i + 1, lines[i]))
+            if lines[i].strip():
+                previous = lines[i]
+            i += 1
+            continue
+        indent, fence = match.group("indent"), match.group("fence")
+        info = match.group("info").strip().split()
+        start = i
+        body = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
+            i += 1
+        i += 1
+        if info and info[0] in ("python", "py"):
+            marker = NO_RUN.search(previous)
+            page.blocks.append(
+                _Block(path, start + 2, "\n".join(body) + "\n", marker.group(1) if marker else None)
+            )
+        previous = ""
+    return page
+
+
+def _guarded_strings(tree: ast.AST) -> set[int]:
+    """ids of string constants shown being refused: inside a `try:` body, or in what a loop
+    whose body has a `try:` iterates over. Deliberate mistakes, not typos."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        roots: list[ast.AST] = []
+        if isinstance(node, ast.Try):
+            roots = list(node.body)
+        elif isinstance(node, ast.For) and any(isinstance(n, ast.Try) for n in node.body):
+            roots = [node.iter]
+        for root in roots:
+            guarded.update(id(inner) for inner in ast.walk(root) if isinstance(inner, ast.Constant))
+    return guarded
+
+
+def test_hand_written_pages_name_only_points_that_exist() -> None:
+    problems = []
+    span = re.compile(r"`([^`\n]+)`")
+    for path in _hand_written():
+        page = _parse(path)
+        where = path.relative_to(ROOT)
+        for line, text in page.prose:
+            for found in span.findall(text):
+                problem = _point_problem(found)
+                if problem:
+                    problems.append(f"{where}:{line}: `{found}`: {problem}")
+        for block in page.blocks:
+            tree = ast.parse(block.code)
+            guarded = _guarded_strings(tree)
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and id(node) not in guarded
+                ):
+                    problem = _point_problem(node.value)
+                    if problem:
+                        problems.append(f"{where}:{block.line}: {node.value!r}: {problem}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_point_name_check_catches_typos_and_bad_addresses() -> None:
+    assert _point_problem("resid_mdi") is not None
+    assert _point_problem("attn_out_pots") is not None
+    assert _point_problem("resid_post.3") is None
+    assert _point_problem("resid_pots.3") is not None
+    assert _point_problem("resid_post.3.stream-1") is None
+    assert _point_problem("resid_post.3.head-1") is not None
+    assert _point_problem("load_model") is None
+    assert _point_problem("resid_post.L-1") is None
+    assert _point_problem("resid_psot.L") is not None
+
+
+# --- examples ---------------------------------------------------------------------------------
+def _pages_with_python() -> list[Path]:
+    return [p for p in _hand_written() if _parse(p).blocks]
+
+
+def _check_interp_names(block: _Block, tree: ast.AST) -> list[str]:
+    """Every interp name a block imports or reads as a module attribute must exist."""
+    problems = []
+    modules: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("interp_"):
+            try:
+                module = importlib.import_module(node.module or "")
+            except ImportError as error:
+                problems.append(f"cannot import {node.module}: {error}")
+                continue
+            for alias in node.names:
+                if not hasattr(module, alias.name):
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        problems.append(f"{node.module} has no {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("interp_"):
+                    try:
+                        modules[alias.asname or alias.name.split(".")[0]] = importlib.import_module(
+                            alias.name.split(".")[0]
+                        )
+                        importlib.import_module(alias.name)
+                    except ImportError as error:
+                        problems.append(f"cannot import {alias.name}: {error}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain = []
+            current: ast.AST = node
+            while isinstance(current, ast.Attribute):
+                chain.append(current.attr)
+                current = current.value
+            if isinstance(current, ast.Name) and current.id in modules:
+                target: Any = modules[current.id]
+                for attr in reversed(chain):
+                    if not hasattr(target, attr):
+                        problems.append(f"{current.id} has no attribute path {'.'.join(chain)}")
+                        break
+                    target = getattr(target, attr)
+    return [f"{block.page.relative_to(ROOT)}:{block.line}: {p}" for p in problems]
+
+
+def _load_calls(tree: ast.AST) -> list[str]:
+    """Model ids passed literally to load_model / size: each must have a stand-in here."""
+    ids = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("load_model", "select_backend", "size") and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    ids.append(first.value)
+    return ids
+
+
+@functools.cache
+def _smollm2() -> str | None:
+    try:
+        from interp_eager.testing.smollm2 import RealModelUnavailable, smollm2_path
+    except ImportError:
+        return None
+    try:
+        return str(smollm2_path())
+    except RealModelUnavailable:
+        return None
+
+
+@functools.cache
+def _stand_in(model_id: str) -> str:
+    """The local folder a documented model id runs on: the embedded SmolLM2 for its own id, else
+    the tiny test model of the same architecture family."""
+    if model_id == SMOLLM2:
+        path = _smollm2()
+        if path is None:
+            from interp_eager.testing.smollm2 import INSTALL_HINT
+
+            pytest.fail(
+                f"the docs examples run on the embedded SmolLM2; install it: {INSTALL_HINT}"
+            )
+        return path
+    from interp_eager.testing.families import build_family
+
+    facts = facts_for(model_id)
+    family = next(f for f in families() if facts.model_type in {f.model_type, f.facts.model_type})
+    return str(build_family(family.key))
+
+
+@pytest.fixture(scope="module")
+def stand_in_loader() -> Iterator[Callable[..., Any]]:
+    """load_model with documented repo ids mapped to local folders; models are reused."""
+    import torch
+
+    import interp_core
+    import interp_core.backends as backends_module
+    import interp_engine
+
+    real = backends_module.load_model
+    loaded: dict[tuple[Any, ...], Any] = {}
+    # The examples run batch-1 forward passes of small models, where a second thread only adds
+    # synchronisation (and spin-waits whenever the machine is busy): one thread is several
+    # times faster. Restored afterwards, since the setting is process-wide.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+
+    def load(model_id_or_path: Any, backend: Any = "auto", **kwargs: Any) -> Any:
+        model_id = str(model_id_or_path)
+        path = _stand_in(model_id) if model_id in known_model_ids() else model_id
+        key = (path, backend, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        if key not in loaded:
+            loaded[key] = real(path, backend, **kwargs)
+        return loaded[key]
+
+    saved = [(m, m.load_model) for m in (interp_core, backends_module, interp_engine)]
+    for module, _ in saved:
+        module.load_model = load
+    try:
+        yield load
+    finally:
+        for module, original in saved:
+            module.load_model = original
+        torch.set_num_threads(threads)
+
+
+def _run_blocks(blocks: list[_Block], label: str) -> None:
+    from interp_core.backends import _reset_registry
+
+    namespace: dict[str, Any] = {"__name__": f"docs_{label}"}
+    try:
+        for block in blocks:
+            code = compile(block.code, f"{block.page.relative_to(ROOT)}:{block.line}", "exec")
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(code, namespace)
+    finally:
+        # A page may register an example backend; the next page starts from the real registry.
+        _reset_registry()
+
+
+@pytest.mark.parametrize("path", _pages_with_python(), ids=lambda p: str(p.relative_to(DOCS)))
+def test_every_python_example_runs(path: Path, stand_in_loader: Callable[..., Any]) -> None:
+    page = _parse(path)
+    problems = []
+    for block in page.blocks:
+        tree = ast.parse(block.code, filename=str(path))
+        problems += _check_interp_names(block, tree)
+        if block.no_run is None:
+            for model_id in _load_calls(tree):
+                if model_id not in known_model_ids():
+                    problems.append(
+                        f"{path.relative_to(ROOT)}:{block.line}: {model_id!r} has no stand-in: "
+                        "use a bundled id (interp_core.known_models) or mark the block no-run"
+                    )
+    assert not problems, "\n".join(problems)
+    _run_blocks([b for b in page.blocks if b.no_run is None], path.stem)
+
+
+def test_the_llms_txt_quick_start_runs(stand_in_loader: Callable[..., Any]) -> None:
+    block = _Block(ROOT / "tools/docsgen/llms.py", 1, QUICK_START, None)
+    _run_blocks([block], "llms")
+
+
+# --- screenshots --------------------------------------------------------------------------------
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@contextlib.contextmanager
+def _serve(directory: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _browser(binary: str, profile: Path, *args: str, url: str) -> subprocess.CompletedProcess:
+    command = [
+        binary,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        *args,
+        url,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _color_pixels(image: Any, rgb: tuple[int, int, int], box: tuple[int, int, int, int]) -> int:
+    region = image.crop(box).convert("RGB")
+    return sum(
+        count
+        for count, pixel in region.getcolors(maxcolors=1 << 24)
+        if all(abs(a - b) <= 24 for a, b in zip(pixel, rgb, strict=True))
+    )
+
+
+def _hex(color: str) -> tuple[int, int, int]:
+    return (int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16))
+
+
+@pytest.mark.parametrize(
+    ("src", "role_points"),
+    [
+        ("reference/points/attn_out_post.md", ("attn_out_post", "mlp_act")),
+        ("reference/architectures/gemma2.md", ("attn_out", "mlp_act")),
+    ],
+)
+def test_a_screenshot_shows_the_diagram_and_the_tables(
+    site: Path, tmp_path: Path, src: str, role_points: tuple[str, ...]
+) -> None:
+    binary = _chromium()
+    _require("chromium", binary is not None)
+    assert binary is not None
+    from docsgen.diagram import ROLE_COLORS
+    from PIL import Image
+
+    url_path = src[: -len(".md")] + "/"
+    with _serve(site) as base:
+        url = f"{base}/{url_path}"
+        dom = _browser(binary, tmp_path / "dom", "--dump-dom", url=url)
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        shot = tmp_path / "page.png"
+        taken = _browser(
+            binary,
+            tmp_path / "shot",
+            f"--screenshot={shot}",
+            "--window-size=1600,2000",
+            url=url,
+        )
+        assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
+    page = dom.stdout
+    assert '<svg class="interp-diagram"' in page, "the diagram is not in the rendered page"
+    assert page.count("<table") >= 3, "the tables are not in the rendered page"
+    assert "<td>" in page or "<td " in page
+    image = Image.open(shot)
+    assert image.size == (1600, 2000)
+    colors = image.convert("RGB").getcolors(maxcolors=1 << 24)
+    assert colors is not None and len(colors) > 50, "the screenshot is blank"
+    # The diagram draws its markers in the role colours; they must be on screen, in the upper
+    # part of the page where the diagram sits, in more than a stray pixel or two.
+    upper = (0, 0, 1600, 1300)
+    for point in role_points:
+        color = _hex(ROLE_COLORS[POINTS[point].role])
+        assert _color_pixels(image, color, upper) > 80, f"no {point} markers in the screenshot"
+    # Table text sits below the diagram: the lower part of the page is not empty either.
+    lower = image.crop((0, 1300, 1600, 2000)).convert("L")
+    assert lower.getextrema()[0] < 128, "nothing dark (no table text) below the diagram"

@@ -1,0 +1,260 @@
+"""The validation and benchmark pages, filled from whatever result files are committed.
+
+The validator writes `packages/interp-validator/results/summary.json` (one record per subject
+backend, reference engine, family or model, point and layer: a status and three metrics) and the
+benchmarks write JSON next to it. Until those files exist the pages say so plainly; once they
+land, the next build shows them. Nothing here invents a number: a field is shown only if a file
+holds it, and a file of an unexpected shape is shown as its raw keys rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from docsgen.markup import code, esc, table
+
+__all__ = [
+    "BENCH_GLOBS",
+    "SUMMARY",
+    "benchmarks_page",
+    "find_benchmark_files",
+    "render_json",
+    "summary_records",
+    "validation_page",
+]
+
+SUMMARY = "packages/interp-validator/results/summary.json"
+RESULTS_DIR = "packages/interp-validator/results"
+BENCH_GLOBS = (
+    "packages/interp-validator/results/bench*.json",
+    "packages/interp-validator/results/bench*/*.json",
+    "packages/interp-validator/benchmarks/**/*.json",
+    "benchmarks/**/*.json",
+)
+_MAX_ROWS = 400  # a page is for reading; the JSON file holds everything
+
+# Field names the validator may use for each column, first match wins.
+_FIELDS = {
+    "backend": ("backend", "subject", "subject_backend"),
+    "engine": ("engine", "reference", "reference_engine"),
+    "model": ("family", "model", "subject_model"),
+    "point": ("point", "address"),
+    "layer": ("layer",),
+    "status": ("status", "verdict", "result"),
+    "cosine": ("cosine", "cos"),
+    "rel_error": ("rel_error", "relative_error", "rel_err"),
+    "max_abs": ("max_abs", "max_abs_error", "max_abs_diff"),
+}
+
+
+def _pick(record: Mapping[str, Any], field: str) -> Any:
+    for key in _FIELDS[field]:
+        if key in record:
+            return record[key]
+    return None
+
+
+def _front(title: str) -> str:
+    return f"---\ntitle: {title}\nhide:\n  - toc\n---\n\n"
+
+
+def summary_records(data: Any) -> list[Mapping[str, Any]] | None:
+    """The list of records in a summary file: the file itself, or a list under a known key."""
+    if isinstance(data, list) and all(isinstance(r, Mapping) for r in data):
+        return data
+    if isinstance(data, Mapping):
+        for key in ("records", "results", "rows"):
+            value = data.get(key)
+            if isinstance(value, list) and all(isinstance(r, Mapping) for r in value):
+                return value
+    return None
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if value is None:
+        return ""
+    return esc(value)
+
+
+def _is_pass(status: Any) -> bool | None:
+    text = str(status).strip().lower()
+    if text in ("pass", "passed", "ok", "✓", "true"):
+        return True
+    if text in ("fail", "failed", "error", "✗", "false"):
+        return False
+    return None
+
+
+def _summary_tables(records: list[Mapping[str, Any]]) -> str:
+    out = []
+    # Per (backend, engine): how many checks passed, failed, or were something else.
+    groups: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for record in records:
+        key = (str(_pick(record, "backend") or "?"), str(_pick(record, "engine") or "?"))
+        groups[key][str(_pick(record, "status") or "?")] += 1
+    statuses = sorted({s for counter in groups.values() for s in counter})
+    rows = [
+        [code(b), code(e), *(str(counter.get(s, 0)) for s in statuses)]
+        for (b, e), counter in sorted(groups.items())
+    ]
+    out.append("## Summary by backend and reference engine\n\n")
+    out.append(table(["backend", "reference", *(esc(s) for s in statuses)], rows) + "\n\n")
+
+    per_model: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for record in records:
+        key = (str(_pick(record, "backend") or "?"), str(_pick(record, "model") or "?"))
+        per_model[key][str(_pick(record, "status") or "?")] += 1
+    rows = [
+        [code(b), code(m), *(str(counter.get(s, 0)) for s in statuses)]
+        for (b, m), counter in sorted(per_model.items())
+    ]
+    out.append("## By family or model\n\n")
+    out.append(table(["backend", "family or model", *(esc(s) for s in statuses)], rows) + "\n\n")
+
+    failures = [r for r in records if _is_pass(_pick(r, "status")) is False]
+    out.append(f"## Failures ({len(failures)})\n\n")
+    if failures:
+        out.append(_record_table(failures) + "\n\n")
+    else:
+        out.append("<p>None: every compared point is within tolerance.</p>\n\n")
+    return "".join(out)
+
+
+def _record_table(records: list[Mapping[str, Any]]) -> str:
+    columns = ["backend", "engine", "model", "point", "layer", "status", "cosine"]
+    columns += ["rel_error", "max_abs"]
+    rows = [[_fmt(_pick(r, c)) for c in columns] for r in records[:_MAX_ROWS]]
+    text = table([esc(c) for c in columns], rows)
+    if len(records) > _MAX_ROWS:
+        text += f"<p>First {_MAX_ROWS} of {len(records)} shown.</p>"
+    return text
+
+
+def render_json(data: Any) -> str:
+    """A readable HTML rendering of any JSON value: tables for lists of flat records, key/value
+    tables for mappings, text otherwise."""
+    if isinstance(data, list) and data and all(isinstance(r, Mapping) for r in data):
+        keys: list[str] = []
+        for record in data:
+            keys.extend(k for k in record if k not in keys)
+        rows = [[_cell(r.get(k)) for k in keys] for r in data[:_MAX_ROWS]]
+        text = table([esc(k) for k in keys], rows)
+        if len(data) > _MAX_ROWS:
+            text += f"<p>First {_MAX_ROWS} of {len(data)} rows shown.</p>"
+        return text
+    if isinstance(data, Mapping):
+        rows = [[code(k), _cell(v)] for k, v in data.items()]
+        return table(["key", "value"], rows, cls="interp-table interp-kv")
+    return f"<p>{_cell(data)}</p>"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, Mapping | list):
+        if isinstance(value, list) and all(not isinstance(v, Mapping | list) for v in value):
+            return esc(", ".join(_plain(v) for v in value))
+        return render_json(value)
+    return _fmt(value)
+
+
+def _plain(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _load(path: Path) -> tuple[Any, str | None]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except (OSError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def validation_page(root: Path) -> str:
+    out = [_front("Validation results"), "# Validation results\n\n"]
+    out.append(
+        "<p>How each backend's captures compare with the reference engines (HF transformers "
+        "hooks, TransformerLens, nnsight, nnterp) point by point, as committed by the validator "
+        f"in <code>{RESULTS_DIR}/</code>. The guide "
+        '<a href="../../guides/validator/">Validator</a> explains the metrics and how to read '
+        "a failure. This page is rebuilt from the committed files on every build.</p>\n\n"
+    )
+    path = root / SUMMARY
+    if not path.is_file():
+        out.append(
+            '<div class="admonition note"><p class="admonition-title">No results committed '
+            f"yet</p><p>The validator has not committed <code>{SUMMARY}</code>. When it does, "
+            "this page lists every comparison it made, grouped by backend, reference engine "
+            "and family, with any failure and its metrics.</p></div>\n"
+        )
+    else:
+        data, error = _load(path)
+        records = summary_records(data) if error is None else None
+        if error is not None:
+            out.append(f"<p>{code(SUMMARY)} could not be read: {esc(error)}</p>\n")
+        elif records is None:
+            out.append(
+                f"<p>{code(SUMMARY)} is not a list of records; shown as stored:</p>\n\n"
+                + render_json(data)
+                + "\n"
+            )
+        else:
+            out.append(f"<p>{len(records)} comparisons in {code(SUMMARY)}.</p>\n\n")
+            out.append(_summary_tables(records))
+    others = sorted(
+        p
+        for p in (root / RESULTS_DIR).glob("*.json")
+        if p.name != "summary.json" and not p.name.startswith("bench")
+    )
+    if others:
+        out.append("## Other result files\n\n")
+        out.append(
+            "<ul>"
+            + "".join(f"<li>{code(p.relative_to(root).as_posix())}</li>" for p in others)
+            + "</ul>\n"
+        )
+    return "".join(out)
+
+
+def find_benchmark_files(root: Path) -> list[Path]:
+    found: set[Path] = set()
+    for pattern in BENCH_GLOBS:
+        found.update(p for p in root.glob(pattern) if p.is_file())
+    return sorted(found)
+
+
+def benchmarks_page(root: Path) -> str:
+    out = [_front("Benchmarks"), "# Benchmarks\n\n"]
+    out.append(
+        "<p>Speed measured by <code>interp-bench</code> as ratios taken side by side on one "
+        "machine (capture against a plain forward pass, our backends against the reference "
+        "engines and vanilla vLLM), as committed by the validator package. Absolute numbers "
+        "depend on the machine; the ratios are what carries over.</p>\n\n"
+    )
+    files = find_benchmark_files(root)
+    if not files:
+        patterns = ", ".join(code(g) for g in BENCH_GLOBS)
+        out.append(
+            '<div class="admonition note"><p class="admonition-title">No benchmark results '
+            f"committed yet</p><p>None of {patterns} exists. When the benchmark JSON lands, "
+            "this page shows it.</p></div>\n"
+        )
+        return "".join(out)
+    for path in files:
+        rel_path = path.relative_to(root).as_posix()
+        data, error = _load(path)
+        out.append(f"## `{rel_path}`\n\n")
+        if error is not None:
+            out.append(f"<p>Could not be read: {esc(error)}</p>\n\n")
+            continue
+        out.append(render_json(_unwrap(data)) + "\n\n")
+    return "".join(out)
+
+
+def _unwrap(data: Any) -> Any:
+    """Benchmark files often hold their rows under one key; show the rows as the table."""
+    records = summary_records(data)
+    return records if records is not None else data
