@@ -11,8 +11,9 @@ batching three copies of one unpadded prompt moves DeepSeek-V4's mlp_stream_coll
 to 15) by 1.3e-5 too. So every comparison allows 1e-5 times the tensor's own scale (its largest
 finite magnitude, at least 1): OLMo-2's mlp_act reaches 25 and was seen to move by 1.6e-5
 (8 float32 ulps there) against an allowance of 2.5e-4. The logits get the same rule: Qwen3-Next's
-gated delta-net layers, left-padded, moved logits of magnitude ~1.5 by 1.02e-5 (measured). A padding bug (a shifted position, a pad token attended to) moves results by 1e-2
-of scale or more. Mask fill values in attention scores (the dtype's minimum) must match exactly.
+gated delta-net layers, left-padded, moved logits of magnitude ~1.5 by 1.02e-5 (measured). A
+padding bug (a shifted position, a pad token attended to) moves results by 1e-2 of scale or more.
+Mask fill values in attention scores (the dtype's minimum) must match exactly.
 """
 
 from __future__ import annotations
