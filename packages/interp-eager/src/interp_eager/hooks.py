@@ -38,12 +38,11 @@ import torch
 from interp_core.address import Address
 from interp_core.errors import PointUnsupported, SteeringSpecError
 from interp_core.steering import SteeringSpec
-from interp_eager.taps import Tap
+from interp_eager.taps import LINEAR, Tap
 
-__all__ = ["LINEAR", "HookSession", "Write", "steering_delta"]
+__all__ = ["HookSession", "Write", "steering_delta"]
 
 # Side of a tap applied to the first F.linear output inside its module's forward.
-LINEAR = "linear"
 
 
 @dataclass

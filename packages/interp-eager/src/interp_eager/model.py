@@ -9,7 +9,6 @@ pass starts, so a refusal never leaves the model half-hooked.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import math
 import warnings
@@ -34,9 +33,9 @@ from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.shapes import point_width
 from interp_core.steering import SteeringSpec, active_steering, as_specs
-from interp_eager.hooks import LINEAR, HookSession, Write
-from interp_eager.taps import Tap, resolve_tap
-from interp_eager.tree import ModelTree, bind_tree
+from interp_eager.hooks import HookSession, Write
+from interp_eager.taps import Tap, resolve_tap, write_site
+from interp_eager.tree import STREAM_HEADS, ModelTree, bind_tree
 
 __all__ = ["EagerModel"]
 
@@ -50,7 +49,6 @@ _DTYPES = {
 }
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
 # The module a multi-stream trunk collapses its streams with before the final norm (DeepSeek-V4).
-_STREAM_HEADS = ("hc_head",)
 
 
 def _read_config(model_id: str, trust_remote_code: bool) -> dict[str, Any]:
@@ -336,7 +334,7 @@ class EagerModel:
                     f"replaced; steer at {_write_hint(spec.address)} instead"
                 )
                 raise SteeringSpecError(message)
-            writes.append(Write(_write_site(tap), spec, self._vector(spec)))
+            writes.append(Write(write_site(tap), spec, self._vector(spec)))
         return writes
 
     def _vector(self, spec: SteeringSpec) -> torch.Tensor:
@@ -562,13 +560,12 @@ class EagerModel:
         return logits
 
     def _stream_head(self) -> Any:
-        for name in _STREAM_HEADS:
-            head = getattr(self.tree.trunk, name, None)
-            if head is not None and hasattr(head, "forward"):
-                return head
+        head = self.tree.stream_head
+        if head is not None:
+            return head
         message = (
             f"this {self._facts.architecture} carries {self._facts.n_streams} residual streams "
-            f"but its trunk has no module named {' / '.join(_STREAM_HEADS)} to collapse them "
+            f"but its trunk has no module named {' / '.join(STREAM_HEADS)} to collapse them "
             f"before the final norm; decode one stream (resid_post.L.stream-K) with raw=True"
         )
         raise PointUnsupported(message)
@@ -650,23 +647,6 @@ class _grad:
 
     def __exit__(self, *exc: object) -> None:
         self._context.__exit__(*exc)
-
-
-def _write_site(tap: Tap) -> Tap:
-    """Where a write at `tap` must land for the model to use it (usually where it is read)."""
-    if tap.address.name == "router_logits":
-        # The router ranks and weighs experts inside its own forward and returns the logits only
-        # as a by-product; the edit must reach its projection's output (see hooks.LINEAR).
-        return dataclasses.replace(tap, side=LINEAR, pick=_whole, put=_replace)
-    return tap
-
-
-def _whole(value: torch.Tensor) -> torch.Tensor:
-    return value
-
-
-def _replace(value: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-    return new
 
 
 def _write_hint(address: Address) -> str:

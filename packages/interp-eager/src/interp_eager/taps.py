@@ -9,6 +9,7 @@ space and embedded back into the raw tensor: steering never needs the inverse of
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,9 +23,10 @@ from interp_core.facts import ModelFacts
 from interp_core.points import require_point
 from interp_eager.tree import LayerParts, ModelTree, QKVLayout
 
-__all__ = ["SCORES", "Tap", "View", "resolve_tap"]
+__all__ = ["LINEAR", "SCORES", "Tap", "View", "resolve_tap", "write_site"]
 
 SCORES = "scores"  # side of the softmax-intercepting tap behind attn_scores
+LINEAR = "linear"  # side of a write applied to a module's first linear projection (hooks.py)
 
 
 # --- views: raw tensor <-> canonical [batch, seq, ...] ------------------------------------------
@@ -453,3 +455,20 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
         return tap
     message = f"the eager backend has no rule for {address}"
     raise PointUnsupported(message)
+
+
+def write_site(tap: Tap) -> Tap:
+    """Where a write at `tap` must land for the model to use it (usually where it is read)."""
+    if tap.address.name == "router_logits":
+        # The router ranks and weighs experts inside its own forward and returns the logits only
+        # as a by-product; the edit must reach its projection's output (see hooks.LINEAR).
+        return dataclasses.replace(tap, side=LINEAR, pick=_whole, put=_replace)
+    return tap
+
+
+def _whole(value: torch.Tensor) -> torch.Tensor:
+    return value
+
+
+def _replace(value: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    return new

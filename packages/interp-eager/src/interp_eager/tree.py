@@ -20,13 +20,15 @@ from typing import Any
 from interp_core.errors import PointUnsupported
 from interp_core.facts import ModelFacts
 
-__all__ = ["LayerParts", "ModelTree", "QKVLayout", "bind_tree"]
+__all__ = ["STREAM_HEADS", "LayerParts", "ModelTree", "QKVLayout", "bind_tree"]
 
 TRUNK_CONTAINERS = ("model", "language_model", "text_model", "transformer", "gpt_neox", "decoder")
 LAYER_LISTS = ("layers", "h", "blocks")
 EMBEDDINGS = ("embed_tokens", "wte", "word_embeddings", "embed_in", "embeddings", "tok_embeddings")
 FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm", "norm_f")
 LM_HEADS = ("lm_head", "embed_out")
+# Multi-stream trunks collapse their residual streams into one vector before the final norm.
+STREAM_HEADS = ("hc_head",)
 MIXERS = ("self_attn", "self_attention", "attention", "attn", "linear_attn", "mixer")
 Q_PROJS = ("q_proj", "query", "q_b_proj")
 K_PROJS = ("k_proj", "key")
@@ -104,6 +106,7 @@ class ModelTree:
     final_norm: Any
     lm_head: Any
     layers: list[LayerParts]
+    stream_head: Any = None
 
     def layer(self, index: int) -> LayerParts:
         return self.layers[index]
@@ -253,4 +256,5 @@ def bind_tree(root: Any, facts: ModelFacts) -> ModelTree:
     _, final_norm = _child(trunk, FINAL_NORMS)
     _, lm_head = _child(root, LM_HEADS)
     layers = [_bind_layer(i, block, facts, f"{prefix}.{i}") for i, block in enumerate(blocks)]
-    return ModelTree(root, trunk, trunk_path, embed, final_norm, lm_head, layers)
+    _, stream_head = _child(trunk, STREAM_HEADS)
+    return ModelTree(root, trunk, trunk_path, embed, final_norm, lm_head, layers, stream_head)

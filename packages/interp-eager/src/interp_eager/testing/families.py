@@ -556,9 +556,11 @@ _SPECS: tuple[FamilySpec, ...] = (
             num_hidden_layers=3,
             num_key_value_heads=4,
             q_lora_rank=32,
-            kv_lora_rank=32,
+            # DeepSeek-V3's own latent (512 + 64 rope = 576), wider than the residual stream:
+            # vLLM's CPU MLA kernel is compiled for a 576-wide latent only.
+            kv_lora_rank=512,
             qk_nope_head_dim=32,
-            qk_rope_head_dim=32,
+            qk_rope_head_dim=64,
             v_head_dim=32,
             n_routed_experts=4,
             num_experts_per_tok=2,
@@ -573,8 +575,9 @@ _SPECS: tuple[FamilySpec, ...] = (
             topk_method="noaux_tc",
             scoring_func="sigmoid",
         ),
-        "Multi-head latent attention (q and kv low-rank with their own norms, q/k heads of "
-        "32 nope + 32 rope = 64, v heads of 32); layer 0 dense (first_k_dense_replace), layers "
+        "Multi-head latent attention (q through a rank-32 bottleneck, kv through DeepSeek-V3's "
+        "512-wide latent plus a 64-wide shared rope key, each with its own norm; q/k heads of "
+        "32 nope + 64 rope = 96, v heads of 32); layer 0 dense (first_k_dense_replace), layers "
         "1-2 routed: 4 experts of 64 in 2 groups (1 group kept), top-2, sigmoid scores with a "
         "randomised correction bias, one shared expert.",
         ("mla", "moe", "dense-and-sparse", "shared-expert", "grouped-routing"),
