@@ -386,18 +386,21 @@ class EagerModel:
             raise CapabilityUnsupported(message)
         addresses = [self._check_address(to_address(p)) for p in points]
         ids = self._tokens(tokens)
-        mask = self._mask(attention_mask, ids)
+        # Without padding the model runs exactly as a plain HF call does (its own causal mask and
+        # positions), so a capture costs only its hooks; with a mask, positions follow it.
+        inputs: dict[str, Any] = {"input_ids": ids, "use_cache": False}
+        if attention_mask is None:
+            positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
+        else:
+            mask = self._mask(attention_mask, ids)
+            positions = _position_ids(mask)
+            inputs.update(attention_mask=mask, position_ids=positions)
         reads = [self.tap(a) for a in dict.fromkeys(addresses)]
         writes = self._writes(steering)
         session = HookSession(reads, writes, detach=detach)
         with session, _grad(not detach):
-            session.start_forward(_position_ids(mask))
-            output = self.hf_model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=_position_ids(mask),
-                use_cache=False,
-            )
+            session.start_forward(positions)
+            output = self.hf_model(**inputs)
             session.check_fired_once()
             session.check_writes_applied()
         tensors = {tap.address: session.result(tap.address) for tap in reads}
