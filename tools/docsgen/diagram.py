@@ -20,9 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from interp_core.facts import ModelFacts
-from interp_core.points import POINTS, Role, Scope, absence_reason, hyper_connection_names
+from interp_core.points import (
+    POINTS,
+    Role,
+    Scope,
+    absence_reason,
+    hyper_connection_names,
+    layer_ranges,
+)
 
-__all__ = ["ROLE_COLORS", "block_diagram", "diagram_aliases", "layer_ranges"]
+__all__ = ["ROLE_COLORS", "block_diagram", "diagram_aliases"]
 
 ROLE_COLORS = {
     Role.RESIDUAL: "#334155",
@@ -42,20 +49,6 @@ _STEP = 40  # horizontal distance between a marker and the next operation
 _GAP = 48  # between a marker and a neighbour whose label needs room
 _WIDE = 54  # around tall boxes and labelled boxes
 _PITCH = 44  # vertical distance between rows of one sublayer
-
-
-def layer_ranges(layers: list[int]) -> str:
-    """0-3, 7, 9-11."""
-    parts: list[str] = []
-    start = prev = None
-    for layer in [*layers, None]:
-        if layer is not None and prev is not None and layer == prev + 1:
-            prev = layer
-            continue
-        if start is not None:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = layer
-    return ", ".join(parts)
 
 
 def _stream(name: str, facts: ModelFacts) -> int | None:

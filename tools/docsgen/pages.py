@@ -18,7 +18,6 @@ from docsgen.diagram import (
     ROLE_COLORS,
     block_diagram,
     diagram_aliases,
-    layer_ranges,
     present_layers,
     why_absent,
 )
@@ -34,6 +33,7 @@ from interp_core.points import (
     Scope,
     Width,
     equivalent_for,
+    layer_ranges,
 )
 from interp_core.shapes import point_shape
 

@@ -19,7 +19,7 @@ from typing import Any
 from interp_core.__about__ import __version__
 from interp_core.errors import ConfigError, InterpError
 from interp_core.facts import ModelFacts
-from interp_core.points import POINTS, Scope, absence_reason
+from interp_core.points import POINTS, Scope, absence_reason, layer_ranges
 from interp_core.shapes import point_shape
 
 __all__ = ["load_config", "main", "point_table"]
@@ -55,21 +55,6 @@ def load_config(model: str) -> tuple[str, dict[str, Any]]:
             f"{model!r} is neither a config file, a model folder, nor a bundled config ({error})"
         )
         raise ConfigError(message) from error
-
-
-def _ranges(layers: Sequence[int]) -> str:
-    if not layers:
-        return "-"
-    spans: list[str] = []
-    start = prev = layers[0]
-    for layer in [*layers[1:], None]:
-        if layer is not None and layer == prev + 1:
-            prev = layer
-            continue
-        spans.append(str(start) if start == prev else f"{start}-{prev}")
-        if layer is not None:
-            start = prev = layer
-    return ",".join(spans)
 
 
 def _symbolic(shape: tuple[int, ...]) -> str:
@@ -123,7 +108,7 @@ def _print_points(label: str, facts: ModelFacts, rows: list[dict[str, Any]]) -> 
     header = f"  {'point':<22} {'scope':<6} {'layers':<12} {'width':>8}  {'steer':<5} shape"
     print(header)
     for row in present:
-        layers = "-" if row["scope"] == "trunk" else _ranges(row["layers"])
+        layers = "-" if row["scope"] == "trunk" else layer_ranges(row["layers"])
         steer = "yes" if row["writable"] else "no"
         print(
             f"  {row['point']:<22} {row['scope']:<6} {layers:<12} {row['width']:>8}  "

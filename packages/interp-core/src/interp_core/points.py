@@ -38,6 +38,7 @@ __all__ = [
     "hyper_connection_names",
     "is_point",
     "layer_point_names",
+    "layer_ranges",
     "point_names",
     "points_for",
     "require_point",
@@ -1052,8 +1053,8 @@ class _Why:
         return f"{self.why.rstrip('.')}; {self.instead}"
 
 
-def _ranges(layers: Iterable[int]) -> str:
-    """Compact layer list: 0-3, 7, 9-11."""
+def layer_ranges(layers: Iterable[int]) -> str:
+    """A compact layer list for messages and tables: `0-3, 7, 9-11`."""
     items = sorted(set(layers))
     parts: list[str] = []
     start = prev = None
@@ -1166,7 +1167,7 @@ class _LayerRule:
 
 def _attending_instead(spec: PointSpec, facts: ModelFacts) -> str:
     where = _where(facts, facts.attends)
-    tail = f"; {spec.name} exists at layers: {_ranges(where)}" if where else ""
+    tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
     return f"use attn_in / attn_out for this mixer's input and output{tail}"
 
 
@@ -1187,7 +1188,7 @@ _ATTENDS = _LayerRule(
 
 def _dense_instead(spec: PointSpec, facts: ModelFacts) -> str:
     where = _where(facts, lambda layer: not facts.is_sparse(layer))
-    tail = f"; {spec.name} exists at the dense layers: {_ranges(where)}" if where else ""
+    tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
     return f"read router_logits / expert_weights / expert_indices or mlp_out there{tail}"
 
 
@@ -1216,7 +1217,7 @@ _SPARSE = _LayerRule(
     at_layer=lambda spec, facts, layer: _Why(
         f"layer {layer} of {facts.architecture} has a dense MLP, not routed experts, so "
         f"{spec.name} does not exist there",
-        f"use a sparse layer ({_ranges(_where(facts, facts.is_sparse))}) for {spec.name}; the "
+        f"use a sparse layer ({layer_ranges(_where(facts, facts.is_sparse))}) for {spec.name}; the "
         "dense MLP is read at mlp_act",
     ),
     # Unreachable while _needs_moe runs first, kept so the rule is complete on its own.

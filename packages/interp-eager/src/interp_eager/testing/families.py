@@ -36,8 +36,6 @@ import copy
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import zlib
 from collections.abc import Mapping
@@ -58,6 +56,8 @@ from interp_eager.testing.tokenizer import (
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from interp_eager.testing.cache import publish_folder
 
 __all__ = [
     "DTYPES",
@@ -730,28 +730,9 @@ def build_family(
     with _BUILD_LOCK:
         if (target / MANIFEST_NAME).is_file():
             return target
-        root.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
-        try:
-            _write_family(spec, dtype, scratch)
-            # mkdtemp makes the folder private; the cache is meant to be read like any other.
-            scratch.chmod(0o777 & ~_umask())
-            try:
-                os.rename(scratch, target)
-            except OSError:
-                # Another process finished first (the target is a non-empty folder now).
-                if not (target / MANIFEST_NAME).is_file():
-                    raise
-        finally:
-            if scratch.exists():
-                shutil.rmtree(scratch, ignore_errors=True)
-    return target
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+        return publish_folder(
+            target, MANIFEST_NAME, lambda folder: _write_family(spec, dtype, folder)
+        )
 
 
 def build_all(

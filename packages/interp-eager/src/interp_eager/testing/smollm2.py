@@ -19,13 +19,13 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from interp_eager.testing.cache import publish_folder
 
 __all__ = [
     "INSTALL_HINT",
@@ -109,27 +109,9 @@ def smollm2_path(cache_dir: str | os.PathLike[str] | None = None, *, progress: b
     with _CONVERT_LOCK:
         if (target / MANIFEST_NAME).is_file():
             return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            _convert(gguf_file, scratch, progress=progress)
-            scratch.chmod(0o777 & ~_umask())
-            try:
-                os.rename(scratch, target)
-            except OSError:
-                # Another process finished the same conversion first.
-                if not (target / MANIFEST_NAME).is_file():
-                    raise
-        finally:
-            if scratch.exists():
-                shutil.rmtree(scratch, ignore_errors=True)
-    return target
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+        return publish_folder(
+            target, MANIFEST_NAME, lambda folder: _convert(gguf_file, folder, progress=progress)
+        )
 
 
 class _Stages:
