@@ -55,7 +55,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         problem="the YaRN attention temperature (mscale) is computed wrongly, so attention "
         "scores, probabilities and everything downstream differ from the reference model.",
         fix="upgrade transformers to 5.15.0 or later.",
-        source="anchor-spec §3 TRANSFORMERS_CAVEATS",
+        source="decoderesearch/interp-engine COMPATIBILITY.md; fixed in transformers 5.15.0",
     ),
     KnownIssue(
         model_types=("gemma4", "gemma4_text"),
@@ -65,7 +65,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         problem="head_dim moved into per_layer_config, which vLLM's config reader does not "
         "understand; the eager backend is unaffected but a vLLM load fails before any weight.",
         fix="pin transformers 5.14.1 for vLLM backends (vllm issue 51744).",
-        source="anchor-spec README caveats",
+        source="vLLM issue 51744, as noted by decoderesearch/interp-engine",
     ),
     KnownIssue(
         model_types=("gpt_neox",),
@@ -74,7 +74,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         at_least=None,
         problem="Pythia checkpoints overflow to NaN in float16 on the eager path.",
         fix="load with dtype='bfloat16' or 'float32'.",
-        source="anchor-spec §3 FP16_EAGER_OVERFLOW_ARCHS",
+        source="Pythia float16 overflow, recorded by decoderesearch/interp-engine",
     ),
 )
 
