@@ -81,10 +81,17 @@ class HookSession:
         *,
         detach: bool = True,
         accumulate: bool = False,
+        copy: bool = False,
     ) -> None:
         self.reads = list(reads)
         self.writes = list(writes)
         self.detach = detach
+        # Captures are kept without a copy: HF forwards compute out of place, and copying every
+        # captured tensor cost a quarter of a forward pass when every point is read. Each capture
+        # remembers its tensor's version counter; `mutated()` reports one that the model changed
+        # in place afterwards, and the caller then reruns with copy=True.
+        self.copy = copy
+        self.versions: dict[int, tuple[torch.Tensor, int]] = {}
         # accumulate=True keeps every forward's reads (generation); else one forward's only.
         self.accumulate = accumulate
         self.captured: dict[Address, list[torch.Tensor]] = defaultdict(list)
@@ -187,12 +194,24 @@ class HookSession:
         batch, seq = self._shape()
         for tap in reads:
             tensor = tap.view.read(tap.pick(value), batch, seq)
-            if self.detach:
-                tensor = tensor.detach().clone()
-            elif tensor is tap.pick(value):
-                tensor = tensor.clone()
-            self.captured[tap.address].append(tensor)
-            self.fired[tap.address] += 1
+            self._keep(tap.address, tensor, tensor is tap.pick(value))
+
+    def _keep(self, address: Address, tensor: torch.Tensor, aliases_model: bool) -> None:
+        if self.detach:
+            tensor = tensor.detach()
+        if self.copy or (not self.detach and aliases_model):
+            tensor = tensor.clone()
+        else:
+            self.versions[id(tensor)] = (tensor, tensor._version)
+        self.captured[address].append(tensor)
+        self.fired[address] += 1
+
+    def mutated(self) -> list[Address]:
+        """Addresses whose captured tensor the model modified in place after it was read."""
+        changed = {
+            key for key, (tensor, version) in self.versions.items() if tensor._version != version
+        }
+        return [a for a, pieces in self.captured.items() if any(id(t) in changed for t in pieces)]
 
     def _output_hook(self, reads: list[Tap], writes: list[Write]) -> Any:
         def hook(module: Any, args: Any, output: Any) -> Any:
@@ -261,8 +280,7 @@ class HookSession:
         return self._scores_layer
 
     def _record_scores(self, tap: Tap, scores: torch.Tensor) -> None:
-        self.captured[tap.address].append(scores.detach().clone() if self.detach else scores)
-        self.fired[tap.address] += 1
+        self._keep(tap.address, scores, aliases_model=False)
 
     def _install_linear(self, module: Any, reads: list[Tap], writes: list[Write]) -> None:
         if self._original_linear is None:

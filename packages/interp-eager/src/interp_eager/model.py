@@ -397,12 +397,16 @@ class EagerModel:
             inputs.update(attention_mask=mask, position_ids=positions)
         reads = [self.tap(a) for a in dict.fromkeys(addresses)]
         writes = self._writes(steering)
-        session = HookSession(reads, writes, detach=detach)
-        with session, _grad(not detach):
-            session.start_forward(positions)
-            output = self.hf_model(**inputs)
-            session.check_fired_once()
-            session.check_writes_applied()
+        for copy in (False, True):
+            session = HookSession(reads, writes, detach=detach, copy=copy)
+            with session, _grad(not detach):
+                session.start_forward(positions)
+                output = self.hf_model(**inputs)
+                session.check_fired_once()
+                session.check_writes_applied()
+            if not session.mutated():
+                break
+            # The model changed a captured tensor in place after reading it: run again, copying.
         tensors = {tap.address: session.result(tap.address) for tap in reads}
         return ActivationCache(tensors, output=output)
 
