@@ -416,7 +416,7 @@ def test_auto_reads_the_architecture_from_a_local_folder(machine: Any, tmp_path:
     (folder / "config.json").write_text(json.dumps(config))
     selection = select_backend(str(folder))
     assert selection.name == "eager"
-    assert "vLLM does not support the ExoticForCausalLM architecture" in selection.reason
+    assert "does not take ExoticForCausalLM under auto" in selection.reason
 
 
 @pytest.mark.usefixtures("isolated")

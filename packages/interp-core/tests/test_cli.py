@@ -93,9 +93,11 @@ def test_backends_lists_first_party_backends_with_the_install_hint(capsys) -> No
     rows = {r["backend"]: r for r in json.loads(capsys.readouterr().out)}
     assert {"eager", "vllm", "vllm-static", "vllm-generate"} <= set(rows)
     for row in rows.values():
-        assert row["status"] in {"ready", "cannot run here", "not installed"}
+        assert row["status"] in {"ready", "cannot run here", "not installed", "not provided"}
         if row["status"] == "not installed":
             assert row["detail"].startswith("pip install interp-")
+        if row["status"] == "not provided":
+            assert "registers no" in row["detail"] and "upgrade interp-" in row["detail"]
 
 
 def test_the_console_script_is_installed() -> None:

@@ -560,7 +560,8 @@ def select_backend(
     if architecture is not None and callable(supports_architecture):
         if not supports_architecture(architecture):
             return eager(
-                f"vLLM does not support the {architecture} architecture, so auto uses eager.",
+                f"the vllm backend does not take {architecture} under auto (it says "
+                f"supports_architecture() is False), so auto uses eager.",
                 fell_back=False,
             )
         reason = f"CUDA and vLLM are available and vLLM supports {architecture}."

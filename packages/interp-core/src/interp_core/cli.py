@@ -9,6 +9,7 @@ MODEL is a `config.json`, a folder holding one, or the repo id of a bundled conf
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import math
 import sys
@@ -141,8 +142,15 @@ def _cmd_backends(args: argparse.Namespace) -> int:
             status = "ready" if verdicts[name] is None else "cannot run here"
             detail = verdicts[name] or ""
         else:
-            status = "not installed"
-            detail = f"pip install {FIRST_PARTY[name]}"
+            dist = FIRST_PARTY[name]
+            try:
+                installed = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                status, detail = "not installed", f"pip install {dist}"
+            else:
+                # The distribution is here but does not register this name (not built yet).
+                status = "not provided"
+                detail = f"{dist} {installed} registers no {name!r} backend; upgrade {dist}"
         rows.append({"backend": name, "status": status, "detail": detail})
     if args.json:
         print(json.dumps(rows, indent=2))
