@@ -33,6 +33,7 @@ from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.shapes import point_width
 from interp_core.steering import SteeringSpec, active_steering, as_specs
+from interp_eager.allocator import keep_freed_memory
 from interp_eager.hooks import HookSession, Write
 from interp_eager.taps import Tap, resolve_tap, write_site
 from interp_eager.tree import STREAM_HEADS, ModelTree, bind_tree
@@ -188,6 +189,9 @@ class EagerModel:
 
     def _load_weights(self) -> Any:
         from transformers import AutoModelForCausalLM
+
+        if str(self._device).startswith("cpu") and self.num_gpus == 1:
+            keep_freed_memory()  # captures hold activations alive; see allocator.py
 
         kwargs: dict[str, Any] = {
             "dtype": self._dtype,
