@@ -650,3 +650,28 @@ def test_load_model_without_eager_installed_names_the_package(machine: Any) -> N
     machine["cuda"] = False
     with pytest.raises(BackendNotInstalled, match="pip install interp-eager"):
         load_model("tiny")
+
+
+def test_model_config_reads_disk_then_the_fetcher_and_refuses_what_it_cannot(tmp_path) -> None:
+    import json
+
+    from interp_core.backends import model_config
+    from interp_core.errors import ConfigError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert model_config(tmp_path) == {"model_type": "llama"}
+    assert model_config("org/not-on-disk", fetch=lambda name: {"asked": name}) == {
+        "asked": "org/not-on-disk"
+    }
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="folder without a config.json"):
+        model_config(empty, fetch=lambda name: {})
+    with pytest.raises(ConfigError, match="pass the path of a downloaded model folder"):
+        model_config("org/not-on-disk")
+
+    def offline(name: str) -> dict:
+        raise OSError("no network")
+
+    with pytest.raises(ConfigError, match="no network"):
+        model_config("org/not-on-disk", fetch=offline)

@@ -66,6 +66,7 @@ __all__ = [
     "hf_cache_snapshot",
     "load_model",
     "local_config",
+    "model_config",
     "register_backend",
     "registered_backends",
     "select_backend",
@@ -424,6 +425,41 @@ def hf_cache_snapshot(repo_id: str) -> Path | None:
 def _hf_cache_config(model_id: str) -> Path | None:
     snapshot = hf_cache_snapshot(model_id)
     return snapshot / "config.json" if snapshot is not None else None
+
+
+def model_config(
+    model_id_or_path: str | os.PathLike[str],
+    *,
+    fetch: Callable[[str], Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The model's config: from disk (`local_config`), else from `fetch(model_id)`.
+
+    Backends pass a `fetch` that can reach the Hub or its cache (transformers' AutoConfig); the
+    core itself never downloads. A folder without config.json, or a failed fetch, is a
+    `ConfigError` that says to pass a downloaded model folder.
+    """
+    path = Path(model_id_or_path)
+    if path.is_dir() and not (path / "config.json").is_file():
+        message = f"{str(path)!r} is a folder without a config.json; it is not a model folder"
+        raise ConfigError(message)
+    found = local_config(model_id_or_path)
+    if found is not None:
+        return found
+    if fetch is None:
+        message = (
+            f"cannot read the config of {str(model_id_or_path)!r}: it is not on disk; pass the "
+            f"path of a downloaded model folder"
+        )
+        raise ConfigError(message)
+    try:
+        return dict(fetch(str(model_id_or_path)))
+    except OSError as exc:
+        message = (
+            f"cannot read the config of {str(model_id_or_path)!r}: not a local folder, and the "
+            f"HF hub or cache could not provide it ({exc}); pass the path of a downloaded model "
+            f"folder"
+        )
+        raise ConfigError(message) from exc
 
 
 def local_config(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -9,21 +9,19 @@ pass starts, so a refusal never leaves the model half-hooked.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from interp_core.address import Address, to_address
+from interp_core.backends import model_config
 from interp_core.cache import ActivationCache
 from interp_core.compat import known_issues_for
 from interp_core.errors import (
     CapabilityUnsupported,
-    ConfigError,
     InterpError,
     PointUnsupported,
     SteeringSpecError,
@@ -53,24 +51,12 @@ _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
 
 
 def _read_config(model_id: str, trust_remote_code: bool) -> dict[str, Any]:
-    path = Path(model_id)
-    if path.is_dir():
-        config_file = path / "config.json"
-        if not config_file.is_file():
-            message = f"{model_id!r} is a folder without a config.json; it is not a model folder"
-            raise ConfigError(message)
-        return json.loads(config_file.read_text())
-    try:
+    def fetch(name: str) -> dict[str, Any]:
         from transformers import AutoConfig
 
-        config = AutoConfig.from_pretrained(model_id, trust_remote_code=trust_remote_code)
-    except OSError as error:
-        message = (
-            f"cannot read the config of {model_id!r}: not a local folder, and the HF hub or "
-            f"cache could not provide it ({error}); pass the path of a downloaded model folder"
-        )
-        raise ConfigError(message) from error
-    return config.to_dict()
+        return AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code).to_dict()
+
+    return model_config(model_id, fetch=fetch)
 
 
 def _dtype(dtype: Any) -> torch.dtype:

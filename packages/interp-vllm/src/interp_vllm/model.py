@@ -13,15 +13,14 @@ here, before it reaches a worker: a hook that raises would kill the engine.
 
 from __future__ import annotations
 
-import json
 import math
 import multiprocessing
 import os
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from interp_core.address import Address, to_address
+from interp_core.backends import model_config
 from interp_core.cache import ActivationCache
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
 from interp_core.facts import ModelFacts
@@ -48,12 +47,12 @@ def _unsupported(what: str) -> CapabilityUnsupported:
 
 
 def _read_config(model_id: str) -> dict[str, Any]:
-    path = Path(model_id) / "config.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    from transformers import AutoConfig
+    def fetch(name: str) -> dict[str, Any]:
+        from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(model_id).to_dict()
+        return AutoConfig.from_pretrained(name).to_dict()
+
+    return model_config(model_id, fetch=fetch)
 
 
 class VLLMModel:
