@@ -665,7 +665,7 @@ def test_model_config_reads_disk_then_the_fetcher_and_refuses_what_it_cannot(tmp
     }
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ConfigError, match="folder without a config.json"):
+    with pytest.raises(ConfigError, match=r"folder without a config\.json"):
         model_config(empty, fetch=lambda name: {})
     with pytest.raises(ConfigError, match="pass the path of a downloaded model folder"):
         model_config("org/not-on-disk")
