@@ -389,7 +389,7 @@ class EagerModel:
         writes = self._writes(steering)
         for copy in (False, True):
             session = HookSession(reads, writes, detach=detach, copy=copy)
-            with session, _grad(not detach):
+            with session, torch.set_grad_enabled(not detach):
                 session.start_forward(positions)
                 output = self.hf_model(**inputs)
                 session.check_fired_once()
@@ -633,17 +633,6 @@ def _transformers_version() -> str:
 def _position_ids(mask: torch.Tensor) -> torch.Tensor:
     # Positions follow the mask, so a left-padded row numbers its real tokens from 0.
     return (mask.cumsum(dim=-1) - 1).clamp(min=0)
-
-
-class _grad:
-    def __init__(self, enabled: bool) -> None:
-        self._context = torch.enable_grad() if enabled else torch.no_grad()
-
-    def __enter__(self) -> None:
-        self._context.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        self._context.__exit__(*exc)
 
 
 def _write_hint(address: Address) -> str:
