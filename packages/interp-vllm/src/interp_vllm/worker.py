@@ -1,32 +1,43 @@
-"""What runs inside a vLLM worker process to read and write the residual stream?
+"""What runs inside a vLLM worker process to read and write activations, request by request?
 
-`InterpWorkerExtension` is mixed into vLLM's Worker class (`worker_extension_cls`), and the client
-calls its methods by name through `LLM.collective_rpc`, so no pickled callable ever travels and
-`VLLM_ALLOW_INSECURE_SERIALIZATION` stays off. Arguments arrive as plain lists and ints; tensors
+`InterpWorkerExtension` is mixed into vLLM's Worker class (`worker_extension_cls`). The client
+calls its methods by name through `collective_rpc`, so no pickled callable ever travels and
+`VLLM_ALLOW_INSECURE_SERIALIZATION` stays off. Arguments arrive as plain lists and dicts; tensors
 leave as `(bytes, shape, dtype)` triples, because vLLM's RPC serializer does not carry tensors.
 
-The hooks sit on the decoder layers. vLLM's Llama-style layers are called as
-`layer(positions, hidden, residual)` and return `(hidden, residual)` with the residual add deferred
-to the next layer's fused add-norm, so `resid_post = out[0] + out[1]` (forward hook) and
-`resid_pre = hidden + residual`, or `hidden` alone at layer 0 where residual is None (forward
-pre-hook). Adding a vector to `out[0]` adds it to `resid_post` without touching the fused
-arithmetic.
+How one flat batch is split per request. vLLM runs every scheduled request's tokens concatenated
+into one `[num_tokens, ...]` batch, ordered as `input_batch.req_ids`, each request contributing
+its `num_scheduled_tokens` (a whole prompt, a chunk of one, or one decode token). The runner's
+`_prepare_inputs` receives exactly that count array, so the extension wraps it (per instance) to
+snapshot the layout of the step about to run. What each request wants travels with the request
+itself, in `SamplingParams.extra_args["interp"]` (an id, the points to capture, the steering
+operations, the lens layers), so there is no registration race and vLLM's internal request-id
+suffixes do not matter. A forward pre-hook on the model turns layout + specs into a step plan
+(which rows of which site belong to which request), installs hooks on exactly the sites some
+request in the step needs, and removes the rest: a step nobody interprets runs hook-free.
 
-Nothing here may raise while a forward runs: an exception in a hook kills the engine (multiprocess)
-or hangs the next request (in-process). The client validates every argument before it is sent;
-the hook bodies still catch everything and record the failure, which the client reads back with
-`interp_collect` and raises as a library error on its side.
+At each site the hook applies steering first (every request's rows, one write), then reads the
+captures, so a capture at a steered point holds the post-intervention value. Rows are kept with
+their absolute positions, which makes chunked prefill, decode steps and a recomputed (preempted)
+request reassemble correctly: the client gets one row per position.
+
+Nothing here may raise while a forward runs: an exception in a hook kills the engine. The client
+validates every argument before it is sent; the hook bodies still catch everything and record the
+failure against the requests of that step, which the client raises as a library error.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-__all__ = ["InterpWorkerExtension", "decode_tensor", "encode_tensor"]
+__all__ = ["InterpWorkerExtension", "decode_tensor", "encode_tensor", "site_key"]
 
-_LAYER_LISTS = ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers")
+SPEC_KEY = "interp"  # the extra_args entry carrying a request's interp spec
 
 
 def encode_tensor(tensor: torch.Tensor) -> tuple[bytes, list[int], str]:
@@ -44,24 +55,95 @@ def decode_tensor(raw: bytes, shape: list[int], dtype: str) -> torch.Tensor:
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape).clone()
 
 
-def _find_layers(model: torch.nn.Module, n_layers: int) -> torch.nn.ModuleList | None:
-    for path in _LAYER_LISTS:
-        node: Any = model
-        for part in path.split("."):
-            node = getattr(node, part, None)
-            if node is None:
-                break
-        if isinstance(node, torch.nn.ModuleList) and len(node) == n_layers:
-            return node
-    return None
+def site_key(name: str, layer: int | None) -> str:
+    """The wire name of a site: `resid_post.3`, or `embeddings` for a trunk point."""
+    return name if layer is None else f"{name}.{layer}"
 
 
-def _residual(out: Any) -> torch.Tensor:
-    if isinstance(out, tuple):
-        if len(out) > 1 and isinstance(out[1], torch.Tensor):
-            return out[0] + out[1]
-        return out[0]
-    return out
+# --- per-request state ----------------------------------------------------------------------------
+@dataclass
+class _Write:
+    """One steering operation of one request, decoded once from the wire."""
+
+    op: str
+    vector: torch.Tensor  # float32, flat [width]
+    scale: float
+    lower: float | None
+    upper: float | None
+    positions: torch.Tensor | None  # absolute positions it applies to; None = all
+
+
+@dataclass
+class _Request:
+    """What one request asked for, and what it has produced so far."""
+
+    rid: str
+    capture: set[str]
+    writes: dict[str, list[_Write]]
+    lens: set[str]  # site keys whose rows stay on device for the lens read-out
+    rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
+    lens_rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def keys(self) -> set[str]:
+        return self.capture | self.lens | set(self.writes)
+
+
+def _parse_request(spec: dict[str, Any]) -> _Request:
+    writes: dict[str, list[_Write]] = {}
+    for item in spec.get("steer", ()):
+        positions = item.get("positions")
+        writes.setdefault(str(item["key"]), []).append(
+            _Write(
+                op=str(item["op"]),
+                vector=torch.tensor(item["vector"], dtype=torch.float32),
+                scale=float(item.get("scale", 1.0)),
+                lower=item.get("min"),
+                upper=item.get("max"),
+                positions=None if positions is None else torch.tensor(positions, dtype=torch.long),
+            )
+        )
+    return _Request(
+        rid=str(spec["id"]),
+        capture={str(k) for k in spec.get("capture", ())},
+        writes=writes,
+        lens={str(k) for k in spec.get("lens", ())},
+    )
+
+
+@dataclass
+class _Segment:
+    request: _Request
+    start: int
+    stop: int
+
+
+@dataclass
+class _Step:
+    """The plan of one forward: which request owns which rows, and who needs which site."""
+
+    positions: torch.Tensor  # [num_tokens] absolute positions (cpu, long)
+    segments: list[_Segment]
+    by_key: dict[str, list[_Segment]]
+
+
+def _delta(write: _Write, rows: torch.Tensor) -> torch.Tensor:
+    """What `write` adds to `rows` [n, width] (float32); mirrors SteeringSpec.delta_reference."""
+    vector = write.vector.to(rows.device)
+    if write.op == "add":
+        return (write.scale * vector).expand_as(rows)
+    unit = vector / vector.norm()
+    projection = rows @ unit
+    if write.op == "orthogonal":
+        factor = (write.scale - 1.0) * projection
+    else:  # projection_cap
+        clamped = projection
+        if write.lower is not None:
+            clamped = clamped.clamp(min=write.lower)
+        if write.upper is not None:
+            clamped = clamped.clamp(max=write.upper)
+        factor = clamped - projection
+    return factor.unsqueeze(-1) * unit
 
 
 class InterpWorkerExtension:
@@ -71,115 +153,292 @@ class InterpWorkerExtension:
     """
 
     # --- set-up ---------------------------------------------------------------------------------
-    def interp_install(self, n_layers: int) -> str | None:
-        """Hook every decoder layer once; None on success, else why the layers were not found."""
-        if getattr(self, "_interp_handles", None):
-            return None
-        model = self.model_runner.model  # type: ignore[attr-defined]
-        layers = _find_layers(model, n_layers)
-        if layers is None:
-            return (
-                f"no decoder-layer list of length {n_layers} under {', '.join(_LAYER_LISTS)} in "
-                f"{type(model).__name__}"
-            )
-        self._interp_capture: set[tuple[str, int]] = set()
-        self._interp_rows: dict[str, list[torch.Tensor]] = {}
-        self._interp_steer: dict[int, list[tuple[torch.Tensor, torch.Tensor | None]]] = {}
-        self._interp_errors: list[str] = []
-        self._interp_handles = []
-        for i, layer in enumerate(layers):
-            self._interp_handles.append(
-                layer.register_forward_pre_hook(self._interp_pre_hook(i), with_kwargs=True)
-            )
-            self._interp_handles.append(
-                layer.register_forward_hook(self._interp_hook(i), with_kwargs=True)
-            )
-        return None
+    def interp_install(self, config: dict[str, Any], static: list[str] | None = None) -> dict:
+        """Resolve where every point lives and arm the batch-layout snapshot; idempotent.
 
-    def interp_uninstall(self) -> None:
-        for handle in getattr(self, "_interp_handles", None) or []:
-            handle.remove()
-        self._interp_handles = []
-
-    # --- per request ----------------------------------------------------------------------------
-    def interp_arm(
-        self,
-        capture: list[tuple[str, int]],
-        steering: list[tuple[int, list[float], list[int] | None]],
-    ) -> None:
-        """Set what the next forwards capture and steer; clears earlier rows and errors.
-
-        `capture` holds `(point, layer)` pairs, point being "resid_pre" or "resid_post".
-        `steering` holds `(layer, vector, positions)`: an `add` at `resid_post.layer`, limited to
-        those absolute positions when given. The client has checked widths and finiteness.
+        `static` lists site keys hooked for good (vllm-static); None hooks lazily, per step.
+        Returns the served site keys, the writable ones and the refusals (point -> reason).
         """
-        self._interp_capture = {(str(name), int(layer)) for name, layer in capture}
-        self._interp_rows = {}
-        self._interp_errors = []
-        steer: dict[int, list[tuple[torch.Tensor, torch.Tensor | None]]] = {}
-        for layer, vector, positions in steering:
-            where = None if positions is None else torch.tensor(positions, dtype=torch.long)
-            steer.setdefault(layer, []).append((torch.tensor(vector), where))
-        self._interp_steer = steer
+        from interp_vllm.sites import resolve_sites
 
-    def interp_disarm(self) -> None:
-        self._interp_capture = set()
-        self._interp_steer = {}
-
-    def interp_collect(self) -> dict[str, Any]:
-        """The rows captured since `interp_arm` ("point.layer" keys), any hook failure; clears."""
-        captured = {
-            key: encode_tensor(torch.cat(rows)) for key, rows in self._interp_rows.items() if rows
+        runner = self.model_runner  # type: ignore[attr-defined]
+        model = runner.model
+        if not getattr(self, "_interp_ready", False):
+            resolution = resolve_sites(model, config)
+            self._interp_sites = {
+                site_key(name, layer): site for (name, layer), site in resolution.sites.items()
+            }
+            self._interp_refused = dict(resolution.refused)
+            self._interp_requests: dict[str, _Request] = {}
+            self._interp_layout: tuple[list[str], list[int]] | None = None
+            self._interp_step: _Step | None = None
+            self._interp_hooks: dict[tuple[int, str], tuple[Any, list[str]]] = {}
+            self._interp_static: set[str] = set()
+            self._interp_orphan_errors: list[str] = []
+            self._interp_wrap_prepare(runner)
+            self._interp_model_hook = model.register_forward_pre_hook(
+                self._interp_plan, with_kwargs=True
+            )
+            self._interp_ready = True
+        if static is not None:
+            self._interp_static = set(static)
+            self._interp_sync_hooks(self._interp_static)
+        writable = sorted(k for k, s in self._interp_sites.items() if s.add is not None)
+        refusals = {k: s.refusal for k, s in self._interp_sites.items() if s.refusal}
+        return {
+            "sites": sorted(self._interp_sites),
+            "writable": writable,
+            "write_refusals": refusals,
+            "refused": self._interp_refused,
         }
-        errors = list(self._interp_errors)
-        self._interp_rows = {}
-        self._interp_errors = []
-        return {"captured": captured, "errors": errors}
+
+    def _interp_wrap_prepare(self, runner: Any) -> None:
+        original = runner._prepare_inputs
+
+        def prepare(scheduler_output: Any, num_scheduled_tokens: Any, *args: Any, **kw: Any) -> Any:
+            try:
+                counts = [int(n) for n in num_scheduled_tokens]
+                self._interp_layout = (list(runner.input_batch.req_ids[: len(counts)]), counts)
+            except Exception as exc:  # never let bookkeeping take the engine down
+                self._interp_layout = None
+                self._interp_orphan_errors.append(f"batch layout: {type(exc).__name__}: {exc}")
+            return original(scheduler_output, num_scheduled_tokens, *args, **kw)
+
+        runner._prepare_inputs = prepare
+
+    # --- the step plan --------------------------------------------------------------------------
+    def _interp_plan(self, module: Any, args: Any, kwargs: Any) -> None:
+        self._interp_step = None
+        try:
+            step = self._interp_build_step(args, kwargs)
+            needed = set(self._interp_static)
+            if step is not None:
+                needed.update(step.by_key)
+                self._interp_step = step
+            self._interp_sync_hooks(needed)
+        except Exception as exc:  # never let a hook take the engine down
+            self._interp_orphan_errors.append(f"step plan: {type(exc).__name__}: {exc}")
+
+    def _interp_build_step(self, args: Any, kwargs: Any) -> _Step | None:
+        layout = self._interp_layout
+        if layout is None:
+            return None
+        runner = self.model_runner  # type: ignore[attr-defined]
+        segments: list[_Segment] = []
+        start = 0
+        for req_id, count in zip(*layout, strict=True):
+            state = runner.requests.get(req_id)
+            params = getattr(state, "sampling_params", None)
+            extra = getattr(params, "extra_args", None) or {}
+            spec = extra.get(SPEC_KEY)
+            if spec is not None:
+                request = self._interp_requests.get(spec["id"])
+                if request is None:
+                    request = _parse_request(spec)
+                    self._interp_requests[request.rid] = request
+                segments.append(_Segment(request, start, start + count))
+            start += count
+        if not segments:
+            return None
+        positions = kwargs.get("positions")
+        if positions is None:
+            positions = args[1]
+        by_key: dict[str, list[_Segment]] = {}
+        for segment in segments:
+            for key in segment.request.keys():
+                by_key.setdefault(key, []).append(segment)
+        # A copy: the runner refills its positions buffer in place for the next step.
+        where = positions.detach().to("cpu", torch.long, copy=True)
+        return _Step(where, segments, by_key)
+
+    def _interp_sync_hooks(self, needed: set[str]) -> None:
+        """Hook exactly the (module, phase) groups that some needed site key lives on."""
+        groups: dict[tuple[int, str], tuple[Any, str, list[str]]] = {}
+        for key in sorted(needed):
+            site = self._interp_sites.get(key)
+            if site is None:
+                continue
+            gid = (id(site.module), site.phase)
+            groups.setdefault(gid, (site.module, site.phase, []))[2].append(key)
+        for gid in list(self._interp_hooks):
+            if gid not in groups:
+                self._interp_hooks.pop(gid)[0].remove()
+        for gid, (module, phase, keys) in groups.items():
+            held = self._interp_hooks.get(gid)
+            if held is not None:
+                held[1][:] = keys
+                continue
+            if phase == "pre":
+                handle = module.register_forward_pre_hook(
+                    self._interp_pre_hook(keys), with_kwargs=True
+                )
+            else:
+                handle = module.register_forward_hook(
+                    self._interp_post_hook(keys), with_kwargs=True
+                )
+            self._interp_hooks[gid] = (handle, keys)
 
     # --- the hooks ------------------------------------------------------------------------------
-    def _interp_pre_hook(self, layer: int) -> Any:
-        def hook(module: Any, args: Any, kwargs: Any) -> None:
+    def _interp_pre_hook(self, keys: list[str]) -> Callable[..., Any]:
+        def hook(module: Any, args: Any, kwargs: Any) -> Any:
+            step = self._interp_step
+            if step is None:
+                return None
             try:
-                if ("resid_pre", layer) in self._interp_capture:
-                    hidden = args[1] if len(args) > 1 else kwargs["hidden_states"]
-                    residual = args[2] if len(args) > 2 else kwargs.get("residual")
-                    row = hidden if residual is None else hidden + residual
-                    self._interp_keep(f"resid_pre.{layer}", row)
+                return self._interp_visit(step, keys, "pre", args, kwargs, None)
             except Exception as exc:  # never let a hook take the engine down
-                self._interp_errors.append(f"layer {layer} (pre): {type(exc).__name__}: {exc}")
-
-        return hook
-
-    def _interp_keep(self, key: str, row: torch.Tensor) -> None:
-        self._interp_rows.setdefault(key, []).append(row.detach().to("cpu", copy=True))
-
-    def _interp_hook(self, layer: int) -> Any:
-        def hook(module: Any, args: Any, kwargs: Any, out: Any) -> Any:
-            try:
-                return self._interp_at(layer, args, kwargs, out)
-            except Exception as exc:  # never let a hook take the engine down
-                self._interp_errors.append(f"layer {layer}: {type(exc).__name__}: {exc}")
+                self._interp_fail(step, keys, exc)
                 return None
 
         return hook
 
-    def _interp_at(self, layer: int, args: Any, kwargs: Any, out: Any) -> Any:
-        specs = self._interp_steer.get(layer)
-        replaced = None
-        if specs:
-            hidden = out[0] if isinstance(out, tuple) else out
-            positions = kwargs.get("positions", args[0] if args else None)
-            delta = torch.zeros_like(hidden)
-            for vector, where in specs:
-                vec = vector.to(device=hidden.device, dtype=hidden.dtype)
-                if where is None:
-                    delta += vec
-                else:
-                    mask = torch.isin(positions.reshape(-1), where.to(positions.device))
-                    delta += mask.unsqueeze(-1).to(hidden.dtype) * vec
-            hidden = hidden + delta
-            replaced = (hidden, *out[1:]) if isinstance(out, tuple) else hidden
-            out = replaced
-        if ("resid_post", layer) in self._interp_capture:
-            self._interp_keep(f"resid_post.{layer}", _residual(out))
-        return replaced
+    def _interp_post_hook(self, keys: list[str]) -> Callable[..., Any]:
+        def hook(module: Any, args: Any, kwargs: Any, out: Any) -> Any:
+            step = self._interp_step
+            if step is None:
+                return None
+            try:
+                return self._interp_visit(step, keys, "post", args, kwargs, out)
+            except Exception as exc:  # never let a hook take the engine down
+                self._interp_fail(step, keys, exc)
+                return None
+
+        return hook
+
+    def _interp_fail(self, step: _Step, keys: list[str], exc: BaseException) -> None:
+        message = f"{', '.join(keys)}: {type(exc).__name__}: {exc}"
+        touched = {id(s.request): s.request for k in keys for s in step.by_key.get(k, ())}
+        for request in touched.values():
+            request.errors.append(message)
+
+    def _interp_visit(
+        self, step: _Step, keys: list[str], phase: str, args: Any, kwargs: Any, out: Any
+    ) -> Any:
+        changed = False
+        for key in keys:
+            segments = [s for s in step.by_key.get(key, ()) if key in s.request.writes]
+            if not segments:
+                continue
+            site = self._interp_sites[key]
+            value = site.read(args, kwargs, out)
+            delta = self._interp_deltas(step, key, segments, value)
+            if delta is None:
+                continue
+            replaced = site.add(args, kwargs, out, delta)
+            if phase == "post":
+                out = replaced
+            else:
+                args, kwargs = replaced
+            changed = True
+        for key in keys:
+            segments = step.by_key.get(key, ())
+            wanted = [s for s in segments if key in s.request.capture or key in s.request.lens]
+            if not wanted:
+                continue
+            value = self._interp_sites[key].read(args, kwargs, out)
+            for segment in wanted:
+                rows = value[segment.start : segment.stop]
+                where = step.positions[segment.start : segment.stop]
+                request = segment.request
+                if key in request.capture:
+                    request.rows.setdefault(key, []).append(
+                        (where, rows.detach().to("cpu", copy=True))
+                    )
+                if key in request.lens:
+                    request.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
+        if not changed:
+            return None
+        return out if phase == "post" else (args, kwargs)
+
+    def _interp_deltas(
+        self, step: _Step, key: str, segments: list[_Segment], value: torch.Tensor
+    ) -> torch.Tensor | None:
+        flat = value.reshape(value.shape[0], -1)
+        delta = torch.zeros(flat.shape, dtype=torch.float32, device=flat.device)
+        touched = False
+        for segment in segments:
+            rows = flat[segment.start : segment.stop].float()
+            where = step.positions[segment.start : segment.stop]
+            for write in segment.request.writes[key]:
+                # Each operation sees the rows as the previous ones left them (specs in order).
+                current = rows + delta[segment.start : segment.stop]
+                change = _delta(write, current)
+                if write.positions is not None:
+                    mask = torch.isin(where, write.positions).to(change.device)
+                    change = change * mask.unsqueeze(-1).to(change.dtype)
+                delta[segment.start : segment.stop] += change
+                touched = True
+        if not touched:
+            return None
+        return delta.to(value.dtype).reshape(value.shape)
+
+    # --- per request ----------------------------------------------------------------------------
+    def interp_collect(self, rid: str, lens: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Everything request `rid` produced, one row per position, then forget it.
+
+        `lens` ({"top_k": k}) decodes the request's lens rows through the final norm and the
+        unembedding here, in the worker, and returns only the top-k ids and probabilities.
+        """
+        request = self._interp_requests.pop(rid, None)
+        orphans, self._interp_orphan_errors = self._interp_orphan_errors, []
+        if request is None:
+            return {"captured": {}, "positions": {}, "lens": {}, "errors": orphans, "seen": False}
+        captured: dict[str, Any] = {}
+        positions: dict[str, list[int]] = {}
+        for key, chunks in request.rows.items():
+            where, rows = _by_position(chunks)
+            captured[key] = encode_tensor(rows)
+            positions[key] = where
+        readout: dict[str, Any] = {}
+        if lens is not None and request.lens_rows:
+            readout = self._interp_lens(request, int(lens["top_k"]))
+        return {
+            "captured": captured,
+            "positions": positions,
+            "lens": readout,
+            "errors": [*request.errors, *orphans],
+            "seen": True,
+        }
+
+    def interp_drop(self, rid: str) -> None:
+        """Forget request `rid` (aborted or failed) without sending anything back."""
+        self._interp_requests.pop(rid, None)
+
+    def interp_pending(self) -> list[str]:
+        """Ids of requests whose rows are held here; a test proves none leaks."""
+        return sorted(self._interp_requests)
+
+    def interp_hooked(self) -> int:
+        """How many (module, phase) hooks are installed right now."""
+        return len(self._interp_hooks)
+
+    def _interp_lens(self, request: _Request, top_k: int) -> dict[str, Any]:
+        model = self.model_runner.model  # type: ignore[attr-defined]
+        norm = self._interp_sites["final_norm"].module
+        out: dict[str, Any] = {}
+        with torch.no_grad():
+            for key, chunks in request.lens_rows.items():
+                where, rows = _by_position(chunks)
+                normed = norm(rows)
+                normed = normed[0] if isinstance(normed, tuple) else normed
+                logits = model.compute_logits(normed)
+                probs = torch.softmax(logits.float(), dim=-1)
+                values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+                out[key] = {
+                    "positions": where,
+                    "ids": indices.cpu().tolist(),
+                    "probs": values.cpu().tolist(),
+                }
+        return out
+
+
+def _by_position(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], Any]:
+    """Rows in position order, one per position; a later row of a position wins (recompute)."""
+    where = torch.cat([w for w, _ in chunks]).tolist()
+    rows = torch.cat([r for _, r in chunks])
+    if all(b > a for a, b in itertools.pairwise(where)):
+        return where, rows
+    latest = {position: index for index, position in enumerate(where)}
+    order = sorted(latest)
+    pick = torch.tensor([latest[p] for p in order], dtype=torch.long, device=rows.device)
+    return order, rows.index_select(0, pick)
