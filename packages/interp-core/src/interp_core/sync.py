@@ -31,7 +31,7 @@ import atexit
 import concurrent.futures
 import contextvars
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from interp_core.errors import NestedEventLoop
@@ -50,6 +50,7 @@ __all__ = [
     "generate",
     "generate_stream",
     "logit_lens",
+    "run",
     "run_with_cache",
     "shutdown",
     "steer",
@@ -382,3 +383,18 @@ def warmup(model: InterpModel) -> None:
 def shutdown(model: InterpModel) -> None:
     """Blocking `model.shutdown()`."""
     _guarded("shutdown", "shutdown", model, model.shutdown)
+
+
+def run(model: InterpModel, make: Callable[[], Awaitable[T]]) -> T:
+    """Blocking run of `make()`, a coroutine built from `model`'s async methods, on the loop the
+    model belongs to; how sync code runs several requests of a vLLM model concurrently:
+
+        both = sync.run(model, lambda: asyncio.gather(model.capture(a, p), model.capture(b, p)))
+
+    `make` is a callable so that nothing is created when the call is refused inside a loop.
+    """
+
+    async def body() -> T:
+        return await make()
+
+    return _guarded("run", "...", model, body)

@@ -30,6 +30,7 @@ __all__ = [
     "INSTEAD",
     "MODES",
     "UNSERVED",
+    "UNWRITABLE",
     "VLLMBackend",
     "VLLMGenerateBackend",
     "VLLMStaticBackend",
@@ -51,6 +52,16 @@ UNSERVED: dict[str, str] = {
     "attn_stream_mix": "no hyper-connection (multi-stream) family runs on vLLM here",
     "mlp_stream_write": "no hyper-connection (multi-stream) family runs on vLLM here",
     "mlp_stream_mix": "no hyper-connection (multi-stream) family runs on vLLM here",
+}
+
+# Points vLLM can read but must not write, and why: a write there would not mean what the same
+# write means on the eager backend.
+UNWRITABLE: dict[str, str] = {
+    "resid_mid": (
+        "vLLM's fused add-norm sums the residual before normalising it, so a write there would "
+        "change the residual stream too, while the eager backend (like HF) changes only the "
+        "MLP's input; steer at attn_out_post or mlp_in instead, which mean the same on both"
+    ),
 }
 
 # Widths split across tensor-parallel ranks: each GPU holds a slice of the heads, neurons or

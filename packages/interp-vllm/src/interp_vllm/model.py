@@ -22,6 +22,7 @@ the engine for every request in flight.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import multiprocessing
 import os
@@ -38,7 +39,7 @@ from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.steering import SteeringSpec, active_steering, as_specs
-from interp_vllm.backend import HOOKED_INSTEAD, MODES, point_support
+from interp_vllm.backend import HOOKED_INSTEAD, MODES, UNWRITABLE, point_support
 
 __all__ = ["VLLMModel"]
 
@@ -316,6 +317,11 @@ class VLLMModel:
             if handler is not None:
                 handler.cancel()
             await asyncio.to_thread(_shutdown, engine, children)
+            # Let the cancelled handler finish and collect the engine now: vLLM's __del__ shuts
+            # down again, which fails noisily if it only runs at interpreter exit.
+            await asyncio.sleep(0)
+            del engine, handler
+            gc.collect()
 
     # --- tokens ---------------------------------------------------------------------------------
     def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> Any:
@@ -382,6 +388,12 @@ class VLLMModel:
                 f"({', '.join(sorted(self._static_reads))})",
                 f"load with static_points=[..., {str(address)!r}], or use backend='vllm'",
             )
+        if address.name in _RECOMPUTED:
+            from interp_vllm.attention import unsupported_reason
+
+            why = unsupported_reason(self._config)
+            if why:
+                return Support.no(f"cannot rebuild {address} on vLLM: {why}", HOOKED_INSTEAD)
         installed = self._installed
         if installed is None:
             return verdict
@@ -452,10 +464,14 @@ class VLLMModel:
                 keys.append(_key(address))
         return keys
 
-    def _writes(self, steering: Any) -> list[dict[str, Any]]:
+    def _specs(self, steering: Any) -> list[SteeringSpec]:
+        """Active specs first, then the explicit ones; refused up front without hooks."""
         specs: list[SteeringSpec] = [*active_steering(self), *as_specs(steering)]
         if specs:
             self._require_hooks("steering")
+        return specs
+
+    def _writes(self, specs: list[SteeringSpec]) -> list[dict[str, Any]]:
         wire: list[dict[str, Any]] = []
         for spec in specs:
             spec.validate_for(self._facts)
@@ -465,6 +481,9 @@ class VLLMModel:
                 raise PointUnsupported(verdict.explain())
             key = _key(address)
             installed = self._installed
+            if address.name in UNWRITABLE:
+                msg = f"cannot steer at {address} on vLLM: {UNWRITABLE[address.name]}"
+                raise CapabilityUnsupported.build(msg, None, HOOKED_INSTEAD)
             if address.name in _RECOMPUTED or (
                 installed is not None and key not in installed.writable
             ):
@@ -611,7 +630,7 @@ class VLLMModel:
         scores = scores_from_qk(q, k, self._config, layer)
         if address.name == "attn_scores":
             return scores
-        return probs_from_scores(scores, self._config, layer)
+        return probs_from_scores(scores)
 
     # --- work -----------------------------------------------------------------------------------
     async def capture(
@@ -631,9 +650,10 @@ class VLLMModel:
                 "vLLM runs every prompt unpadded, so there is nothing to mask",
                 "pass each prompt's real tokens without padding (one capture per prompt)",
             )
+        specs = self._specs(steering)
         await self._ready()
         addresses = self._addresses(points)
-        writes = self._writes(steering)
+        writes = self._writes(specs)
         spec = self._spec(addresses, writes)
         params = [self._sampling(1, 0.0) for _ in prompts]
         results = await asyncio.gather(
@@ -661,8 +681,9 @@ class VLLMModel:
     ) -> Generation:
         prompt = self._one_prompt(tokens, "generate")
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed)
+        specs = self._specs(steering)
         await self._ready()
-        writes = self._writes(steering)
+        writes = self._writes(specs)
         final, _ = await self._request(prompt, params, self._spec([], writes))
         return _generation(final, prompt)
 
@@ -690,8 +711,9 @@ class VLLMModel:
         """One step per generated token, texts as vLLM's incremental detokenizer emits them."""
         prompt = self._one_prompt(tokens, "generate_stream")
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed, stream=True)
+        specs = self._specs(steering)
         engine = await self._ready()
-        writes = self._writes(steering)
+        writes = self._writes(specs)
         spec = self._spec([], writes)
         rid = f"interp-{uuid.uuid4().hex}"
         request: dict[str, Any] = {"prompt_token_ids": prompt}
@@ -727,9 +749,10 @@ class VLLMModel:
         self._require_hooks("capture_generation")
         prompt = self._one_prompt(tokens, "capture_generation")
         params = self._sampling(max_new_tokens, temperature, None, None, seed)
+        specs = self._specs(steering)
         await self._ready()
         addresses = self._addresses(points)
-        writes = self._writes(steering)
+        writes = self._writes(specs)
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         final, payload = await self._request(prompt, params, spec)
         generation = _generation(final, prompt)
@@ -762,7 +785,11 @@ class VLLMModel:
                 "the workers found no final norm to decode through",
                 HOOKED_INSTEAD,
             )
-        spec = {"capture": [], "steer": self._writes(None), "lens": [_key(a) for a in addresses]}
+        spec = {
+            "capture": [],
+            "steer": self._writes(self._specs(None)),
+            "lens": [_key(a) for a in addresses],
+        }
         _, payload = await self._request(prompt, self._sampling(1, 0.0), spec, lens_top_k=top_k)
         predictions = {}
         for layer, address in zip(chosen, addresses, strict=True):

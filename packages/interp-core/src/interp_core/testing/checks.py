@@ -38,6 +38,7 @@ __all__ = [
     "SYNC_METHODS",
     "check_capture_is_deterministic",
     "check_capture_leaves_logits_unchanged",
+    "check_captures_refused",
     "check_generation",
     "check_logit_lens",
     "check_protocol_surface",
@@ -424,8 +425,13 @@ def check_capture_is_deterministic(
     problems.raise_if_any()
 
 
-def check_generation(model: Any, *, prompt: str = DEFAULT_PROMPT, max_new_tokens: int = 3) -> None:
-    """Greedy generate, generate_stream and capture_generation agree, with the right shapes."""
+def check_generation(
+    model: Any, *, prompt: str = DEFAULT_PROMPT, max_new_tokens: int = 3, capture: bool = True
+) -> None:
+    """Greedy generate, generate_stream and capture_generation agree, with the right shapes.
+
+    `capture=False` (a generate-only backend) leaves capture_generation out.
+    """
     problems = _Problems("check_generation", model)
     tokens, batch, seq = _tokens(model, prompt)
     generation = sync.generate(model, tokens, max_new_tokens=max_new_tokens, temperature=0.0)
@@ -451,6 +457,9 @@ def check_generation(model: Any, *, prompt: str = DEFAULT_PROMPT, max_new_tokens
             problems.add(
                 f"generate_stream texts join to {text!r}, generate gave {generation.text!r}"
             )
+    if not capture:
+        problems.raise_if_any()
+        return
     stream = 0 if model.facts.n_streams > 1 else None
     middle = Address("resid_post", model.n_layers // 2, stream)
     target = middle if model.supports(middle) else _readout(model)
@@ -549,3 +558,34 @@ def run_checks(model: Any, **options: Any) -> dict[str, str | None]:
         else:
             results[name] = None
     return results
+
+
+def check_captures_refused(model: Any, *, prompt: str = DEFAULT_PROMPT) -> None:
+    """A generate-only backend refuses every read and write up front, naming an alternative."""
+    from interp_core.errors import InterpError
+    from interp_core.steering import SteeringSpec
+
+    problems = _Problems("check_captures_refused", model)
+    tokens, _batch, _seq = _tokens(model, prompt)
+    point = Address("resid_post", 0)
+    verdict = model.supports(point)
+    if verdict or not verdict.reason:
+        problems.add(f"supports({point}) must refuse with a reason, got {verdict!r}")
+    vector = _direction(model.d_model)
+    attempts = {
+        "capture": lambda: sync.capture(model, tokens, [point]),
+        "capture_generation": lambda: sync.capture_generation(model, tokens, [point]),
+        "logit_lens": lambda: sync.logit_lens(model, tokens),
+        "generate(steering=...)": lambda: sync.generate(
+            model, tokens, max_new_tokens=1, steering=SteeringSpec(point, vector)
+        ),
+    }
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+        except InterpError as error:
+            if "backend=" not in str(error):
+                problems.add(f"{name} refused without naming a backend that serves it: {error}")
+        else:
+            problems.add(f"{name} succeeded on a backend that captures nothing")
+    problems.raise_if_any()

@@ -27,6 +27,8 @@ class Conformance:
       determinism, steer() vs steering=); exact by default.
     * `steer_atol`, `steer_rtol` — tolerance of steered activations against the float64
       reference arithmetic.
+    * `captures` — False for a generate-only backend: every capture check then asserts the
+      refusal instead (`check_captures_refused`), and generation is checked without capture.
     """
 
     interp_families: ClassVar[tuple[str, ...]] = ()
@@ -35,6 +37,14 @@ class Conformance:
     rtol: ClassVar[float] = 0.0
     steer_atol: ClassVar[float] = 1e-4
     steer_rtol: ClassVar[float] = 1e-4
+    captures: ClassVar[bool] = True
+
+    def _refused(self, model: Any) -> bool:
+        """On a generate-only backend, assert the refusal instead; True when that was done."""
+        if self.captures:
+            return False
+        checks.check_captures_refused(model, prompt=self.prompt)
+        return True
 
     def _exact(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "atol": self.atol, "rtol": self.rtol}
@@ -43,30 +53,46 @@ class Conformance:
         checks.check_protocol_surface(interp_model, prompt=self.prompt)
 
     def test_shapes_match_the_registry(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_shapes(interp_model, prompt=self.prompt)
 
     def test_absent_points_are_refused_with_a_reason(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_refusals(interp_model, prompt=self.prompt)
 
     def test_capture_leaves_logits_unchanged(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_capture_leaves_logits_unchanged(interp_model, **self._exact())
 
     def test_zero_steering_is_the_identity(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_zero_steering_is_identity(interp_model, **self._exact())
 
     def test_steering_matches_the_reference_arithmetic(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_steering_matches_reference(
             interp_model, prompt=self.prompt, atol=self.steer_atol, rtol=self.steer_rtol
         )
 
     def test_steer_context_matches_explicit_steering(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_steer_context_matches_explicit(interp_model, **self._exact())
 
     def test_capture_is_deterministic(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_capture_is_deterministic(interp_model, **self._exact())
 
     def test_generation_paths_agree(self, interp_model: Any) -> None:
-        checks.check_generation(interp_model, prompt=self.prompt)
+        checks.check_generation(interp_model, prompt=self.prompt, capture=self.captures)
 
     def test_logit_lens(self, interp_model: Any) -> None:
+        if self._refused(interp_model):
+            return
         checks.check_logit_lens(interp_model, prompt=self.prompt)

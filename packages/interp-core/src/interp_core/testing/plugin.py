@@ -86,8 +86,8 @@ def interp_families(request: pytest.FixtureRequest) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def _interp_models() -> Iterator[dict[str, Any]]:
-    built: dict[str, Any] = {}
+def _interp_models() -> Iterator[dict[Any, Any]]:
+    built: dict[Any, Any] = {}
     yield built
     for model in built.values():
         sync.shutdown(model)
@@ -97,12 +97,17 @@ def _interp_models() -> Iterator[dict[str, Any]]:
 def interp_model(
     interp_family: str,
     interp_model_factory: Callable[[str], Any],
-    _interp_models: dict[str, Any],
+    _interp_models: dict[Any, Any],
 ) -> Any:
-    """The model of the current family, built by the backend's factory once per session."""
-    model = _interp_models.get(interp_family)
+    """The model of the current family, built by the backend's factory once per session.
+
+    Keyed by factory too: a package may override `interp_model_factory` per test class (one
+    class per backend it ships), and each backend's model must stay its own.
+    """
+    key = (interp_model_factory, interp_family)
+    model = _interp_models.get(key)
     if model is None:
         model = interp_model_factory(interp_family)
         sync.warmup(model)
-        _interp_models[interp_family] = model
+        _interp_models[key] = model
     return model
