@@ -199,10 +199,9 @@ def test_steering_where_vllm_means_something_else_is_refused(
     spec = SteeringSpec("resid_mid.1", [0.5] * engine.d_model, "add")
     with pytest.raises(CapabilityUnsupported, match="fused add-norm"):
         sync.capture(engine, tokens, ["resid_post.1"], steering=spec)
-    with pytest.raises(CapabilityUnsupported, match="read-only"):
-        sync.capture(
-            engine, tokens, ["resid_post.1"], steering=SteeringSpec("attn_probs.0", [0.1] * 4, "add")
-        )
+    with pytest.raises(InterpError, match="capture-only"):
+        probs = SteeringSpec("attn_probs.0", [0.1] * 4, "add")
+        sync.capture(engine, tokens, ["resid_post.1"], steering=probs)
 
 
 def test_steering_does_not_outlive_its_request(

@@ -1,9 +1,9 @@
 """interp-engine: the vLLM backends (hooked, static taps, generate-only).
 
-So far the foundation of the hooked `vllm` backend: `backend.VLLMBackend` (registered under
-`interp.backends`), `model.VLLMModel` (resid_pre/resid_post capture and add-steering for one
-prompt, generation) and `worker.InterpWorkerExtension` (the hooks inside vLLM's workers). The
-static-tap and generate-only backends are tracked in the project issues.
+`backend` registers `vllm`, `vllm-static` and `vllm-generate` under `interp.backends`;
+`model.VLLMModel` is the model all three return (AsyncLLM, per-request capture, steering and
+lens); `worker.InterpWorkerExtension` runs inside vLLM's workers; `sites` maps the standardized
+points onto vLLM's module tree per family; `attention` rebuilds attention patterns from q and k.
 """
 
 from interp_vllm.__about__ import __version__

@@ -293,7 +293,7 @@ class VLLMModel:
 
     async def _self_test(self) -> None:
         """Prove every declared tap fires: one short request must return a row at each."""
-        prompt = [self._facts.bos_token_id or 0] * 2
+        prompt = [1, 2]  # any two in-vocabulary tokens: the test is that rows arrive
         spec = {"capture": sorted(self._static_reads)}
         _, payload = await self._request(prompt, self._sampling(1, 0.0), spec)
         dead = sorted(k for k in self._static_reads if k not in payload["captured"])
@@ -778,7 +778,7 @@ class VLLMModel:
         chosen = list(range(self.n_layers)) if layers is None else [int(x) for x in layers]
         await self._ready()
         addresses = self._addresses([Address(point, layer) for layer in chosen])
-        if not self.supports(Address("final_norm")):
+        if self._installed is None or "final_norm" not in self._installed.sites:
             msg = "the logit lens on this model is not served by vLLM"
             raise CapabilityUnsupported.build(
                 msg,
