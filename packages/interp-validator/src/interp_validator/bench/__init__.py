@@ -1,0 +1,28 @@
+"""Speed benchmarks (`interp-bench`): ratios measured side by side, never absolute goals.
+
+This machine (and any CI box) is shared and noisy, so every figure here is a ratio of two
+variants timed interleaved in one process, or on one engine, with medians over repeats after a
+warm-up. Workloads:
+
+* P1 — capture resid_post at every layer vs a plain HF forward (24M-parameter Llama, 128 tokens,
+  float32, eager attention): ours (eager backend) and each reference engine, each against a
+  plain forward in its own process.
+* P2 — the same with every point the engine can read.
+* P3 — vLLM generation of 128 tokens with resid_post captured at every layer vs vanilla vLLM
+  generation of the same request (same engine settings; `vllm-generate` with eager mode).
+* P4 — 8 concurrent requests with capture: aggregate generated tokens/s, vLLM vs eager.
+* L — steering and logit-lens latency vs a plain capture, eager and vLLM.
+
+Results are one JSON document and a Markdown table (`report.markdown`); the README quotes it.
+"""
+
+from __future__ import annotations
+
+from interp_validator.bench.workloads import (
+    BenchResult,
+    Row,
+    build_bench_model,
+    run_benchmarks,
+)
+
+__all__ = ["BenchResult", "Row", "build_bench_model", "run_benchmarks"]

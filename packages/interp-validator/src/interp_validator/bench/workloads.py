@@ -1,0 +1,467 @@
+"""The benchmark workloads (P1–P4, latencies), each a set of variants timed side by side.
+
+See the package docstring for what each workload measures. Every function returns `Row`s whose
+`ratio` compares a variant with its baseline measured in the same interleaved loop (times) or on
+the same engine (throughputs); absolute numbers are kept for context only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BenchResult",
+    "Row",
+    "build_bench_model",
+    "interleave",
+    "run_benchmarks",
+]
+
+WORKLOADS = ("P1", "P2", "P3", "P4", "L")
+PROMPT_TOKENS = 128
+VOCAB = 1000
+REFERENCE_BENCH_ENGINES = ("tl_bridge", "tl_hooked", "nnsight", "nnterp")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured variant: its median and its ratio to the baseline it ran beside."""
+
+    workload: str
+    subject: str  # "eager", "vllm", "tl_bridge (TL 3.9.0)", ...
+    variant: str
+    value: float  # seconds (unit "s") or tokens per second (unit "tok/s")
+    unit: str
+    baseline: str
+    ratio: float | None
+    note: str = ""
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"meta": self.meta, "rows": [asdict(r) for r in self.rows], "errors": self.errors},
+            indent=2,
+        )
+
+    def markdown(self) -> str:
+        lines = [
+            f"Model: {self.meta.get('model', '?')}; {self.meta.get('machine', '')}",
+            "",
+            "| workload | subject | variant | value | baseline | ratio |",
+            "|---|---|---|---:|---|---:|",
+        ]
+        for row in self.rows:
+            value = f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} tok/s"
+            ratio = "" if row.ratio is None else f"{row.ratio:.3f}×"
+            note = f" ({row.note})" if row.note else ""
+            lines.append(
+                f"| {row.workload} | {row.subject} | {row.variant}{note} | {value} | "
+                f"{row.baseline} | {ratio} |"
+            )
+        for name, error in sorted(self.errors.items()):
+            first = error.strip().splitlines()[0] if error.strip() else "failed"
+            lines.append(f"| {name} | — | not measured: {first} | | | |")
+        return "\n".join(lines) + "\n"
+
+
+# --- the model -----------------------------------------------------------------------------------
+def build_bench_model(folder: str | os.PathLike[str]) -> Path:
+    """A 24M-parameter Llama (d_model 512, 8 layers, head_dim 64) with random weights.
+
+    head_dim 64 because vLLM's CPU attention needs ≥ 32; a tokenizer so vLLM and every engine
+    load the folder as they would a real checkpoint. The end-of-sequence id is one the byte-level
+    tokenizer never produces, so greedy decoding runs to max_new_tokens (equal work per variant).
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from interp_eager.testing.tokenizer import build_tokenizer
+
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=512,
+        intermediate_size=1376,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=512,
+        bos_token_id=0,
+        eos_token_id=VOCAB - 1,
+        pad_token_id=1,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = VOCAB - 1
+    model.save_pretrained(target)
+    build_tokenizer().save_pretrained(target)
+    return target
+
+
+def _prompt(length: int = PROMPT_TOKENS, seed: int = 0) -> list[int]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    # Below the tokenizer's size (and never the end-of-sequence id).
+    return torch.randint(3, 400, (length,), generator=generator).tolist()
+
+
+# --- timing --------------------------------------------------------------------------------------
+def interleave(
+    variants: dict[str, Callable[[], Any]], *, repeats: int, warmup: int
+) -> dict[str, list[float]]:
+    """Seconds per call of each variant, run round-robin so noise hits all of them alike."""
+    for _ in range(warmup):
+        for run in variants.values():
+            run()
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, run in variants.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def _time_rows(
+    workload_of: dict[str, str], subject: str, times: dict[str, list[float]], baseline: str
+) -> list[Row]:
+    base = statistics.median(times[baseline])
+    rows = []
+    for name, samples in times.items():
+        if name == baseline:
+            continue
+        median = statistics.median(samples)
+        rows.append(Row(workload_of[name], subject, name, median, "s", baseline, median / base))
+    return rows
+
+
+# --- P1 / P2: ours -------------------------------------------------------------------------------
+def bench_eager_capture(folder: Path, *, repeats: int, warmup: int) -> list[Row]:
+    import torch
+
+    from interp_core import Address, load_model, run_with_cache
+
+    model = load_model(str(folder), backend="eager")
+    hf = model.hf_model
+    ids = torch.tensor([_prompt()])
+    resid = [Address("resid_post", layer) for layer in range(model.n_layers)]
+    every: list[Address] = []
+    for spec in model.points():
+        if spec.is_trunk:
+            every.append(Address(spec.name))
+        else:
+            every += [Address(spec.name, layer) for layer in range(model.n_layers)]
+
+    def plain() -> None:
+        with torch.no_grad():
+            hf(input_ids=ids, use_cache=False)
+
+    p1 = "resid_post, every layer"
+    p2 = f"every point ({len(every)} addresses)"
+    times = interleave(
+        {
+            "plain HF forward": plain,
+            p1: lambda: run_with_cache(model, ids, resid),
+            p2: lambda: run_with_cache(model, ids, every),
+        },
+        repeats=repeats,
+        warmup=warmup,
+    )
+    return _time_rows({p1: "P1", p2: "P2"}, "eager (ours)", times, "plain HF forward")
+
+
+# --- P1 / P2: the reference engines -------------------------------------------------------------
+def bench_reference_engines(
+    folder: Path, *, repeats: int, warmup: int, engines: Iterable[str], errors: dict[str, str]
+) -> list[Row]:
+    """Each engine times itself against a plain HF forward in its own pinned environment."""
+    from interp_validator.envs import ensure_env
+    from interp_validator.references import ENGINE_ENV
+
+    by_env: dict[str, list[str]] = {}
+    for engine in engines:
+        by_env.setdefault(ENGINE_ENV[engine], []).append(engine)
+    rows: list[Row] = []
+    runner = Path(__file__).with_name("runner_engines.py")
+    for env, names in by_env.items():
+        try:
+            python = ensure_env(env)
+        except Exception as exc:  # an env that cannot be built is reported, not fatal
+            for name in names:
+                errors[name] = f"environment {env!r}: {exc}"
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            request = Path(tmp) / "request.json"
+            answer = Path(tmp) / "answer.json"
+            request.write_text(
+                json.dumps(
+                    {
+                        "model_dir": str(folder),
+                        "tokens": _prompt(),
+                        "repeats": repeats,
+                        "warmup": warmup,
+                        "engines": names,
+                    }
+                )
+            )
+            done = subprocess.run(
+                [str(python), str(runner), str(request), str(answer)],
+                capture_output=True,
+                text=True,
+                timeout=3600,
+                check=False,
+            )
+            if done.returncode != 0 or not answer.is_file():
+                for name in names:
+                    errors[name] = f"runner exited {done.returncode}: {done.stderr[-600:]}"
+                continue
+            result = json.loads(answer.read_text())
+        versions = result.get("versions", {})
+        for name, error in result.get("errors", {}).items():
+            errors[name] = error
+        for name, times in result.get("times", {}).items():
+            label = f"{name} ({_engine_version(name, versions)})"
+            renamed = {
+                "plain HF forward": times["plain"],
+                "resid_post, every layer": times["P1"],
+                "every readable point": times["P2"],
+            }
+            rows += _time_rows(
+                {"resid_post, every layer": "P1", "every readable point": "P2"},
+                label,
+                renamed,
+                "plain HF forward",
+            )
+    return rows
+
+
+def _engine_version(engine: str, versions: dict[str, str]) -> str:
+    dist = {"tl_bridge": "transformer-lens", "tl_hooked": "transformer-lens"}.get(engine, engine)
+    return f"{dist} {versions.get(dist, '?')}"
+
+
+# --- P3 / P4 / latency: vLLM ----------------------------------------------------------------------
+def _vllm_models(folder: Path) -> tuple[Any, Any]:
+    from interp_core import load_model, sync
+
+    common = {"dtype": "float32", "max_model_len": 512}
+    hooked = load_model(str(folder), backend="vllm", **common)
+    vanilla = load_model(
+        str(folder),
+        backend="vllm-generate",
+        extra_vllm_kwargs={"enforce_eager": True},  # the same engine settings as hooked
+        **common,
+    )
+    sync.warmup(hooked)
+    sync.warmup(vanilla)
+    return hooked, vanilla
+
+
+def bench_vllm_stream(
+    hooked: Any, vanilla: Any, *, repeats: int, warmup: int, new_tokens: int = 128
+) -> list[Row]:
+    """P3: one stream, generation of `new_tokens` with resid_post captured at every layer."""
+    from interp_core import sync
+
+    prompt = [_prompt()]
+    layers = [f"resid_post.{layer}" for layer in range(hooked.n_layers)]
+    produced: dict[str, int] = {}
+
+    def gen(model: Any, name: str) -> Callable[[], None]:
+        def run() -> None:
+            produced[name] = len(
+                sync.generate(model, prompt, max_new_tokens=new_tokens, temperature=0.0).token_ids
+            )
+
+        return run
+
+    def captured() -> None:
+        generation, _ = sync.capture_generation(
+            hooked, prompt, layers, max_new_tokens=new_tokens, temperature=0.0
+        )
+        produced["captured"] = len(generation.token_ids)
+
+    times = interleave(
+        {
+            "vanilla vLLM generate": gen(vanilla, "vanilla"),
+            "hooked backend, no capture": gen(hooked, "plain"),
+            "resid_post every layer, during generation": captured,
+        },
+        repeats=repeats,
+        warmup=warmup,
+    )
+    base = new_tokens / statistics.median(times["vanilla vLLM generate"])
+    rows = []
+    for name, samples in times.items():
+        if name == "vanilla vLLM generate":
+            continue
+        rate = new_tokens / statistics.median(samples)
+        rows.append(
+            Row("P3", "vllm (ours)", name, rate, "tok/s", "vanilla vLLM generate", rate / base)
+        )
+    short = {k: v for k, v in produced.items() if v != new_tokens}
+    if short:
+        rows = [Row(**{**asdict(r), "note": f"generated lengths differ: {short}"}) for r in rows]
+    return rows
+
+
+def bench_concurrent(
+    hooked: Any, eager: Any, *, repeats: int, requests: int = 8, new_tokens: int = 32
+) -> list[Row]:
+    """P4: `requests` concurrent capture-during-generation requests; aggregate tokens/s."""
+    import asyncio
+
+    from interp_core import sync
+
+    prompts = [[_prompt(64, seed)] for seed in range(requests)]
+    layers = [f"resid_post.{layer}" for layer in range(hooked.n_layers)]
+
+    def on_vllm() -> int:
+        async def all_at_once() -> list[Any]:
+            return await asyncio.gather(
+                *(hooked.capture_generation(p, layers, max_new_tokens=new_tokens) for p in prompts)
+            )
+
+        return sum(len(g.token_ids) for g, _ in sync.run(hooked, all_at_once))
+
+    def on_eager() -> int:
+        total = 0
+        for p in prompts:
+            generation, _ = sync.capture_generation(eager, p, layers, max_new_tokens=new_tokens)
+            total += len(generation.token_ids)
+        return total
+
+    rates: dict[str, list[float]] = {"eager": [], "vllm": []}
+    on_vllm()  # warm-up
+    on_eager()
+    for _ in range(repeats):
+        for name, run in (("eager", on_eager), ("vllm", on_vllm)):
+            start = time.perf_counter()
+            tokens = run()
+            rates[name].append(tokens / (time.perf_counter() - start))
+    base = statistics.median(rates["eager"])
+    mine = statistics.median(rates["vllm"])
+    variant = f"{requests} concurrent, resid_post every layer, {new_tokens} new tokens each"
+    return [
+        Row("P4", "eager (ours)", variant, base, "tok/s", "eager", 1.0),
+        Row("P4", "vllm (ours)", variant, mine, "tok/s", "eager", mine / base),
+    ]
+
+
+def bench_latency(models: dict[str, Any], *, repeats: int, warmup: int) -> list[Row]:
+    """L: steering and lens latency relative to a plain single-point capture, per backend."""
+    from interp_core import SteeringSpec, sync
+
+    rows: list[Row] = []
+    prompt = [_prompt(32)]
+    for name, model in models.items():
+        point = f"resid_post.{model.n_layers - 1}"
+        spec = SteeringSpec(f"resid_post.{model.n_layers // 2}", [0.1] * model.d_model)
+        times = interleave(
+            {
+                "capture one point": lambda m=model, p=point: sync.capture(m, prompt, [p]),
+                "capture + add steering": lambda m=model, p=point, s=spec: sync.capture(
+                    m, prompt, [p], steering=s
+                ),
+                "logit lens, every layer, top-10": lambda m=model: sync.logit_lens(
+                    m, prompt, top_k=10
+                ),
+            },
+            repeats=repeats,
+            warmup=warmup,
+        )
+        rows += _time_rows(
+            {"capture + add steering": "L", "logit lens, every layer, top-10": "L"},
+            f"{name} (ours)",
+            times,
+            "capture one point",
+        )
+    return rows
+
+
+# --- everything ----------------------------------------------------------------------------------
+def run_benchmarks(
+    *,
+    only: Iterable[str] = WORKLOADS,
+    repeats: int = 10,
+    warmup: int = 2,
+    engines: Iterable[str] = REFERENCE_BENCH_ENGINES,
+    folder: str | os.PathLike[str] | None = None,
+    say: Callable[[str], None] = lambda message: print(message, file=sys.stderr),
+) -> BenchResult:
+    """Run the chosen workloads on the bench model; failures are recorded, not raised."""
+    import platform
+
+    import torch
+
+    from interp_core import load_model, sync
+
+    chosen = {w.upper() for w in only}
+    unknown = chosen - set(WORKLOADS)
+    if unknown:
+        message = f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}"
+        raise ValueError(message)
+    torch.set_num_threads(1)
+    result = BenchResult()
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(folder) if folder is not None else build_bench_model(Path(tmp) / "m")
+        result.meta = {
+            "model": "Llama, d_model 512, 8 layers, 24M parameters, random weights, float32",
+            "prompt_tokens": PROMPT_TOKENS,
+            "repeats": repeats,
+            "warmup": warmup,
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}",
+            "torch_threads": 1,
+        }
+        if "P1" in chosen or "P2" in chosen:
+            say("P1/P2: eager backend vs a plain HF forward")
+            result.rows += bench_eager_capture(model_dir, repeats=repeats, warmup=warmup)
+            say("P1/P2: reference engines, each in its pinned environment")
+            result.rows += bench_reference_engines(
+                model_dir, repeats=repeats, warmup=warmup, engines=engines, errors=result.errors
+            )
+        if chosen & {"P3", "P4", "L"}:
+            hooked = vanilla = None
+            eager = load_model(str(model_dir), backend="eager")
+            try:
+                say("starting two vLLM engines (hooked and generate-only)")
+                hooked, vanilla = _vllm_models(model_dir)
+                if "P3" in chosen:
+                    say("P3: one stream, 128 new tokens, capture vs vanilla vLLM")
+                    result.rows += bench_vllm_stream(
+                        hooked, vanilla, repeats=max(3, repeats // 2), warmup=1
+                    )
+                if "P4" in chosen:
+                    say("P4: 8 concurrent requests with capture, vLLM vs eager")
+                    result.rows += bench_concurrent(hooked, eager, repeats=max(3, repeats // 3))
+                if "L" in chosen:
+                    say("L: steering and lens latency")
+                    result.rows += bench_latency(
+                        {"eager": eager, "vllm": hooked}, repeats=repeats, warmup=warmup
+                    )
+            except Exception as exc:  # vLLM missing or failing: say so in the report
+                result.errors["vllm"] = f"{type(exc).__name__}: {exc}"
+            finally:
+                for model in (hooked, vanilla):
+                    if model is not None:
+                        sync.shutdown(model)
+    return result
