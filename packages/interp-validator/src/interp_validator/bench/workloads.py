@@ -442,6 +442,10 @@ def run_benchmarks(
         if chosen & {"P3", "P4", "L"}:
             hooked = vanilla = None
             eager = load_model(str(model_dir), backend="eager")
+            if "L" in chosen:
+                # Before any vLLM engine starts: its idle processes still take CPU time here.
+                say("L: steering and lens latency, eager")
+                result.rows += bench_latency({"eager": eager}, repeats=repeats, warmup=warmup)
             try:
                 say("starting two vLLM engines (hooked and generate-only)")
                 hooked, vanilla = _vllm_models(model_dir)
@@ -454,10 +458,8 @@ def run_benchmarks(
                     say("P4: 8 concurrent requests with capture, vLLM vs eager")
                     result.rows += bench_concurrent(hooked, eager, repeats=max(3, repeats // 3))
                 if "L" in chosen:
-                    say("L: steering and lens latency")
-                    result.rows += bench_latency(
-                        {"eager": eager, "vllm": hooked}, repeats=repeats, warmup=warmup
-                    )
+                    say("L: steering and lens latency, vLLM")
+                    result.rows += bench_latency({"vllm": hooked}, repeats=repeats, warmup=warmup)
             except Exception as exc:  # vLLM missing or failing: say so in the report
                 result.errors["vllm"] = f"{type(exc).__name__}: {exc}"
             finally:
