@@ -2,6 +2,7 @@
 
     interp-bench [--only P1,P2,P3,P4,L] [--repeats 10] [--warmup 2] [--engines tl_bridge,...]
                  [--out DIR]
+    interp-bench --gpu [--gpu-models meta-llama/Llama-3.1-8B,...]   # on a CUDA machine
 
 Every figure is a ratio measured side by side (see `interp_validator.bench`). Reference engines
 run in their pinned environments, created on first use (`interp-validate --setup` does it ahead).
@@ -35,6 +36,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="reference engines for P1/P2 (empty string: none)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="run the GPU suite (random models of real shapes) instead of the CPU workloads",
+    )
+    parser.add_argument(
+        "--gpu-models",
+        type=_list,
+        default=None,
+        help="model ids whose stored configs the GPU suite builds (default: Llama-3.1-8B)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0:
         parser.error("--repeats must be >= 1 and --warmup >= 0")
@@ -42,10 +54,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown engines {unknown}; choose from {', '.join(REFERENCE_BENCH_ENGINES)}")
     try:
-        result = run_benchmarks(
-            only=args.only, repeats=args.repeats, warmup=args.warmup, engines=args.engines
-        )
-    except ValueError as exc:
+        if args.gpu:
+            from interp_validator.bench.gpu import DEFAULT_GPU_MODELS, run_gpu_suite
+
+            result = run_gpu_suite(args.gpu_models or DEFAULT_GPU_MODELS)
+        else:
+            result = run_benchmarks(
+                only=args.only, repeats=args.repeats, warmup=args.warmup, engines=args.engines
+            )
+    except (ValueError, RuntimeError) as exc:
         parser.error(str(exc))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(result.to_json() + "\n")
