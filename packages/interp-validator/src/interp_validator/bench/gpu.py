@@ -156,9 +156,9 @@ def run_gpu_suite(models: Sequence[str] = DEFAULT_GPU_MODELS) -> BenchResult:
                     hf = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
                 eager = load_model(str(folder), backend="eager", hf_model=hf)
 
-                def eager_run(count: int, model: Any = eager) -> int:
+                def eager_run(count: int, model: Any = eager, batch: Any = prompts) -> int:
                     total = 0
-                    for prompt in prompts[:count]:
+                    for prompt in batch[:count]:
                         generation = sync.generate(
                             model, [prompt], max_new_tokens=NEW, temperature=0.0
                         )
