@@ -339,7 +339,7 @@ def test_shared_prefix_steered_and_plain_do_not_contaminate(
     [
         ({"points": ["no_such_point.1"]}, InterpError),
         ({"vector": [1.0] * 7}, InterpError),
-        ({"vector": [float("nan")] * 128}, InvalidArgument),
+        ({"vector": [float("nan")] * 128}, InterpError),
         ({"prompt": list(range(3, 200))}, InvalidArgument),
         ({"points": ["resid_streams.0"]}, PointUnsupported),
         ({"prompt": [5, 10**6]}, InvalidArgument),
