@@ -8,6 +8,7 @@ far more than it gives. The previous setting is restored after each module.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -21,3 +22,58 @@ def _one_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+# --- in-process vLLM engines must not leave HF's classes patched ---------------------------------
+# For a family it serves through its Transformers backend, vLLM decorates HF's own model class in
+# the process that loads it (`support_torch_compile` appends a base class and replaces __init__
+# and __call__), after which HF can no longer build that class outside vLLM. The in-process test
+# modules load engines in this very process, so every module starts from a snapshot of the classes
+# of every family's modeling module and restores it at the end: later modules (and the eager
+# references they compute) see HF's classes as HF defined them.
+_PATCHED = ("__init__", "__call__", "_ignore_compile_vllm")
+
+
+def _modeling_modules() -> list[Any]:
+    import importlib
+
+    from interp_eager.testing.families import FAMILIES
+
+    found = []
+    for spec in FAMILIES.values():
+        name = spec.model_type
+        try:
+            found.append(importlib.import_module(f"transformers.models.{name}.modeling_{name}"))
+        except ImportError:
+            continue
+    return found
+
+
+def _snapshot() -> list[tuple[type, tuple[type, ...], dict[str, Any]]]:
+    saved = []
+    for module in _modeling_modules():
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                own = {k: value.__dict__[k] for k in _PATCHED if k in value.__dict__}
+                saved.append((value, value.__bases__, own))
+    return saved
+
+
+def _restore(saved: list[tuple[type, tuple[type, ...], dict[str, Any]]]) -> None:
+    for cls, bases, own in saved:
+        if cls.__bases__ != bases:
+            cls.__bases__ = bases
+        for key in _PATCHED:
+            if key in own:
+                setattr(cls, key, own[key])
+            elif key in cls.__dict__:
+                delattr(cls, key)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _hf_classes_restored() -> Iterator[None]:
+    saved = _snapshot()
+    try:
+        yield
+    finally:
+        _restore(saved)

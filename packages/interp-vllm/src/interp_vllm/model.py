@@ -460,6 +460,9 @@ class VLLMModel:
         for address in addresses:
             if address.name in _RECOMPUTED:
                 keys.extend(f"{qk}.{address.layer}" for qk in _QK)
+                sinks = f"_sinks.{address.layer}"
+                if address.name == "attn_probs" and self._has_site(sinks):
+                    keys.append(sinks)  # gpt-oss: the sink logit shares each denominator
             else:
                 keys.append(_key(address))
         return keys
@@ -630,7 +633,13 @@ class VLLMModel:
         scores = scores_from_qk(q, k, self._config, layer)
         if address.name == "attn_scores":
             return scores
-        return probs_from_scores(scores)
+        sinks = None
+        if self._has_site(f"_sinks.{layer}"):
+            sinks = self._rows(f"_sinks.{layer}", payload, length)[0]  # [heads], same per token
+        return probs_from_scores(scores, sinks)
+
+    def _has_site(self, key: str) -> bool:
+        return self._installed is not None and key in self._installed.sites
 
     # --- work -----------------------------------------------------------------------------------
     async def capture(
