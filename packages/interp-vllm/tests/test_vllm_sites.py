@@ -35,6 +35,7 @@ from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
 from interp_eager.model import EagerModel
 from interp_eager.testing.families import build_family
+from interp_vllm.backend import FAMILY_REFUSALS
 
 pytestmark = pytest.mark.slow
 
@@ -415,6 +416,10 @@ def test_every_point_is_served_or_refused(harness: Harness) -> None:
         assert key in sites or name in refused, (harness.family, name, layer)
     for name, why in refused.items():
         _assert_sentence(name, why)
+    # The backend's declared table (what the docs matrix and supports() say without an engine)
+    # must name exactly these gaps.
+    declared = FAMILY_REFUSALS.get(harness.facts.model_type, {})
+    assert set(refused) == set(declared), (harness.family, sorted(refused), sorted(declared))
     for key, site in sites.items():
         if site.add is None:
             _assert_sentence(_label(*key), site.refusal)

@@ -26,6 +26,7 @@ from interp_core.points import Width, absence_reason, get_point
 from interp_core.results import Support
 
 __all__ = [
+    "FAMILY_REFUSALS",
     "HOOKED_INSTEAD",
     "INSTEAD",
     "MODES",
@@ -52,6 +53,35 @@ UNSERVED: dict[str, str] = {
     "attn_stream_mix": "no hyper-connection (multi-stream) family runs on vLLM here",
     "mlp_stream_write": "no hyper-connection (multi-stream) family runs on vLLM here",
     "mlp_stream_mix": "no hyper-connection (multi-stream) family runs on vLLM here",
+}
+
+# Per-family gaps that hold wherever vLLM runs, keyed by HF model_type ("*": the whole family).
+# tests/test_vllm_sites.py proves the table equals what the workers resolve on every family
+# that runs on the CPU in float32; the DeepSeek rows were measured in bfloat16.
+FAMILY_REFUSALS: dict[str, dict[str, str]] = {
+    "cohere2": {
+        name: (
+            "vLLM attends sliding_window + 1 keys on Cohere-2's sliding layers where the model "
+            "(and HF) attends sliding_window, so a rebuilt pattern would not be the one vLLM used"
+        )
+        for name in ("attn_scores", "attn_probs")
+    },
+    "deepseek_v3": {
+        **{
+            name: "the latent (MLA) attention kernel keeps no per-head keys to rebuild it from"
+            for name in ("attn_scores", "attn_probs")
+        },
+        **{
+            name: "the grouped sigmoid router's selection rule is not rebuilt from its logits"
+            for name in ("expert_weights", "expert_indices")
+        },
+    },
+    "deepseek_v4": {
+        "*": (
+            "vLLM's own DeepSeek-V4 config class rejects the HF config (mlp_layer_types "
+            "'hash_moe'/'moe'), so the model does not load"
+        )
+    },
 }
 
 # Points vLLM can read but must not write, and why: a write there would not mean what the same
@@ -108,6 +138,10 @@ def point_support(
         return Support.no(f"cannot capture {address}: {error}")
     if reason:
         return Support.no(f"cannot capture {address} on this {facts.architecture}: {reason}")
+    gaps = FAMILY_REFUSALS.get(facts.model_type, {})
+    gap = gaps.get("*") or gaps.get(address.name)
+    if gap:
+        return Support.no(f"{address.name} is not served by vLLM on {facts.architecture}: {gap}")
     why = UNSERVED.get(address.name)
     if why:
         return Support.no(f"{address.name} is not served by vLLM: {why}", INSTEAD)
