@@ -499,3 +499,44 @@ def test_stream_point_steering_on_deepseek_v4() -> None:
     theirs = _reference(m, ids, [(block, edit_stack)])
     ours = _steered(m, ids, SteeringSpec(stack, vector))
     _assert_matches(ours, theirs, plain_logits, f"deepseek_v4 add at {stack}")
+
+
+# --- resid_mid writes steer the residual stream, not only the MLP input ---------------------------
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_resid_mid_add_equals_the_same_add_at_attn_out_post(family: str) -> None:
+    # Adding d to the mid-layer residual and adding d to what attention writes into it are the
+    # same edit: both the MLP's input and the skip path see resid_mid + d.
+    from interp_core.errors import InterpError
+    from interp_core.points import absence_reason
+
+    m = model(family)
+    ids = prompt_ids(m)
+    layer = m.n_layers // 2
+    vector = _direction(m.d_model, 3)
+    at_mid = SteeringSpec(Address("resid_mid", layer), vector)
+    if absence_reason("resid_mid", m.facts, layer) or m.facts.n_streams > 1:
+        # Parallel blocks have no mid-layer residual; multi-stream trunks name a stream.
+        with pytest.raises(InterpError):
+            m.run_with_cache(ids, [], steering=at_mid)
+        return
+    last = Address("resid_post", m.n_layers - 1)
+    mid = m.run_with_cache(ids, [last], steering=at_mid)
+    out = m.run_with_cache(
+        ids, [last], steering=SteeringSpec(Address("attn_out_post", layer), vector)
+    )
+    plain = m.run_with_cache(ids, [last])
+    scale = max(1.0, out[last].abs().max().item())
+    assert (mid[last] - out[last]).abs().max().item() <= 1e-5 * scale, family
+    assert (mid[last] - plain[last]).abs().max().item() > 1e-3  # the edit took effect
+
+
+def test_resid_mid_projection_write_keeps_gradients_usable() -> None:
+    from interp_core.backends import load_model
+    from interp_eager.testing.families import build_family
+
+    m = load_model(str(build_family("llama")), backend="eager", requires_grad=True)
+    ids = prompt_ids(m)
+    direction = _direction(m.d_model, 4)
+    spec = SteeringSpec(Address("resid_mid", 0), direction, op="orthogonal", scale=0.0)
+    cache = m.run_with_cache(ids, [Address("resid_post", 1)], steering=spec, detach=False)
+    cache[Address("resid_post", 1)].sum().backward()  # no in-place version error

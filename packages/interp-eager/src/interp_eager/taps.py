@@ -463,7 +463,27 @@ def write_site(tap: Tap) -> Tap:
         # The router ranks and weighs experts inside its own forward and returns the logits only
         # as a by-product; the edit must reach its projection's output (see hooks.LINEAR).
         return dataclasses.replace(tap, side=LINEAR, pick=_whole, put=_replace)
+    if tap.address.name == "resid_mid" and tap.address.stream is None and tap.side == "input":
+        # HF blocks keep the mid-layer residual in a local (`residual = hidden_states`) that is
+        # the very tensor handed to the pre-MLP norm (or the MLP). Replacing the norm's argument
+        # would steer only the MLP's input and leave the skip path unsteered; writing into that
+        # tensor steers the residual stream itself, as a resid_mid edit means (TransformerLens
+        # semantics, and what vLLM's fused add-norm does).
+        # The delta is computed from a copy: a projection op saves its input for backward, which
+        # the in-place write would otherwise invalidate when gradients are on.
+        original = tap.pick
+        return dataclasses.replace(
+            tap, pick=lambda value: original(value).clone(), put=_in_place(original)
+        )
     return tap
+
+
+def _in_place(pick: Callable[[Any], torch.Tensor]) -> Callable[[Any, torch.Tensor], Any]:
+    def put(value: Any, new: torch.Tensor) -> Any:
+        pick(value).copy_(new)
+        return value
+
+    return put
 
 
 def _whole(value: torch.Tensor) -> torch.Tensor:

@@ -31,7 +31,6 @@ __all__ = [
     "INSTEAD",
     "MODES",
     "UNSERVED",
-    "UNWRITABLE",
     "VLLMBackend",
     "VLLMGenerateBackend",
     "VLLMStaticBackend",
@@ -82,16 +81,6 @@ FAMILY_REFUSALS: dict[str, dict[str, str]] = {
             "'hash_moe'/'moe'), so the model does not load"
         )
     },
-}
-
-# Points vLLM can read but must not write, and why: a write there would not mean what the same
-# write means on the eager backend.
-UNWRITABLE: dict[str, str] = {
-    "resid_mid": (
-        "vLLM's fused add-norm sums the residual before normalising it, so a write there would "
-        "change the residual stream too, while the eager backend (like HF) changes only the "
-        "MLP's input; steer at attn_out_post or mlp_in instead, which mean the same on both"
-    ),
 }
 
 # Widths split across tensor-parallel ranks: each GPU holds a slice of the heads, neurons or

@@ -39,7 +39,7 @@ from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.steering import SteeringSpec, active_steering, as_specs
-from interp_vllm.backend import HOOKED_INSTEAD, MODES, UNWRITABLE, point_support
+from interp_vllm.backend import HOOKED_INSTEAD, MODES, point_support
 
 __all__ = ["VLLMModel"]
 
@@ -484,9 +484,6 @@ class VLLMModel:
                 raise PointUnsupported(verdict.explain())
             key = _key(address)
             installed = self._installed
-            if address.name in UNWRITABLE:
-                msg = f"cannot steer at {address} on vLLM: {UNWRITABLE[address.name]}"
-                raise CapabilityUnsupported.build(msg, None, HOOKED_INSTEAD)
             if address.name in _RECOMPUTED or (
                 installed is not None and key not in installed.writable
             ):
