@@ -557,7 +557,9 @@ _SPECS: tuple[PointSpec, ...] = (
         write, as it enters the pre-MLP norm. Absent on parallel-block families (GPT-J, GPT-NeoX,
         Pythia), where attention and MLP both read resid_pre and no intermediate residual state
         exists. On a multi-stream trunk it exists only with a stream coordinate
-        (resid_mid.L.stream-K): stream K after the attention site has written back.""",
+        (resid_mid.L.stream-K): stream K after the attention site has written back. A write
+        here changes the residual stream itself (the MLP's input and the skip path alike), as
+        the same write at attn_out_post would.""",
         tl=_E("blocks.{L}.hook_resid_mid"),
         nnsight=_E(
             "model.model.layers[{L}].post_attention_layernorm.input",
