@@ -9,8 +9,8 @@ Three entries of the `interp.backends` registry share one model class (`interp_v
 
 Constructing a backend, `probe()` and `supports()` never import vLLM (the docs build and
 `interp backends` call them on machines without it). `supports()` answers from the registry and
-the model's facts: which points vLLM can serve at all, and which are sharded across GPUs and so
-refused at `num_gpus > 1`. The finer per-family verdict (a point this family's vLLM module tree
+the model's facts: which points vLLM can serve at all, and which cannot be reassembled across GPUs
+at `num_gpus > 1`. The finer per-family verdict (a point this family's vLLM module tree
 does not expose) comes from the workers once the engine runs; the model's `supports()` uses it.
 """
 
@@ -30,6 +30,7 @@ __all__ = [
     "HOOKED_INSTEAD",
     "INSTEAD",
     "MODES",
+    "SHARDED",
     "UNSERVED",
     "VLLMBackend",
     "VLLMGenerateBackend",
@@ -83,10 +84,13 @@ FAMILY_REFUSALS: dict[str, dict[str, str]] = {
     },
 }
 
-# Widths split across tensor-parallel ranks: each GPU holds a slice of the heads, neurons or
-# vocabulary, so one rank's rows are not the point. Refused at num_gpus > 1 rather than gathered
-# by guesswork about each layer's sharding.
-_SHARDED = {Width.Q_HEADS, Width.KV_HEADS, Width.Z_HEADS, Width.D_MLP, Width.VOCAB, Width.SCORES}
+# Widths split across tensor-parallel ranks as contiguous column slices in rank order (heads,
+# neurons): the client concatenates the ranks' rows, and checks the result is the point's whole
+# width. Writes there must be `add` (each rank adds its slice); a projection needs the whole row.
+SHARDED = frozenset({Width.Q_HEADS, Width.KV_HEADS, Width.Z_HEADS, Width.D_MLP, Width.SCORES})
+# The vocabulary is padded before it is split, and lm_head is rebuilt from the final norm per
+# rank: not reassembled, refused at num_gpus > 1.
+_UNGATHERED = frozenset({Width.VOCAB})
 
 
 def install_hint() -> str:
@@ -134,11 +138,11 @@ def point_support(
     why = UNSERVED.get(address.name)
     if why:
         return Support.no(f"{address.name} is not served by vLLM: {why}", INSTEAD)
-    if num_gpus > 1 and get_point(address.name).width in _SHARDED:
+    if num_gpus > 1 and get_point(address.name).width in _UNGATHERED:
         return Support.no(
-            f"{address} is split across the {num_gpus} GPUs (tensor parallelism shards "
-            f"{get_point(address.name).width.rule}), so no single rank holds it",
-            "Load with num_gpus=1 for this point, or use backend='eager'",
+            f"{address} is split across the {num_gpus} GPUs (tensor parallelism shards the "
+            f"padded vocabulary), and the backend does not reassemble it",
+            "Load with num_gpus=1 for this point, use logit_lens, or use backend='eager'",
         )
     return Support.yes()
 

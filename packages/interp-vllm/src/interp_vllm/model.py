@@ -39,13 +39,16 @@ from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.steering import SteeringSpec, active_steering, as_specs
-from interp_vllm.backend import HOOKED_INSTEAD, MODES, point_support
+from interp_vllm.backend import HOOKED_INSTEAD, MODES, SHARDED, point_support
 
 __all__ = ["VLLMModel"]
 
 _EXTENSION = "interp_vllm.worker.InterpWorkerExtension"
 # vLLM's CPU backend sizes its KV cache from this (GiB); 1 is plenty for the models tests use.
 _CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
+# vLLM's CPU build binds one worker per NUMA node unless told otherwise; on a one-node machine
+# tensor parallelism then refuses to start. Splitting the allowed CPUs evenly is what it needs.
+_CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 _QUANTIZATION = {None: None, "fp8": "fp8", "bnb-4bit": "bitsandbytes"}
 # Attention patterns are rebuilt on the client from the post-RoPE q and k the kernel receives.
 _RECOMPUTED = {"attn_scores", "attn_probs"}
@@ -245,6 +248,8 @@ class VLLMModel:
 
         if not cuda_available():
             os.environ.setdefault(_CPU_KV_ENV, "1")
+            if self._num_gpus > 1 and _CPU_BIND_ENV not in os.environ:
+                os.environ[_CPU_BIND_ENV] = _cpu_binding(self._num_gpus)
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -499,6 +504,17 @@ class VLLMModel:
                     f"static_writes={sorted(self._static_writes)}",
                     f"load with static_writes=[..., {str(address)!r}], or use backend='vllm'",
                 )
+            if self._num_gpus > 1 and spec.op != "add" and get_point(address.name).width in SHARDED:
+                msg = (
+                    f"the {spec.op} steering at {address} with num_gpus={self._num_gpus} "
+                    f"is not served"
+                )
+                why = f"{address.name} is split across the GPUs and a projection needs whole rows"
+                raise CapabilityUnsupported.build(
+                    msg,
+                    why,
+                    "use op='add' there, steer a residual-width point, or load with num_gpus=1",
+                )
             values = [float(x) for x in spec.values()]
             if not all(math.isfinite(x) for x in values):
                 msg = f"the steering vector at {address} holds NaN or infinite values"
@@ -580,14 +596,53 @@ class VLLMModel:
             return final, {"captured": {}, "positions": {}, "lens": {}}
         lens = None if lens_top_k is None else {"top_k": lens_top_k}
         answers = await engine.collective_rpc("interp_collect", args=(rid, lens))
-        result = answers[0]  # rank 0 holds whole d_model rows; sharded points are refused at TP>1
-        if result["errors"]:
+        errors = [error for answer in answers for error in answer["errors"]]
+        if errors:
             msg = "a vLLM worker hook failed on this request; its captures and steering are void"
-            raise CapabilityUnsupported.build(msg, "; ".join(result["errors"]), HOOKED_INSTEAD)
+            raise CapabilityUnsupported.build(msg, "; ".join(errors), HOOKED_INSTEAD)
         from interp_vllm.worker import decode_tensor
 
-        captured = {k: decode_tensor(*v) for k, v in result["captured"].items()}
+        result = answers[0]  # positions and the lens (gathered on rank 0) come from rank 0
+        captured = {
+            key: self._gather(key, [decode_tensor(*a["captured"][key]) for a in answers])
+            for key in result["captured"]
+        }
         return final, {**result, "captured": captured}
+
+    def _gather(self, key: str, ranks: list[Any]) -> Any:
+        """One tensor from every tensor-parallel rank's rows of `key`.
+
+        Residual-width points are all-reduced, so every rank holds the whole row: rank 0's.
+        Head- and neuron-sharded points hold contiguous column slices in rank order: their
+        concatenation, which must come out exactly the point's width.
+        """
+        import torch
+
+        first = ranks[0]
+        expected = self._width(key)
+        width = int(first[0].numel()) if first.shape[0] else 0
+        if len(ranks) == 1 or width == expected:
+            return first
+        total = sum(int(r[0].numel()) for r in ranks if r.shape[0])
+        if total != expected:
+            msg = f"cannot reassemble {key} from {len(ranks)} tensor-parallel ranks"
+            raise CapabilityUnsupported.build(
+                msg,
+                f"their rows are {[tuple(r.shape[1:]) for r in ranks]} wide, and the point is "
+                f"{expected} wide",
+                "Load with num_gpus=1 for this point",
+            )
+        return torch.cat(ranks, dim=1)
+
+    def _width(self, key: str) -> int:
+        from interp_core.shapes import point_width
+
+        name, _, layer = key.partition(".")
+        facts = self._facts
+        internal = {"_q_rot": facts.q_width, "_k_rot": facts.kv_width, "_sinks": facts.n_heads}
+        if name in internal:
+            return int(internal[name])
+        return int(point_width(Address(name, int(layer) if layer else None), facts))
 
     def _spec(
         self, addresses: Sequence[Address], writes: list[dict[str, Any]]
@@ -821,6 +876,21 @@ class VLLMModel:
     def __repr__(self) -> str:
         state = "running" if self._engine is not None else "not started"
         return f"VLLMModel({self._model_id!r}, {self.backend_name}, {state})"
+
+
+def _cpu_binding(workers: int) -> str:
+    """`VLLM_CPU_OMP_THREADS_BIND` for `workers` CPU workers: the allowed CPUs split evenly."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cpus = cpus or list(range(os.cpu_count() or 1))
+    if len(cpus) < workers:
+        msg = (
+            f"num_gpus={workers} on the CPU build of vLLM needs one CPU per worker, and "
+            f"{len(cpus)} are available; lower num_gpus"
+        )
+        raise InvalidArgument(msg)
+    share = len(cpus) // workers
+    groups = [cpus[i * share : (i + 1) * share] for i in range(workers)]
+    return "|".join(",".join(str(c) for c in group) for group in groups)
 
 
 def _point_names() -> tuple[str, ...]:

@@ -769,7 +769,9 @@ def _layer_sites(build: _Builder, index: int, p: _Parts, route: Any) -> None:
         else:
             build.put("mlp_out_post", index, _output_site(exit_, scale=multiplier, batched=b))
     if p.gate_up is not None:
-        width = facts.d_mlp
+        # This rank's half: under tensor parallelism each rank holds [gate_r | up_r].
+        fused = getattr(p.gate_up, "output_size_per_partition", 2 * facts.d_mlp)
+        width = int(fused) // 2
         build.put("mlp_pre", index, _columns_site(p.gate_up, 0, width, batched=b))
         build.put("mlp_pre_linear", index, _columns_site(p.gate_up, width, width, batched=b))
     elif p.up is not None:

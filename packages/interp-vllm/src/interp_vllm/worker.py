@@ -28,6 +28,7 @@ failure against the requests of that step, which the client raises as a library 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -362,7 +363,7 @@ class InterpWorkerExtension:
             for write in segment.request.writes[key]:
                 # Each operation sees the rows as the previous ones left them (specs in order).
                 current = rows + delta[segment.start : segment.stop]
-                change = _delta(write, current)
+                change = _delta(_local(write, flat.shape[-1]), current)
                 if write.positions is not None:
                     mask = torch.isin(where, write.positions).to(change.device)
                     change = change * mask.unsqueeze(-1).to(change.dtype)
@@ -422,6 +423,8 @@ class InterpWorkerExtension:
                 normed = norm(rows)
                 normed = normed[0] if isinstance(normed, tuple) else normed
                 logits = model.compute_logits(normed)
+                if logits is None:  # tensor parallel: the vocabulary was gathered on rank 0
+                    continue
                 probs = torch.softmax(logits.float(), dim=-1)
                 values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
                 out[key] = {
@@ -430,6 +433,26 @@ class InterpWorkerExtension:
                     "probs": values.cpu().tolist(),
                 }
         return out
+
+
+def _local(write: _Write, width: int) -> _Write:
+    """The part of a write this rank holds: under tensor parallelism a head- or neuron-sharded
+    site is a contiguous column slice per rank, in rank order (the client sends only `add` there:
+    a projection needs the whole row)."""
+    full = write.vector.numel()
+    if full == width:
+        return write
+    from vllm.distributed import (
+        get_tensor_model_parallel_rank,
+        get_tensor_model_parallel_world_size,
+    )
+
+    ranks = get_tensor_model_parallel_world_size()
+    if full != width * ranks or write.op != "add":
+        message = f"a {full}-wide {write.op} write cannot apply to a {width}-wide site"
+        raise ValueError(message)
+    rank = get_tensor_model_parallel_rank()
+    return dataclasses.replace(write, vector=write.vector[rank * width : (rank + 1) * width])
 
 
 def _by_position(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], Any]:
