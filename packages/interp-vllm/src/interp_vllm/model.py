@@ -129,9 +129,11 @@ class VLLMModel:
         self._quantization = quantization
         self._kv_cache_dtype = kv_cache_dtype
         self._extra = dict(extra_vllm_kwargs or {})
-        self._static_reads, self._static_writes = self._declare_static(static_points, static_writes)
         self._engine: Any = None
         self._installed: _Installed | None = None
+        self._static_reads: frozenset[str] = frozenset()
+        self._static_writes: frozenset[str] = frozenset()
+        self._static_reads, self._static_writes = self._declare_static(static_points, static_writes)
         self._children: list[Any] = []
         self._starting: asyncio.Lock | None = None
         self._tokenizer: Any = None
@@ -210,11 +212,8 @@ class VLLMModel:
         keys = set()
         for point in points:
             address = to_address(point)
-            if address.name in _RECOMPUTED or address.layer is None:
-                msg = (
-                    f"{address} cannot be a static tap: attention patterns are rebuilt from "
-                    f"q/k and trunk points are not per-layer sites; use backend='vllm'"
-                )
+            if which == "writes" and address.name in _RECOMPUTED:
+                msg = f"{address} cannot be a static write: attention patterns are read-only"
                 raise InvalidArgument(msg)
             verdict = self.supports(address)
             if not verdict:
@@ -279,9 +278,11 @@ class VLLMModel:
         return self._engine
 
     async def _install(self, engine: Any) -> _Installed:
-        static = (
-            sorted(self._static_reads | self._static_writes) if self._mode == "static" else None
-        )
+        static = None
+        if self._mode == "static":
+            declared = [to_address(k) for k in self._static_reads | self._static_writes]
+            # Attention patterns are rebuilt from q and k: those (and any sinks) are the taps.
+            static = sorted({*self._needed_keys(declared), *self._sink_keys(declared)})
         answers = await engine.collective_rpc("interp_install", args=(self._config, static))
         first = answers[0]
         return _Installed(
@@ -299,9 +300,11 @@ class VLLMModel:
     async def _self_test(self) -> None:
         """Prove every declared tap fires: one short request must return a row at each."""
         prompt = [1, 2]  # any two in-vocabulary tokens: the test is that rows arrive
-        spec = {"capture": sorted(self._static_reads)}
-        _, payload = await self._request(prompt, self._sampling(1, 0.0), spec)
-        dead = sorted(k for k in self._static_reads if k not in payload["captured"])
+        served = self._installed.sites if self._installed is not None else frozenset()
+        declared = [to_address(k) for k in self._static_reads]
+        keys = sorted(k for k in self._needed_keys(declared) if k in served)
+        _, payload = await self._request(prompt, self._sampling(1, 0.0), {"capture": keys})
+        dead = sorted(k for k in keys if k not in payload["captured"])
         if dead:
             msg = f"the static taps {dead} returned nothing during warmup"
             raise CapabilityUnsupported.build(
@@ -689,6 +692,11 @@ class VLLMModel:
         if self._has_site(f"_sinks.{layer}"):
             sinks = self._rows(f"_sinks.{layer}", payload, length)[0]  # [heads], same per token
         return probs_from_scores(scores, sinks)
+
+    def _sink_keys(self, addresses: Sequence[Address]) -> list[str]:
+        # Before the workers answer, a sink site may exist or not; hooking a missing key is a
+        # no-op in the worker, so the static set names it whenever probabilities are declared.
+        return [f"_sinks.{a.layer}" for a in addresses if a.name == "attn_probs"]
 
     def _has_site(self, key: str) -> bool:
         return self._installed is not None and key in self._installed.sites
