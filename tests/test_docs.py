@@ -44,7 +44,7 @@ DOCS = ROOT / "docs"
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
 
-from docsgen import LLMS_TXT, generate  # noqa: E402
+from docsgen import LLMS_TXT, generate, generated_assets  # noqa: E402
 from docsgen.catalog import families  # noqa: E402
 from docsgen.diagram import why_absent  # noqa: E402
 from docsgen.llms import QUICK_START  # noqa: E402
@@ -273,6 +273,26 @@ def test_results_pages_render_committed_records(tmp_path: Path) -> None:
     assert "2 comparisons" in page and "Failures (1)" in page and "0.25" in page
     bench = benchmarks_page(tmp_path)
     assert "P1" in bench and "1.07" in bench and "No benchmark" not in bench
+
+
+def test_validation_page_shows_the_committed_report_and_plot(tmp_path: Path) -> None:
+    results = tmp_path / "packages/interp-validator/results"
+    results.mkdir(parents=True)
+    (results / "summary.json").write_text('{"format": 1, "records": []}')
+    (results / "report.md").write_text(
+        "# Validation report\n\nIntro.\n\n## Summary\n\ncounts\n\n"
+        "![Relative error by layer](errors-by-layer.png)\n\n## Setup\n\nversions\n\n"
+        "## By family and model\n\n### llama\n\n| address | `hf` |\n|---|---|\n"
+        "| `resid_post.0` | ✓ |\n"
+    )
+    (results / "errors-by-layer.png").write_bytes(b"\x89PNG fake")
+    page = validation_page(tmp_path)
+    assert "## Setup" in page and "### llama" in page and "| `resid_post.0` | ✓ |" in page
+    assert "## Summary\n" not in page  # the page has its own summary from summary.json
+    assert "(validation-errors-by-layer.png)" in page
+    assert "](errors-by-layer.png)" not in page
+    assets = generated_assets(tmp_path)
+    assert assets == {"reference/validation-errors-by-layer.png": results / "errors-by-layer.png"}
 
 
 # --- point names in hand-written pages --------------------------------------------------------

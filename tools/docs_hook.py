@@ -1,9 +1,10 @@
 """MkDocs hook: add the generated pages to the site at build time (see `tools/docsgen`).
 
-Registered in mkdocs.yml under `hooks:`. It runs the generator once per build, adds each page as
-a virtual file (a generated path that also exists under docs/ is an error: generated pages are
-never hand-copied), expands the generated sections of the nav, and replaces
-`<!-- interp:NAME ... -->` markers in hand-written pages with generated tables.
+Registered in mkdocs.yml under `hooks:`. It runs the generator once per build, adds each page
+(and each generated asset, such as the validator's committed plot) as a virtual file (a
+generated path that also exists under docs/ is an error: generated pages are never
+hand-copied), expands the generated sections of the nav, and replaces `<!-- interp:NAME ... -->`
+markers in hand-written pages with generated tables.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
 
-from docsgen import expand_markers, generate, nav_entries  # noqa: E402
+from docsgen import expand_markers, generate, generated_assets, nav_entries  # noqa: E402
 from mkdocs.exceptions import PluginError  # noqa: E402
 from mkdocs.structure.files import File, Files  # noqa: E402
 
@@ -58,14 +59,20 @@ def on_config(config: Any) -> Any:
 
 
 def on_files(files: Files, config: Any) -> Files:
-    for src, text in _generated.items():
+    generated: dict[str, Any] = dict(_generated)
+    for src, path in generated_assets(ROOT).items():
+        generated[src] = path
+    for src, text in generated.items():
         if files.get_file_from_path(src) is not None:
             message = (
                 f"docs/{src} exists, but that page is generated from the code at build time; "
                 "delete the file (generated pages are never committed)"
             )
             raise PluginError(message)
-        files.append(File.generated(config, src, content=text))
+        if isinstance(text, Path):  # a committed binary (the validator's plot), served as is
+            files.append(File.generated(config, src, abs_src_path=str(text)))
+        else:
+            files.append(File.generated(config, src, content=text))
     return files
 
 

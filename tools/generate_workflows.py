@@ -16,7 +16,8 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 # package -> the other packages whose changes can break it (its path filter includes them).
 PACKAGES: dict[str, tuple[str, ...]] = {
     "interp-core": (),
-    "interp-eager": ("interp-core",),
+    # The eager suite compares with the validator's independent HF-hooks reference.
+    "interp-eager": ("interp-core", "interp-validator"),
     "interp-vllm": ("interp-core", "interp-eager"),
     "interp-validator": ("interp-core", "interp-eager"),
     "interp-sizer": ("interp-core",),

@@ -20,7 +20,7 @@ from docsgen import pages
 from docsgen.catalog import families
 from docsgen.llms import llms_txt
 from docsgen.markup import esc, link
-from docsgen.results import benchmarks_page, validation_page
+from docsgen.results import benchmarks_page, validation_assets, validation_page
 from interp_core.points import ENGINES, POINTS
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "MARKERS",
     "expand_markers",
     "generate",
+    "generated_assets",
     "nav_entries",
 ]
 
@@ -66,6 +67,11 @@ def generate(root: Path) -> dict[str, str]:
     files[LLMS_TXT] = text
     files[AGENTS_PAGE] = _agents_page(text)
     return files
+
+
+def generated_assets(root: Path) -> dict[str, Path]:
+    """Binary files the generated pages show (the validator's plot), keyed by docs/ path."""
+    return validation_assets(root)
 
 
 def nav_entries(section: str) -> list[dict[str, str]]:

@@ -1,10 +1,13 @@
 """The validation and benchmark pages, filled from whatever result files are committed.
 
 The validator writes `packages/interp-validator/results/summary.json` (one record per subject
-backend, reference engine, family or model, point and layer: a status and three metrics) and the
-benchmarks write JSON next to it. Until those files exist the pages say so plainly; once they
-land, the next build shows them. Nothing here invents a number: a field is shown only if a file
-holds it, and a file of an unexpected shape is shown as its raw keys rather than guessed at.
+backend, reference engine, family or model, point and layer: a status and three metrics), its
+Markdown report (`report.md`: setup, tolerances and a table per family) and a per-layer error plot
+(`errors-by-layer.png`); the benchmarks write JSON next to them. Until those files exist the
+pages say so plainly; once they land, the next build shows them: the summary's tables, the plot
+(published as a generated asset, see `validation_assets`) and the report's sections from its
+setup on. Nothing here invents a number: a field is shown only if a file holds it, and a file of
+an unexpected shape is shown as its raw keys rather than guessed at.
 """
 
 from __future__ import annotations
@@ -19,16 +22,24 @@ from docsgen.markup import code, esc, table
 
 __all__ = [
     "BENCH_GLOBS",
+    "PLOT",
+    "PLOT_SRC",
+    "REPORT",
     "SUMMARY",
     "benchmarks_page",
     "find_benchmark_files",
     "render_json",
     "summary_records",
+    "validation_assets",
     "validation_page",
 ]
 
 SUMMARY = "packages/interp-validator/results/summary.json"
+REPORT = "packages/interp-validator/results/report.md"
+PLOT = "packages/interp-validator/results/errors-by-layer.png"
+PLOT_SRC = "reference/validation-errors-by-layer.png"  # where the site publishes the plot
 RESULTS_DIR = "packages/interp-validator/results"
+_REPORT_FROM = "## Setup"  # the report's sections from here on appear on the page
 BENCH_GLOBS = (
     "packages/interp-validator/results/bench*.json",
     "packages/interp-validator/results/bench*/*.json",
@@ -204,6 +215,13 @@ def validation_page(root: Path) -> str:
         else:
             out.append(f"<p>{len(records)} comparisons in {code(SUMMARY)}.</p>\n\n")
             out.append(_summary_tables(records))
+    if (root / PLOT).is_file():
+        out.append("## Relative error by layer\n\n")
+        out.append(
+            f"![Worst relative error per model and layer, by backend and engine]"
+            f"({PLOT_SRC.rsplit('/', 1)[-1]})\n\n"
+        )
+    out.append(_report_sections(root))
     others = sorted(
         p
         for p in (root / RESULTS_DIR).glob("*.json")
@@ -217,6 +235,28 @@ def validation_page(root: Path) -> str:
             + "</ul>\n"
         )
     return "".join(out)
+
+
+def _report_sections(root: Path) -> str:
+    """The committed report from its setup section on (versions, tolerances, per-family tables);
+    its title, summary and plot are already on the page."""
+    path = root / REPORT
+    if not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    start = text.find(_REPORT_FROM)
+    if start < 0:
+        return f"<p>{code(REPORT)} has no {esc(_REPORT_FROM)} section; see the file itself.</p>\n"
+    body = "\n".join(
+        line for line in text[start:].splitlines() if not line.startswith("![")
+    )  # the report's own image link points next to the report, not into the site
+    return f"<p>From {code(REPORT)}:</p>\n\n{body}\n"
+
+
+def validation_assets(root: Path) -> dict[str, Path]:
+    """Binary files the validation page shows, keyed by their path relative to docs/."""
+    plot = root / PLOT
+    return {PLOT_SRC: plot} if plot.is_file() else {}
 
 
 def find_benchmark_files(root: Path) -> list[Path]:

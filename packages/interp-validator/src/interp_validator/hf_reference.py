@@ -1,14 +1,18 @@
-"""An independent reference for the standardized points, read from HF modules named by hand.
+"""The "hf" reference engine: every standardized point read from HF modules named by hand.
 
 The eager backend finds its modules with attribute-name vocabularies (`interp_eager.tree`) and
 maps points to hook sites (`interp_eager.taps`). Checking it against itself would prove nothing,
 so this module never imports either: every family's layout is written out below by hand, the
 tensors come from plain forward hooks on those named modules, `output_hidden_states`, the
 logits, or are recomputed here from the model's own inputs to its attention function (the
-attention scores) and from its parameters (DeepSeek-V4's hyper-connection coefficients).
+attention scores) and from its parameters (DeepSeek-V4's hyper-connection coefficients). It
+imports only torch and the core's `Address`.
 
 `reference_points(hf_model, family, ids)` runs one forward pass and returns every point it can
-name for that family, plus what the invariant tests need (probabilities, masks, windows).
+name for that family, plus what the invariant tests need (probabilities, masks, windows). The
+validator's "hf" engine (`interp_validator.hf_engine`) runs it in-process on every model of a
+sweep; the eager backend's own suite compares against it bit for bit. `layout_key(model_type)`
+names the layout a transformers `model_type` uses.
 """
 
 from __future__ import annotations
@@ -24,7 +28,21 @@ import torch
 
 from interp_core.address import Address
 
-__all__ = ["LAYOUTS", "Layout", "Reference", "reference_points", "sliding_window"]
+__all__ = [
+    "LAYOUTS",
+    "Layout",
+    "LayoutMismatch",
+    "Reference",
+    "layout_key",
+    "reference_points",
+    "reference_scores",
+    "sliding_window",
+    "split_qkv",
+]
+
+
+class LayoutMismatch(RuntimeError):
+    """A hand-written layout does not fit the model it is applied to (a wrong module name)."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +253,16 @@ LAYOUTS: dict[str, Layout] = {
 }
 
 
+# transformers model_types whose layout is listed under another key.
+_LAYOUT_ALIASES = {"gemma3_text": "gemma3"}
+
+
+def layout_key(model_type: str) -> str | None:
+    """The key in LAYOUTS for a transformers `model_type`, or None when no layout is written."""
+    key = _LAYOUT_ALIASES.get(model_type, model_type)
+    return key if key in LAYOUTS else None
+
+
 def sliding_window(config: Any, layer: int) -> int | None:
     """The window of `layer`'s attention mask from the HF config, None for global attention."""
     window = getattr(config, "sliding_window", None)
@@ -263,7 +291,8 @@ def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor
     for value in args:
         if isinstance(value, torch.Tensor):
             return value
-    raise AssertionError("the module received no tensor input")
+    message = "a hooked module received no tensor input, so its layout entry names the wrong module"
+    raise LayoutMismatch(message)
 
 
 def _clone(value: Any) -> Any:
@@ -408,7 +437,12 @@ def _attention_calls(hf_model: Any, mixers: dict[int, Any]) -> Iterator[dict[int
 
             hooks.append(mixer.register_forward_pre_hook(enter, with_kwargs=True))
     else:
-        raise AssertionError(f"no attention recorder for {modeling.__name__}")
+        message = (
+            f"no attention recorder for {modeling.__name__}: the HF reference knows how to read "
+            "attention scores from eager_attention_forward, GPT-J, Falcon and BLOOM only; add a "
+            "recorder for this modeling file"
+        )
+        raise LayoutMismatch(message)
 
     for ctx in stack:
         ctx.__enter__()
@@ -469,7 +503,8 @@ def split_qkv(
         k = grouped[:, :, :, group].reshape(b, s, kv_heads * dim)
         v = grouped[:, :, :, group + 1].reshape(b, s, kv_heads * dim)
         return q, k, v
-    raise AssertionError(f"unknown qkv layout {layout}")
+    message = f"unknown qkv layout {layout!r}: use 'thirds', 'per_head' or 'per_kv_group'"
+    raise LayoutMismatch(message)
 
 
 def _module(root: Any, path: str) -> Any:

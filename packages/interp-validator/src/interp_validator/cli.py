@@ -1,0 +1,177 @@
+"""`interp-validate`: compare backends with reference engines and write the report.
+
+    interp-validate                              every runnable backend, every engine, every
+                                                 family and SmolLM2-135M-Instruct
+    interp-validate --backend eager --engine hf --family llama --family gemma2
+    interp-validate --model path/to/model        a saved HF model folder (repeatable)
+    interp-validate --setup                      build the reference engines' environments, exit
+    interp-validate --baseline results/summary.json   also fail on any status that got worse
+
+Options take one name each and repeat (`--engine hf --engine nnsight`) or a comma list
+(`--engine hf,nnsight`). Naming families or models limits the sweep to them; add
+`--real-model` to include SmolLM2 as well. Exit status: 0 when every comparison passed or was
+honestly not made (not expressible, refused, unsupported); 1 when any failed, a reference engine
+crashed, or a status got worse than the baseline; 2 when the sweep cannot start as asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["main"]
+
+DEFAULT_OUT = "validation-results"
+
+
+def _names(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    names = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    return tuple(dict.fromkeys(names))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="interp-validate",
+        description=(
+            "Compare interp-engine backends with reference engines (HF hooks, TransformerLens, "
+            "nnsight, nnterp) point by point, and write summary.json, per-run JSON, report.md "
+            "and errors-by-layer.png."
+        ),
+    )
+    parser.add_argument(
+        "--backend", action="append", help="subject backend(s); default: every one that runs here"
+    )
+    parser.add_argument("--engine", action="append", help="reference engine(s); default: all")
+    parser.add_argument(
+        "--family", action="append", help="tiny-model family(ies); default: all of them"
+    )
+    parser.add_argument(
+        "--model", action="append", type=Path, default=[], help="a saved HF model folder"
+    )
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help="include SmolLM2-135M-Instruct when --family or --model narrow the sweep",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path(DEFAULT_OUT), help=f"output folder ({DEFAULT_OUT}/)"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help=(
+            "a committed summary.json (may be the one --out rewrites); exit 1 when any status "
+            "is worse than there"
+        ),
+    )
+    parser.add_argument(
+        "--setup",
+        action="store_true",
+        help=(
+            "create the pinned environments of the chosen reference engines (minutes, once) "
+            "and exit; a sweep otherwise creates them on first use"
+        ),
+    )
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per engine process")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _setup(engines: tuple[str, ...] | None) -> int:
+    """Build the pinned environments the chosen engines run in (all of them by default)."""
+    from interp_validator.engines import default_engines, engine_env, known_engines
+    from interp_validator.envs import EnvError, ensure_env
+
+    chosen = engines or default_engines()
+    unknown = [e for e in chosen if e not in known_engines()]
+    if unknown:
+        print(
+            f"interp-validate: unknown reference engine {unknown[0]!r}; the engines are "
+            f"{', '.join(known_engines())}",
+            file=sys.stderr,
+        )
+        return 2
+    names = dict.fromkeys(env for env in map(engine_env, chosen) if env is not None)
+    for name in names:
+        try:
+            python = ensure_env(name)
+        except EnvError as exc:
+            print(f"interp-validate: setting up the {name} environment failed: {exc}")
+            return 1
+        print(f"{name}\t{python}")
+    if not names:
+        print("the chosen engines run in-process; nothing to set up")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # vLLM logs every engine start at INFO; a sweep starts one per model.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if args.setup:
+        return _setup(_names(args.engine))
+    try:
+        from interp_validator.sweep import SweepError, SweepOptions, run_sweep
+    except ImportError as exc:
+        print(
+            f"interp-validate needs the validator's run extra ({exc.name} is missing): "
+            "pip install 'interp-validator[run]'",
+            file=sys.stderr,
+        )
+        return 2
+    from interp_validator.records import load_summary, regressions
+    from interp_validator.report import write_results
+
+    # Read before the sweep: --baseline may name the summary.json this run rewrites.
+    baseline = load_summary(args.baseline) if args.baseline is not None else None
+    narrowed = bool(args.family or args.model)
+    options = SweepOptions(
+        backends=_names(args.backend),
+        engines=_names(args.engine),
+        families=_names(args.family) if args.family else (() if narrowed else None),
+        models=tuple(args.model),
+        real_model=args.real_model or not narrowed,
+        timeout=args.timeout,
+        progress=not args.quiet,
+    )
+    try:
+        result = run_sweep(options)
+    except SweepError as exc:
+        print(f"interp-validate: {exc}", file=sys.stderr)
+        return 2
+    command = ["interp-validate", *(argv if argv is not None else sys.argv[1:])]
+    written = write_results(result, args.out, command=command)
+    counts: dict[str, int] = {}
+    for record in result.records:
+        counts[record.status.value] = counts.get(record.status.value, 0) + 1
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"{len(result.records)} comparisons in {result.seconds:.0f} s: {shown}")
+    print(f"wrote {len(written)} files under {args.out}/ (report: {args.out / 'report.md'})")
+    code = 0
+    for record in result.failures[:20]:
+        print(
+            f"FAIL {record.backend} vs {record.engine} on {record.model} at {record.address}: "
+            f"{record.reason}"
+        )
+    if result.failures:
+        code = 1
+    for error in result.errors:
+        print(f"ERROR reference engine {error}")
+        code = 1
+    if baseline is not None:
+        pairs = {(r.backend, r.engine) for r in result.records}
+        worse = regressions(baseline, result.records, pairs=pairs)
+        for line in worse:
+            print(f"WORSE {line}")
+        if worse:
+            code = 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,30 @@
+"""Shared plumbing of the validator suite.
+
+torch runs on one thread: the tiny models do kilobytes of arithmetic per op, and on a busy
+2-core machine OpenMP's spinning workers only slow them down. The previous setting is restored
+after each module. The folder is put on sys.path for the suite's helper modules (pytest runs in
+importlib mode).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> Iterator[None]:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

