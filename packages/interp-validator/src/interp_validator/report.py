@@ -327,7 +327,9 @@ def render_report(result: Any, *, command: Sequence[str] | None = None, plot: bo
 def write_plot(
     records: Sequence[Record], path: Path, tolerances: Mapping[str, Any] | None = None
 ) -> Path | None:
-    """Relative error by relative depth, one panel per backend; None without matplotlib."""
+    """Relative error by relative depth, one panel per backend with measured comparisons (the
+    worst over points per model and layer; exact zeros on a floor line); None without
+    matplotlib or without any measured comparison."""
     try:
         import matplotlib
 
@@ -337,7 +339,8 @@ def write_plot(
         print("interp-validate: matplotlib is not installed; no plot", file=sys.stderr)
         return None
     depth = _depths(records)
-    backends = sorted({r.backend for r in records})
+    # Only backends with at least one measured comparison: an all-refused one has nothing to plot.
+    backends = sorted({r.backend for r in records if r.rel_error is not None})
     engines = sorted({r.engine for r in records}, key=lambda e: (e != "hf", e))
     if not backends:
         return None
@@ -357,7 +360,9 @@ def write_plot(
                 worst[key] = max(worst.get(key, 0.0), r.rel_error)
             if not worst:
                 continue
-            xs = [depth[key] for key in worst]
+            # Engines side by side around each depth, so equal errors do not hide each other.
+            shift = (index - (len(engines) - 1) / 2) * 0.008
+            xs = [depth[key] + shift for key in worst]
             ys = [max(v, _EXACT_FLOOR) for v in worst.values()]
             ax.scatter(xs, ys, s=14, alpha=0.7, color=colours(index % 10), label=engine)
             if tolerances and f"{backend}/{engine}" in tolerances:
@@ -370,7 +375,8 @@ def write_plot(
         ax.set_xlabel("relative depth (layer / (n_layers - 1))")
         ax.axhline(_EXACT_FLOOR, color="grey", linewidth=0.5)
         ax.text(0.0, _EXACT_FLOOR * 1.5, "exact (0)", fontsize=7, color="grey")
-        ax.legend(fontsize=7, loc="upper right")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right")
     axes[0][0].set_ylabel("relative error (dashed: tolerance)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
