@@ -23,6 +23,7 @@ from interp_core import sync
 from interp_core.testing.resources import require
 from interp_eager.model import EagerModel
 from interp_eager.testing.families import build_family
+from interp_vllm.sites import FLOAT32_FAMILIES
 
 pytestmark = pytest.mark.slow
 
@@ -33,36 +34,7 @@ NEW = 6
 ATOL = 1e-5
 FAMILY_ATOL = {"bloom": 5e-3}
 
-FAMILIES = (
-    "llama",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "gemma2",
-    "gemma3",
-    "phi3",
-    "gpt2",
-    "olmo2",
-    "qwen3_moe",
-    "mixtral",
-    "granite",
-    "stablelm",
-    "starcoder2",
-    "gemma",
-    "qwen2_moe",
-    "olmo",
-    "olmoe",
-    "phi",
-    "gptj",
-    "gpt_bigcode",
-    "opt",
-    "bloom",
-    "falcon",
-    "cohere",
-    "granitemoe",
-    "gpt_neox",
-    "gpt_oss",
-)
+FAMILIES = FLOAT32_FAMILIES
 # Not here: qwen3_next and deepseek_v3 run on this CPU only in bfloat16 (vLLM's CPU kernels for
 # gated delta-net and latent attention), deepseek_v4's config is rejected by vLLM itself, and
 # cohere2 attends sliding_window + 1 keys in vLLM by design (HF: sliding_window), so its outputs

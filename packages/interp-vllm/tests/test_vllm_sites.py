@@ -36,6 +36,7 @@ from interp_core.testing.resources import require
 from interp_eager.model import EagerModel
 from interp_eager.testing.families import build_family
 from interp_vllm.backend import FAMILY_REFUSALS
+from interp_vllm.sites import FLOAT32_FAMILIES
 
 pytestmark = pytest.mark.slow
 
@@ -60,36 +61,7 @@ def limit(reference: torch.Tensor, family: str = "") -> float:
     return FAMILY_ATOL.get(family, ATOL) * max(1.0, top)
 
 
-FAMILIES = [
-    "llama",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "gemma2",
-    "gemma3",
-    "phi3",
-    "gpt2",
-    "olmo2",
-    "qwen3_moe",
-    "mixtral",
-    "gpt_neox",
-    "granite",
-    "stablelm",
-    "starcoder2",
-    "gemma",
-    "qwen2_moe",
-    "olmo",
-    "olmoe",
-    "phi",
-    "gptj",
-    "gpt_bigcode",
-    "opt",
-    "bloom",
-    "falcon",
-    "cohere",
-    "granitemoe",
-    "gpt_oss",
-]
+FAMILIES = FLOAT32_FAMILIES
 _ATTENTION = ("attn_scores", "attn_probs")
 
 

@@ -65,12 +65,22 @@ from interp_core.points import absence_reason, point_names
 from interp_vllm.attention import scaling_for
 from interp_vllm.attention import unsupported_reason as attention_unsupported
 
-__all__ = ["FAMILY_STATUS", "Resolution", "Site", "resolve_sites"]
+__all__ = ["FAMILY_STATUS", "FLOAT32_FAMILIES", "Resolution", "Site", "resolve_sites"]
 
 _VERIFIED = (
     "runs on vLLM CPU in float32; every point the registry gives it is served (attention "
     "matrices by rebuild), reads and add-steering match the eager backend within 1e-5 "
     "(scaled by magnitude above 1)"
+)
+# The test families vLLM runs in float32 on its CPU build, in the order the tests visit them;
+# every site of each is checked against the eager backend (tests/test_vllm_sites.py), and its
+# generation, capture during generation and lens (tests/test_vllm_families.py).
+FLOAT32_FAMILIES: tuple[str, ...] = tuple(
+    (
+        "llama mistral qwen2 qwen3 gemma2 gemma3 phi3 gpt2 olmo2 qwen3_moe mixtral gpt_neox "
+        "granite stablelm starcoder2 gemma qwen2_moe olmo olmoe phi gptj gpt_bigcode opt bloom "
+        "falcon cohere granitemoe gpt_oss"
+    ).split()
 )
 # Keyed by interp_eager.testing.families name; verified by tests/test_vllm_sites.py.
 FAMILY_STATUS: dict[str, str] = {
