@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+
+from interp_eager.testing.threads import one_torch_thread
 
 _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:
@@ -38,9 +39,5 @@ def interp_model_factory() -> Callable[[str], Any]:
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         yield
-    finally:
-        torch.set_num_threads(previous)

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
+
+from interp_eager.testing.threads import one_torch_thread
 
 _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:
@@ -22,9 +23,5 @@ if _HERE not in sys.path:
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         yield
-    finally:
-        torch.set_num_threads(previous)

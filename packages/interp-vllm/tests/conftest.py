@@ -11,17 +11,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import torch
+
+from interp_eager.testing.threads import one_torch_thread
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 # --- in-process vLLM engines must not leave HF's classes patched ---------------------------------

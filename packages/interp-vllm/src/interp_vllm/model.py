@@ -593,11 +593,7 @@ class VLLMModel:
     ) -> tuple[Any, dict[str, Any]]:
         """Run one request to the end; with a spec, collect what its hooks produced."""
         engine = await self._ready()
-        rid = f"interp-{uuid.uuid4().hex}"
-        request: dict[str, Any] = {"prompt_token_ids": prompt}
-        if spec:
-            params.extra_args = {"interp": {**spec, "id": rid}}
-            request["cache_salt"] = rid
+        rid, request = _submission(prompt, params, spec)
         final = None
         try:
             async for output in engine.generate(request, params, rid):
@@ -795,11 +791,7 @@ class VLLMModel:
         engine = await self._ready()
         writes = self._writes(specs)
         spec = self._spec([], writes)
-        rid = f"interp-{uuid.uuid4().hex}"
-        request: dict[str, Any] = {"prompt_token_ids": prompt}
-        if spec:
-            params.extra_args = {"interp": {**spec, "id": rid}}
-            request["cache_salt"] = rid
+        rid, request = _submission(prompt, params, spec)
         index = 0
         try:
             async for output in engine.generate(request, params, rid):
@@ -948,6 +940,19 @@ def _point_names() -> tuple[str, ...]:
     from interp_core.points import point_names
 
     return point_names()
+
+
+def _submission(
+    prompt: list[int], params: Any, spec: dict[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
+    """A fresh request id and the prompt to submit; an interpreted request carries its spec in
+    `extra_args` and its id as the cache salt (so prefix caching never shares its KV blocks)."""
+    rid = f"interp-{uuid.uuid4().hex}"
+    request: dict[str, Any] = {"prompt_token_ids": prompt}
+    if spec:
+        params.extra_args = {"interp": {**spec, "id": rid}}
+        request["cache_salt"] = rid
+    return rid, request
 
 
 def _all_ones(mask: Any) -> bool:
