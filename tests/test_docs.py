@@ -116,6 +116,7 @@ def test_the_site_builds_strictly_with_every_section(site: Path) -> None:
         "reference/agents.md",
         "api/core/points.md",
         "api/eager.md",
+        "api/testmodels.md",
     ]:
         assert "</html>" in _page(site, src), src
     assert (site / "llms.txt").is_file()
@@ -220,10 +221,10 @@ def test_the_backend_matrix_and_translations_come_from_the_registry(site: Path) 
 
 
 def test_the_compatibility_page_lists_every_known_issue(site: Path) -> None:
-    from interp_core.compat import KNOWN_ISSUES
+    from interp_core.compat import all_known_issues
 
     page = _page(site, "reference/compatibility.md")
-    for issue in KNOWN_ISSUES:
+    for issue in all_known_issues():
         assert html.escape(issue.problem) in page and html.escape(issue.fix) in page
 
 
@@ -500,7 +501,7 @@ def _load_calls(tree: ast.AST) -> list[str]:
 @functools.cache
 def _smollm2() -> str | None:
     try:
-        from interp_eager.testing.smollm2 import RealModelUnavailable, smollm2_path
+        from interp_testmodels.smollm2 import RealModelUnavailable, smollm2_path
     except ImportError:
         return None
     try:
@@ -516,13 +517,13 @@ def _stand_in(model_id: str) -> str:
     if model_id == SMOLLM2:
         path = _smollm2()
         if path is None:
-            from interp_eager.testing.smollm2 import INSTALL_HINT
+            from interp_testmodels.smollm2 import INSTALL_HINT
 
             pytest.fail(
                 f"the docs examples run on the embedded SmolLM2; install it: {INSTALL_HINT}"
             )
         return path
-    from interp_eager.testing.families import build_family
+    from interp_testmodels.families import build_family
 
     facts = facts_for(model_id)
     family = next(f for f in families() if facts.model_type in {f.model_type, f.facts.model_type})

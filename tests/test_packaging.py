@@ -17,6 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "interp-core": "interp_core",
+    "interp-torch": "interp_torch",
+    "interp-testmodels": "interp_testmodels",
     "interp-eager": "interp_eager",
     "interp-vllm": "interp_vllm",
     "interp-validator": "interp_validator",
@@ -29,7 +31,7 @@ def _pyproject(dist: str) -> dict:
     return tomllib.loads((ROOT / "packages" / dist / "pyproject.toml").read_text())
 
 
-def test_the_packages_directory_holds_exactly_the_six_packages() -> None:
+def test_the_packages_directory_holds_exactly_the_listed_packages() -> None:
     assert sorted(p.name for p in (ROOT / "packages").iterdir() if p.is_dir()) == sorted(PACKAGES)
 
 
@@ -56,10 +58,22 @@ def test_every_other_package_states_the_core_range_it_works_with(dist: str) -> N
     assert core and "<" in core[0] and ">=" in core[0], f"{dist} must pin an interp-core range"
 
 
-@pytest.mark.parametrize("dist", ["interp-validator", "interp-sizer", "interp-vllm"])
-def test_validator_sizer_and_vllm_need_nothing_heavy_at_runtime(dist: str) -> None:
+# interp-vllm also needs interp-torch, the steering arithmetic its workers apply (shared with the
+# eager backend): that brings only torch, which vLLM (either distribution) requires anyway, while
+# vLLM itself stays an extra.
+LIGHT_RUNTIME = {
+    "interp-validator": ["interp-core"],
+    "interp-sizer": ["interp-core"],
+    "interp-vllm": ["interp-core", "interp-torch"],
+}
+
+
+@pytest.mark.parametrize(("dist", "allowed"), sorted(LIGHT_RUNTIME.items()))
+def test_validator_sizer_and_vllm_need_nothing_heavy_at_runtime(
+    dist: str, allowed: list[str]
+) -> None:
     runtime = [r for r in requires(dist) or [] if "extra ==" not in r]
-    assert [r.split(">")[0].split("<")[0] for r in runtime] == ["interp-core"]
+    assert [r.split(">")[0].split("<")[0] for r in runtime] == allowed
 
 
 def test_the_umbrella_keeps_the_install_lines_users_know() -> None:
@@ -96,3 +110,40 @@ def test_committed_workflows_match_their_generator() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout
+
+
+def _our_requirements(dist: str) -> set[str]:
+    """Our dists that `dist` requires, in its base dependencies or in any of its extras."""
+    project = _pyproject(dist)["project"]
+    lines = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        lines += extra
+    names = {re.split(r"[\s\[<>=!~;]", line.strip(), maxsplit=1)[0].lower() for line in lines}
+    return {name.replace("_", "-") for name in names} & set(PACKAGES)
+
+
+def test_no_dependency_cycle_through_any_extra() -> None:
+    # An extra that loops back (eager[test] -> validator[run] -> eager) makes `pip install` of
+    # one package drag in the other and breaks the promise that each releases on its own.
+    graph = {dist: _our_requirements(dist) for dist in PACKAGES}
+    done: set[str] = set()
+
+    def cycle_from(dist: str, path: list[str]) -> list[str] | None:
+        if dist in path:
+            return [*path[path.index(dist) :], dist]
+        if dist in done:
+            return None
+        for needed in sorted(graph[dist]):
+            found = cycle_from(needed, [*path, dist])
+            if found:
+                return found
+        done.add(dist)
+        return None
+
+    for dist in sorted(graph):
+        cycle = cycle_from(dist, [])
+        assert cycle is None, "dependency cycle (base + extras): " + " -> ".join(cycle or [])
+
+
+def test_test_models_depend_on_no_backend() -> None:
+    assert _our_requirements("interp-testmodels") == {"interp-core"}

@@ -14,19 +14,29 @@ ROOT = Path(__file__).resolve().parent.parent
 NO_TESTS_COLLECTED = 5
 
 
-def main(argv: list[str]) -> int:
-    targets = [a for a in argv if not a.startswith("-")]
-    options = [a for a in argv if a.startswith("-")]
+def pytest_command(argv: list[str]) -> list[str]:
+    """The pytest command line for `argv`.
+
+    The arguments pass to pytest untouched and in order (`-m gpu` keeps its value); only when
+    none of them names a test path are the default targets appended.
+    """
+    targets = [a for a in argv if (ROOT / a.partition("::")[0]).exists()]
+    command = [sys.executable, "-m", "pytest", *argv]
     if not targets:
         targets = [
             "tests",
             *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("*/tests")),
         ]
-    command = [sys.executable, "-m", "pytest", *options, *targets]
+        command += targets
+    return command
+
+
+def main(argv: list[str]) -> int:
+    command = pytest_command(argv)
     print("+", " ".join(command), flush=True)
     code = subprocess.call(command, cwd=ROOT)
     if code == NO_TESTS_COLLECTED:
-        print("pytest collected no tests in", ", ".join(targets), "- nothing to run yet")
+        print("pytest collected no tests in", " ".join(command[3:]), "- nothing to run yet")
         return 0
     return code
 

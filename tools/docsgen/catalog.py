@@ -4,10 +4,9 @@ Two sources, both already in the repository, so nothing here restates a fact:
 
 - the real checkpoint configs bundled with interp-core (`interp_core.known_models`), grouped by
   the text model's `model_type`;
-- the tiny test configs of the eager backend's model factory
-  (`interp_eager.testing.families`), one per family the engines are tested on. Importing that
-  module costs nothing: it holds configs as plain mappings and imports transformers only when a
-  model is built.
+- the tiny test configs of the test-model factory (`interp_testmodels.configs`), one per family
+  the engines are tested on. Importing that module costs nothing: it holds configs as plain
+  mappings and imports transformers only when a config object is asked for.
 
 A family is named as the factory names it (its `model_type`, except `gemma3` for Gemma-3's text
 model). Its facts come from a real checkpoint when one is bundled (the smallest, which keeps
@@ -71,8 +70,8 @@ class Family:
 
 
 def _factory() -> dict[str, tuple[str, str, ModelFacts]]:
-    """family name -> (model_type, notes, facts) from the eager backend's tiny-model factory."""
-    from interp_eager.testing.families import FAMILIES, FAMILY_NAMES
+    """family name -> (model_type, notes, facts) from the test-model factory's tiny configs."""
+    from interp_testmodels.configs import FAMILIES, FAMILY_NAMES
 
     found: dict[str, tuple[str, str, ModelFacts]] = {}
     for name in FAMILY_NAMES:

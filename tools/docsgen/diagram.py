@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from interp_core.facts import ModelFacts
+from interp_core.point_lookup import plain_sublayers
 from interp_core.points import (
     POINTS,
     Role,
@@ -72,17 +73,11 @@ def why_absent(name: str, facts: ModelFacts) -> str | None:
     return absence_reason(name, facts, None, _stream(name, facts))
 
 
-def _plain_sublayers(facts: ModelFacts) -> bool:
-    # The registry's own alias rule (attn_out_post is attn_out without a post-norm or multiplier).
-    from interp_core.points import _plain_sublayers as rule
-
-    return rule(facts)
-
-
 def diagram_aliases(facts: ModelFacts) -> dict[str, str]:
     """Points that are the same tensor as another on this model: name -> the other name."""
     aliases: dict[str, str] = {}
-    if _plain_sublayers(facts):
+    # The registry's own alias rule (attn_out_post is attn_out without a post-norm or multiplier).
+    if plain_sublayers(facts):
         aliases["attn_out_post"] = "attn_out"
         aliases["mlp_out_post"] = "mlp_out"
     if facts.post_norms_only:

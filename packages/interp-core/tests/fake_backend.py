@@ -22,7 +22,14 @@ from interp_core.errors import CapabilityUnsupported, PointUnsupported
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, absence_reason, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.steering import SteeringSpec, active_steering, apply_reference_rows, as_specs
+from interp_core.sampling import Sampling, check_lens_top_k, check_sampling
+from interp_core.steering import (
+    SteeringSpec,
+    active_steering,
+    apply_reference_rows,
+    as_specs,
+    check_vector_values,
+)
 
 SERVED = (
     "embeddings",
@@ -51,6 +58,7 @@ FLAWS = (
     "ignores_context",  # steer() blocks are not read
     "wrong_orthogonal",  # orthogonal uses the wrong coefficient
     "stream_text",  # generate_stream's texts do not join to generate's text
+    "own_refusals",  # refuses a negative temperature in its own words, with its own class
 )
 
 
@@ -234,7 +242,14 @@ class FakeModel:
         for spec in specs:
             spec.validate_for(self._facts)
             self._refuse(spec.address)
+            check_vector_values(spec)
         return specs
+
+    def _sampling(self, **arguments: Any) -> Sampling:
+        temperature = arguments["temperature"]
+        if self.flaw == "own_refusals" and temperature < 0:
+            raise CapabilityUnsupported("the fake backend samples only at temperature >= 0")
+        return check_sampling(**arguments)
 
     # --- the forward pass -----------------------------------------------------------------------
     def _forward(
@@ -384,6 +399,13 @@ class FakeModel:
         seed: int | None = None,
         steering: Any = None,
     ) -> Generation:
+        self._sampling(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+        )
         specs = self._specs(steering)
         prompt = self._rows(tokens)[0]
         generated = [
@@ -403,6 +425,13 @@ class FakeModel:
         seed: int | None = None,
         steering: Any = None,
     ) -> AsyncIterator[GenerationStep]:
+        self._sampling(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+        )
         specs = self._specs(steering)
         index = 0
         async for token, _ in self._steps(tokens, max_new_tokens, temperature, seed, specs):
@@ -444,6 +473,7 @@ class FakeModel:
         top_k: int = 10,
         point: str = "resid_post",
     ) -> LensResult:
+        top_k = check_lens_top_k(top_k)
         chosen = tuple(range(self.n_layers)) if layers is None else tuple(layers)
         cache = await self.capture(tokens, [Address(point, layer) for layer in chosen])
         predictions = {}

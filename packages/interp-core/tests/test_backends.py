@@ -655,9 +655,11 @@ def test_load_model_without_eager_installed_names_the_package(machine: Any) -> N
 def test_model_config_reads_disk_then_the_fetcher_and_refuses_what_it_cannot(tmp_path) -> None:
     import json
 
-    from interp_core.backends import model_config
+    from interp_core.configs import model_config
     from interp_core.errors import ConfigError
 
+    # Config reading lives in interp_core.configs; the backends module keeps the old names.
+    assert backends.model_config is model_config
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     assert model_config(tmp_path) == {"model_type": "llama"}
     assert model_config("org/not-on-disk", fetch=lambda name: {"asked": name}) == {

@@ -59,6 +59,10 @@ EXPECTED = {
     "ignores_context": ("steer_context_matches_explicit", "inside steer() vs steering="),
     "wrong_orthogonal": ("steering_matches_reference", "op='orthogonal'"),
     "stream_text": ("generation", "generate_stream texts join to"),
+    "own_refusals": (
+        "argument_refusals",
+        "generate(temperature=-1.0) raised CapabilityUnsupported",
+    ),
 }
 
 

@@ -43,6 +43,8 @@ class Expected:
     sandwich: bool = False
     parallel: bool = False
     gated_mlp: bool = True
+    biases: bool = False
+    learned_positions: bool = False
     gated_attn_output: bool = False
     softcaps: tuple[float | None, float | None] = (None, None)  # (attention, final)
     logit_multiplier: float | None = None
@@ -280,6 +282,8 @@ EXPECTED: dict[str, Expected] = {
         True,
         {"full": 12},
         gated_mlp=False,
+        biases=True,
+        learned_positions=True,
         max_positions=1024,
         dtype=None,
     ),
@@ -295,6 +299,7 @@ EXPECTED: dict[str, Expected] = {
         {"full": 6},
         parallel=True,
         gated_mlp=False,
+        biases=True,
         max_positions=2048,
         dtype="float16",
     ),
@@ -430,6 +435,7 @@ def test_bundled_model_reads_as_expected(model_id: str) -> None:
     assert facts.sandwich_norms is want.sandwich
     assert facts.parallel_attn_mlp is want.parallel
     assert facts.gated_mlp is want.gated_mlp
+    assert (facts.biases, facts.learned_positions) == (want.biases, want.learned_positions)
     assert facts.gated_attn_output is want.gated_attn_output
     assert (facts.attn_logit_softcap, facts.final_logit_softcap) == want.softcaps
     assert facts.logit_multiplier == want.logit_multiplier
@@ -542,6 +548,37 @@ def test_explicit_head_dim_wins_over_the_quotient() -> None:
 
 def test_a_null_head_dim_falls_back_to_the_quotient() -> None:
     assert ModelFacts.from_config(_llama(head_dim=None)).head_dim == 16
+
+
+@pytest.mark.parametrize(
+    ("model_type", "biases", "learned_positions"),
+    [
+        ("gpt2", True, True),
+        ("opt", True, True),
+        ("gpt_neo", True, True),
+        ("codegen", True, True),
+        ("gpt_neox", True, False),  # rotary positions
+        ("falcon", True, False),
+        ("bloom", True, False),  # ALiBi: no position table
+        ("phi", True, False),
+        ("llama", False, False),
+        ("qwen3", False, False),
+        ("gemma2", False, False),
+    ],
+)
+def test_bias_and_position_table_traits_follow_the_family(
+    model_type: str, biases: bool, learned_positions: bool
+) -> None:
+    config = {
+        "model_type": model_type,
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+    }
+    facts = ModelFacts.from_config(config)
+    assert (facts.biases, facts.learned_positions) == (biases, learned_positions)
 
 
 def test_llama_without_tie_key_is_untied_and_gpt2_like_is_tied() -> None:

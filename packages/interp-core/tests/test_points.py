@@ -460,11 +460,32 @@ def test_equivalent_for_embeddings_and_missing_points() -> None:
     )
 
 
-def test_module_has_no_third_party_imports() -> None:
+@pytest.mark.parametrize(
+    "module", ["points", "point_spec", "point_table", "point_lookup", "presence"]
+)
+def test_registry_modules_have_no_third_party_imports(module: str) -> None:
     import sys
 
-    source = points.__file__
+    source = Path(points.__file__).with_name(f"{module}.py")
     with open(source, encoding="utf-8") as handle:
-        lines = [line for line in handle if line.startswith(("import ", "from "))]
+        lines = [line.strip() for line in handle if line.strip().startswith(("import ", "from "))]
     tops = {line.split()[1].split(".")[0] for line in lines}
     assert tops <= set(sys.stdlib_module_names) | {"__future__", "interp_core"}, tops
+
+
+def test_the_points_module_exports_what_its_parts_define() -> None:
+    # `interp_core.points` is the public face; each name still comes from the module that owns it.
+    from interp_core import point_lookup, point_spec, point_table, presence
+
+    assert points.PointSpec is point_spec.PointSpec
+    assert points.POINTS is point_table.POINTS
+    assert points.get_point is point_lookup.get_point
+    assert points.layer_ranges is presence.layer_ranges
+    assert set(points.__all__) <= set(dir(points))
+
+
+def test_stream_coordinates_are_the_block_boundary_residuals() -> None:
+    from interp_core.presence import STREAM_COORDINATE_POINTS
+
+    assert stream_coordinate_names() == STREAM_COORDINATE_POINTS
+    assert all(POINTS[name].role is Role.RESIDUAL for name in STREAM_COORDINATE_POINTS)

@@ -18,6 +18,7 @@ from interp_core.steering import (
     apply_reference,
     apply_reference_rows,
     as_specs,
+    check_vector_values,
     steer,
 )
 
@@ -168,6 +169,91 @@ def test_zero_vector_is_fine_for_add_but_not_for_directional_ops() -> None:
         SteeringSpec("resid_post.1", [0.0, 0.0], op="orthogonal")
     with pytest.raises(SteeringSpecError, match="all zeros"):
         SteeringSpec("resid_post.1", [0.0, 0.0], op="projection_cap", max=1.0)
+
+
+# --- one refusal per bad vector, whatever array carries it ----------------------------------------
+class _Dtype:
+    """A dtype as a tensor library describes it, through the attributes the core duck-types."""
+
+    def __init__(
+        self, name: str, *, is_floating_point: bool | None = None, kind: str | None = None
+    ):
+        self.name = name
+        if is_floating_point is not None:
+            self.is_floating_point = is_floating_point
+        if kind is not None:
+            self.kind = kind
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class _Array(FakeTensor):
+    def __init__(self, data: list, dtype: _Dtype | None = None) -> None:
+        super().__init__(data)
+        if dtype is not None:
+            self.dtype = dtype
+
+
+def _refusal(call: object) -> tuple[type, str]:
+    with pytest.raises(SteeringSpecError) as excinfo:
+        call()  # type: ignore[operator]
+    return type(excinfo.value), str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "op"),
+    [
+        ([1.0, math.nan, 2.0], "add"),
+        ([1.0, 2.0, -math.inf], "orthogonal"),
+        ([math.inf, math.nan, 0.0], "add"),
+        ([0.0, 0.0, 0.0], "orthogonal"),
+        ([0.0, -0.0, 0.0], "projection_cap"),
+    ],
+)
+def test_a_bad_array_is_refused_exactly_as_the_same_list(values: list[float], op: str) -> None:
+    # A list is checked when the spec is built; an array's values only when a backend uses them
+    # (check_vector_values, or interp_torch on a tensor). Same class, same words, either way.
+    bounds = {"max": 1.0} if op == "projection_cap" else {}
+    as_list = _refusal(lambda: SteeringSpec("resid_post.1", values, op=op, **bounds))
+    spec = SteeringSpec("resid_post.1", FakeTensor(values), op=op, **bounds)  # built: unread
+    as_array = _refusal(lambda: check_vector_values(spec))
+    from_values = _refusal(lambda: check_vector_values(spec, [float(v) for v in values]))
+    assert as_list == as_array == from_values
+
+
+def test_check_vector_values_returns_the_values_of_a_sound_vector() -> None:
+    spec = SteeringSpec("resid_post.1", FakeTensor([1.0, -2.0, 0.5]), op="orthogonal")
+    assert check_vector_values(spec) == [1.0, -2.0, 0.5]
+    assert check_vector_values(SteeringSpec("resid_post.1", [0.0, 0.0])) == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        _Dtype("torch.int64", is_floating_point=False),
+        _Dtype("torch.bool", is_floating_point=False),
+        _Dtype("int32", kind="i"),
+        _Dtype("complex64", kind="c"),
+    ],
+)
+def test_an_array_of_non_floats_is_refused_when_built(dtype: _Dtype) -> None:
+    with pytest.raises(SteeringSpecError, match=r"has dtype .*cast it with \.float\(\)"):
+        SteeringSpec("resid_post.1", _Array([1, 2, 3], dtype))
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        _Dtype("torch.bfloat16", is_floating_point=True),
+        _Dtype("float16", kind="f"),
+        _Dtype("bfloat16", kind="V"),  # ml_dtypes' bfloat16: not a kind the core knows to refuse
+        _Dtype("mystery"),
+    ],
+)
+def test_an_array_of_floats_or_of_an_unknown_dtype_is_kept(dtype: _Dtype) -> None:
+    array = _Array([1.0, 2.0], dtype)
+    assert SteeringSpec("resid_post.1", array).vector is array
 
 
 def test_specs_are_frozen() -> None:

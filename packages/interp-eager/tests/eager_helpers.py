@@ -16,8 +16,8 @@ import torch
 from interp_core import load_model
 from interp_core.address import Address
 from interp_eager.model import EagerModel
-from interp_eager.testing.families import build_family
-from interp_eager.testing.tokenizer import PAD_TOKEN_ID, TEST_PROMPT
+from interp_testmodels.families import build_family
+from interp_testmodels.tokenizer import PAD_TOKEN_ID, TEST_PROMPT
 
 __all__ = [
     "PAD_TOKEN_ID",

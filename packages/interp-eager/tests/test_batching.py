@@ -25,7 +25,7 @@ from eager_helpers import PAD_TOKEN_ID, model
 from interp_core.address import Address
 from interp_core.steering import SteeringSpec
 from interp_core.testing.checks import served_addresses
-from interp_eager.testing.families import FAMILY_NAMES
+from interp_testmodels.families import FAMILY_NAMES
 
 _TOLERANCE = 1e-5
 _PROMPTS = (

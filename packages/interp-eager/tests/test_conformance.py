@@ -11,7 +11,7 @@ conftest below the rootdir, and a plain `pytest` from the repository root collec
 from __future__ import annotations
 
 from interp_core.testing import Conformance
-from interp_eager.testing.families import FAMILY_NAMES
+from interp_testmodels.families import FAMILY_NAMES
 
 pytest_plugins = ["interp_core.testing.plugin"]
 

@@ -28,7 +28,7 @@ from interp_core.errors import (
 )
 from interp_core.steering import SteeringSpec
 from interp_eager.model import EagerModel
-from interp_eager.testing.families import FAMILY_NAMES, build_family
+from interp_testmodels.families import FAMILY_NAMES, build_family
 
 _SOFTMAX = torch.nn.functional.softmax
 _LINEAR = torch.nn.functional.linear
@@ -122,8 +122,10 @@ CASES: dict[str, Case] = {
     "vector of the wrong width": (_bad_width, SteeringSpecError, r"pass a vector of length 128"),
     "list of the wrong width": (_bad_width_list, SteeringSpecError, r"pass a vector of length 128"),
     "integer vector": (_integer_vector, SteeringSpecError, r"\.float\(\)"),
-    "vector with NaN": (_nan_vector, SteeringSpecError, r"pass finite values"),
-    "list with NaN": (_nan_list, SteeringSpecError, r"pass finite floats"),
+    # One refusal per input on every backend (interp_core.steering): a tensor is read when used,
+    # a list when the spec is built, and both say the same.
+    "vector with NaN": (_nan_vector, SteeringSpecError, r"has nan at index 3.*pass finite floats"),
+    "list with NaN": (_nan_list, SteeringSpecError, r"has nan at index 3.*pass finite floats"),
     "router vector of the wrong width": (_route_width, SteeringSpecError, r"length 4"),
     "steering a read-only point": (_read_only, SteeringSpecError, r"(instead|steer final_norm)"),
     "path vector of the wrong width": (_wrong_path_width, SteeringSpecError, r"pass a vector"),
@@ -188,10 +190,21 @@ CASES: dict[str, Case] = {
         CapabilityUnsupported,
         r"it takes",
     ),
+    # Sampling arguments are malformed whatever the backend (interp_core.sampling).
     "negative temperature": (
         lambda m, ids: m.generate_sync(ids, temperature=-1.0),
-        CapabilityUnsupported,
+        InvalidArgument,
         r"0 is greedy",
+    ),
+    "top_p above one": (
+        lambda m, ids: m.generate_sync(ids, max_new_tokens=2, top_p=1.5),
+        InvalidArgument,
+        r"in \(0, 1\]",
+    ),
+    "lens top_k of zero": (
+        lambda m, ids: m.logit_lens_sync(ids, top_k=0),
+        InvalidArgument,
+        r"top_k=0 must be a positive int",
     ),
 }
 

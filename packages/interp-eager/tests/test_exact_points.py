@@ -1,8 +1,8 @@
 """Is every point the eager backend serves the tensor its registry definition names?
 
 For each tiny family, one `run_with_cache` call captures every served point at every layer, and
-one plain HF forward with hooks on hand-named modules (`interp_validator.hf_reference`, the
-validator's "hf" engine) produces the same points independently. They must agree bit for bit
+one plain HF forward with hooks on hand-named modules (`interp_validator.references.hf_hooks`,
+the validator's "hf" engine) produces the same points independently. They must agree bit for bit
 (torch.equal): the reference repeats each operation in the model's own order, so no point
 comparison needs a tolerance. The file's three
 tolerances belong to identities that hold only up to rounding (a parallel block's sum taken in
@@ -30,9 +30,14 @@ import torch
 
 from interp_core import Address, load_model, run_with_cache
 from interp_core.points import stream_coordinate_names
-from interp_eager.testing.families import FAMILY_NAMES
-from interp_eager.testing.tokenizer import TEST_PROMPT
-from interp_validator.hf_reference import LAYOUTS, Reference, reference_points, sliding_window
+from interp_testmodels.families import FAMILY_NAMES
+from interp_testmodels.tokenizer import TEST_PROMPT
+from interp_validator.references.hf_hooks import (
+    LAYOUTS,
+    Reference,
+    reference_points,
+    sliding_window,
+)
 
 # transformers' GPT-BigCode module calls torch.jit.script at import, which torch now deprecates.
 pytestmark = pytest.mark.filterwarnings(

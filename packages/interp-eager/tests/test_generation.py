@@ -18,7 +18,7 @@ from eager_helpers import model, prompt_ids, resid_address
 from interp_core import sync
 from interp_core.steering import SteeringSpec
 from interp_eager.model import EagerModel
-from interp_eager.testing.families import FAMILY_NAMES
+from interp_testmodels.families import FAMILY_NAMES
 
 _NEW = 8
 

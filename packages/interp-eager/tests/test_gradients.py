@@ -16,7 +16,7 @@ from interp_core import load_model
 from interp_core.address import Address
 from interp_core.steering import SteeringSpec
 from interp_eager.model import EagerModel
-from interp_eager.testing.families import FAMILY_NAMES, build_family
+from interp_testmodels.families import FAMILY_NAMES, build_family
 
 
 def _params_with_grad(module: torch.nn.Module) -> list[str]:

@@ -18,7 +18,7 @@ from eager_helpers import final_norm, lm_head, model, prompt_ids, trunk
 
 from interp_core.address import Address
 from interp_eager.model import EagerModel
-from interp_eager.testing.families import FAMILY_NAMES
+from interp_testmodels.families import FAMILY_NAMES
 
 # The reference runs the same modules on the same tensor in the same order; only the scaling
 # step may be written differently (x / 2 against x * 0.5 is exact; a softcap is not reordered).

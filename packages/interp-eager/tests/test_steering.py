@@ -39,7 +39,7 @@ from torch.overrides import TorchFunctionMode
 from interp_core.address import Address
 from interp_core.steering import SteeringSpec, steer
 from interp_eager.model import EagerModel
-from interp_eager.testing.families import FAMILY_NAMES
+from interp_testmodels.families import FAMILY_NAMES
 
 # float32 rounding of independently ordered arithmetic, propagated through <= 4 layers.
 _ATOL = 2e-5
@@ -532,7 +532,7 @@ def test_resid_mid_add_equals_the_same_add_at_attn_out_post(family: str) -> None
 
 def test_resid_mid_projection_write_keeps_gradients_usable() -> None:
     from interp_core.backends import load_model
-    from interp_eager.testing.families import build_family
+    from interp_testmodels.families import build_family
 
     m = load_model(str(build_family("llama")), backend="eager", requires_grad=True)
     ids = prompt_ids(m)

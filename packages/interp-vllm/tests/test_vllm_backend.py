@@ -33,12 +33,14 @@ from interp_core.errors import (
     PointUnsupported,
 )
 from interp_core.protocol import InterpModel
+from interp_core.sampling import check_sampling
 from interp_core.steering import SteeringSpec
+from interp_core.testing.checks import BAD_SAMPLING
 from interp_core.testing.resources import require
-from interp_eager.model import EagerModel
-from interp_eager.testing.families import build_family
+from interp_testmodels.families import build_family
 from interp_vllm.backend import VLLMBackend
 from interp_vllm.model import VLLMModel
+from interp_vllm.support import FAMILIES
 
 pytestmark = pytest.mark.slow
 
@@ -60,8 +62,8 @@ def llama() -> str:
 
 
 @pytest.fixture(scope="module")
-def eager(llama: str) -> EagerModel:
-    return EagerModel(llama)
+def eager(llama: str) -> InterpModel:
+    return load_model(llama, backend="eager", dtype="float32")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,7 @@ def engine(llama: str) -> Iterator[VLLMModel]:
 
 
 @pytest.fixture(scope="module")
-def tokens(eager: EagerModel) -> torch.Tensor:
+def tokens(eager: InterpModel) -> torch.Tensor:
     return eager.to_tokens(PROMPT)
 
 
@@ -140,10 +142,27 @@ def test_only_the_vocabulary_is_refused_at_tensor_parallel(llama: str) -> None:
 
 def test_bfloat16_only_cpu_kernels_are_refused_in_float32() -> None:
     # vLLM's CPU kernels for gated delta-net and latent attention run only in bfloat16.
-    for family in ("qwen3_next", "deepseek_v3"):
+    families = [t for t, row in FAMILIES.items() if row.cpu_bfloat16_only]
+    assert families  # each model type here is also its test family's name
+    for family in families:
         with pytest.raises(CapabilityUnsupported, match="bfloat16"):
             VLLMModel(str(build_family(family)), dtype="float32")
         VLLMModel(str(build_family(family)), dtype="bfloat16")  # lazy: nothing starts
+
+
+@pytest.mark.parametrize("bad", BAD_SAMPLING, ids=lambda bad: ",".join(map(str, bad.items())))
+def test_bad_sampling_is_refused_in_the_cores_words_before_any_engine(
+    llama: str, bad: dict
+) -> None:
+    # One check in the core (interp_core.sampling), so vLLM refuses exactly as eager does.
+    model = load_model(llama, backend="vllm", max_model_len=128)
+    args = {"max_new_tokens": 1, "temperature": 0.0, **bad}
+    with pytest.raises(InvalidArgument) as core:
+        check_sampling(**args)
+    with pytest.raises(InvalidArgument) as ours:
+        sync.generate(model, [[1, 2, 3]], **args)
+    assert str(ours.value) == str(core.value)
+    assert model.engine is None  # refused before anything started
 
 
 def test_auto_picks_eager_here_and_says_why(llama: str) -> None:
@@ -156,7 +175,7 @@ def test_auto_picks_eager_here_and_says_why(llama: str) -> None:
 
 # --- against the eager reference -----------------------------------------------------------------
 def test_every_served_point_matches_eager(
-    engine: VLLMModel, eager: EagerModel, tokens: Any
+    engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     points = _served(engine)
     assert set(points) == set(_served(eager))  # every point the family has
@@ -166,7 +185,7 @@ def test_every_served_point_matches_eager(
     assert not bad, bad
 
 
-def test_batched_capture_equals_rows_alone(engine: VLLMModel, eager: EagerModel) -> None:
+def test_batched_capture_equals_rows_alone(engine: VLLMModel, eager: InterpModel) -> None:
     batch = torch.tensor([[1, 5, 9, 14, 3], [2, 6, 10, 15, 4]])
     got = sync.capture(engine, batch, ["resid_post.1", "attn_probs.0"])
     want = sync.capture(eager, batch, ["resid_post.1", "attn_probs.0"])
@@ -187,7 +206,7 @@ def test_batched_capture_equals_rows_alone(engine: VLLMModel, eager: EagerModel)
     "point", ["resid_post.0", "attn_out.1", "mlp_act.0", "mlp_in.1", "resid_mid.1", "z.0"]
 )
 def test_steering_matches_eager(
-    engine: VLLMModel, eager: EagerModel, tokens: Any, point: str, op: str, extra: dict
+    engine: VLLMModel, eager: InterpModel, tokens: Any, point: str, op: str, extra: dict
 ) -> None:
     width = int(sync.capture(eager, tokens, [point])[point].shape[-1])
     spec = SteeringSpec(point, _vector(width, 0), op, **extra)
@@ -210,7 +229,7 @@ def test_read_only_points_are_refused_as_steering_targets(engine: VLLMModel, tok
 
 
 def test_steering_does_not_outlive_its_request(
-    engine: VLLMModel, eager: EagerModel, tokens: Any
+    engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     spec = SteeringSpec("resid_post.1", [1.0] * engine.d_model, "add")
     sync.capture(engine, tokens, ["resid_post.1"], steering=spec)
@@ -220,7 +239,7 @@ def test_steering_does_not_outlive_its_request(
 
 
 def test_steer_context_reaches_the_workers(
-    engine: VLLMModel, eager: EagerModel, tokens: Any
+    engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     spec = SteeringSpec("resid_post.0", _vector(engine.d_model, 3), "add", scale=2.0)
     with sync.steer(engine, spec):
@@ -229,7 +248,9 @@ def test_steer_context_reaches_the_workers(
     assert _diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
 
 
-def test_greedy_generation_matches_eager(engine: VLLMModel, eager: EagerModel, tokens: Any) -> None:
+def test_greedy_generation_matches_eager(
+    engine: VLLMModel, eager: InterpModel, tokens: Any
+) -> None:
     got = sync.generate(engine, tokens, max_new_tokens=16, temperature=0.0)
     want = sync.generate(eager, tokens, max_new_tokens=16, temperature=0.0)
     assert got.token_ids == want.token_ids
@@ -241,7 +262,7 @@ def test_greedy_generation_matches_eager(engine: VLLMModel, eager: EagerModel, t
 
 
 def test_steered_generation_matches_eager(
-    engine: VLLMModel, eager: EagerModel, tokens: Any
+    engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     spec = SteeringSpec("resid_post.0", _vector(engine.d_model, 1), "add", scale=4.0)
     got = sync.generate(engine, tokens, max_new_tokens=8, temperature=0.0, steering=spec)
@@ -258,7 +279,7 @@ def test_seeded_sampling_is_reproducible(engine: VLLMModel, tokens: Any) -> None
 
 
 def test_capture_during_generation_matches_eager(
-    engine: VLLMModel, eager: EagerModel, tokens: Any
+    engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     points = ["resid_post.1", "attn_probs.1", "mlp_act.0"]
     spec = SteeringSpec("resid_post.0", _vector(engine.d_model, 2), "add", positions=(3, 12, 13))
@@ -272,7 +293,7 @@ def test_capture_during_generation_matches_eager(
 
 
 def test_logit_lens_is_computed_in_the_workers(
-    engine: VLLMModel, eager: EagerModel, tokens: Any
+    engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     got = sync.logit_lens(engine, tokens, top_k=5)
     want = sync.logit_lens(eager, tokens, top_k=5)
@@ -298,7 +319,7 @@ def _request(seed: int, d_model: int) -> tuple[list[int], list[str], SteeringSpe
     return prompt, points, steering
 
 
-def test_sixteen_concurrent_requests_do_not_leak(engine: VLLMModel, eager: EagerModel) -> None:
+def test_sixteen_concurrent_requests_do_not_leak(engine: VLLMModel, eager: InterpModel) -> None:
     requests = [_request(seed, engine.d_model) for seed in range(16)]
 
     async def all_at_once() -> list[Any]:
@@ -315,7 +336,7 @@ def test_sixteen_concurrent_requests_do_not_leak(engine: VLLMModel, eager: Eager
 
 
 def test_shared_prefix_steered_and_plain_do_not_contaminate(
-    engine: VLLMModel, eager: EagerModel
+    engine: VLLMModel, eager: InterpModel
 ) -> None:
     # Long enough to fill whole KV blocks, so prefix caching could share them if unsalted.
     prefix = torch.randint(3, 400, (70,), generator=torch.Generator().manual_seed(5)).tolist()
@@ -352,7 +373,7 @@ def test_shared_prefix_steered_and_plain_do_not_contaminate(
     ],
 )
 def test_a_malformed_request_fails_alone(
-    engine: VLLMModel, eager: EagerModel, bad: dict, error: type
+    engine: VLLMModel, eager: InterpModel, bad: dict, error: type
 ) -> None:
     good = [_request(seed, engine.d_model) for seed in range(20, 27)]
     prompt = bad.get("prompt", [1, 5, 9, 14])

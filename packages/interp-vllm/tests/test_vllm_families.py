@@ -20,25 +20,34 @@ import pytest
 import torch
 
 from interp_core import sync
+from interp_core.backends import load_model, model_config
+from interp_core.facts import ModelFacts
 from interp_core.testing.resources import require
-from interp_eager.model import EagerModel
-from interp_eager.testing.families import build_family
-from interp_vllm.sites import FLOAT32_FAMILIES
+from interp_testmodels.families import FAMILIES as TEST_FAMILIES
+from interp_testmodels.families import build_family
+from interp_vllm.support import FLOAT32_TESTED, family_support
 
 pytestmark = pytest.mark.slow
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 NEW = 6
 # float32; vLLM's kernels sum in other orders than eager's (see test_vllm_sites.py), relative to
-# the activations' magnitude above 1. BLOOM: vLLM uses the exact GELU where HF uses tanh.
+# the activations' magnitude above 1; a family with a known difference from eager (BLOOM: vLLM
+# uses the exact GELU where HF uses tanh) is allowed the support table's tolerance instead.
 ATOL = 1e-5
-FAMILY_ATOL = {"bloom": 5e-3}
 
-FAMILIES = FLOAT32_FAMILIES
-# Not here: qwen3_next and deepseek_v3 run on this CPU only in bfloat16 (vLLM's CPU kernels for
-# gated delta-net and latent attention), deepseek_v4's config is rejected by vLLM itself, and
-# cohere2 attends sliding_window + 1 keys in vLLM by design (HF: sliding_window), so its outputs
-# differ from eager's; see interp_vllm.sites.FAMILY_STATUS.
+# The families the support table says run here in float32; why the others do not is in the table
+# (interp_vllm.support.FAMILIES).
+FAMILIES = tuple(
+    name
+    for model_type in FLOAT32_TESTED
+    for name, spec in TEST_FAMILIES.items()
+    if spec.model_type == model_type
+)
+
+
+def _known_tolerance(family: str) -> float | None:
+    return family_support(TEST_FAMILIES[family].model_type).tolerance
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -54,7 +63,7 @@ class Engine:
 
         self.family = family
         self.path = str(build_family(family))
-        self.eager = EagerModel(self.path)
+        self.eager = load_model(self.path, backend="eager", dtype="float32")
         self.ids = self.eager.to_tokens(PROMPT)[0].tolist()
         self.n_layers = self.eager.n_layers
         self.reference = self._reference()
@@ -68,7 +77,9 @@ class Engine:
             gpu_memory_utilization=0.3,  # the share of host memory that must be free at start
             worker_extension_cls="interp_vllm.worker.InterpWorkerExtension",
         )
-        installed = self.llm.collective_rpc("interp_install", args=(self.eager.config, None))[0]
+        installed = self.llm.collective_rpc("interp_install", args=(model_config(self.path), None))[
+            0
+        ]
         self.sites = set(installed["sites"])
         self.refused = dict(installed["refused"])
         self.count = 0
@@ -122,7 +133,7 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
 
 
 def _limit(reference: torch.Tensor, family: str) -> float:
-    return FAMILY_ATOL.get(family, ATOL) * max(1.0, reference.abs().max().item())
+    return (_known_tolerance(family) or ATOL) * max(1.0, reference.abs().max().item())
 
 
 def test_cohere2_is_refused_because_vllm_computes_another_model() -> None:
@@ -130,7 +141,7 @@ def test_cohere2_is_refused_because_vllm_computes_another_model() -> None:
     # in-process engines in one process break vLLM's global state. Cohere-2 runs in float32, but
     # vLLM attends one key more than the model on sliding layers; the backend refuses the family
     # for that reason, and this measures the reason.
-    from interp_vllm.backend import FAMILY_REFUSALS, VLLMBackend
+    from interp_vllm.backend import VLLMBackend
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
@@ -147,9 +158,9 @@ def test_cohere2_is_refused_because_vllm_computes_another_model() -> None:
             built.close()
     finally:
         os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
-    facts = EagerModel(str(build_family("cohere2"))).facts
+    facts = ModelFacts.from_config(model_config(build_family("cohere2")))
     verdict = VLLMBackend().supports("resid_post.0", facts)
-    assert not verdict and FAMILY_REFUSALS["cohere2"]["*"] in (verdict.reason or "")
+    assert not verdict and family_support("cohere2").refused["*"] in (verdict.reason or "")
 
 
 def test_greedy_generation_matches_eager(engine: Engine) -> None:
@@ -188,7 +199,7 @@ def test_worker_lens_matches_eager(engine: Engine) -> None:
             theirs = want.top(layer, position)
             expected = [p.prob for p in theirs]
             worst = max(abs(a - b) for a, b in zip(probs, expected, strict=True))
-            tolerance = 1e-5 if engine.family not in FAMILY_ATOL else 1e-3
+            tolerance = 1e-5 if _known_tolerance(engine.family) is None else 1e-3
             # Near-ties may swap places at float32 rounding; the probabilities must still agree.
             if ids != [p.token_id for p in theirs]:
                 assert worst <= tolerance and sorted(probs) == pytest.approx(

@@ -29,14 +29,15 @@ from typing import Any
 import pytest
 import torch
 
+from interp_core.backends import load_model, model_config
 from interp_core.facts import ModelFacts
 from interp_core.points import POINTS, absence_reason, point_names
+from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
-from interp_eager.model import EagerModel
-from interp_eager.testing.families import build_family
-from interp_vllm.backend import FAMILY_REFUSALS
-from interp_vllm.sites import FLOAT32_FAMILIES
+from interp_testmodels.families import FAMILIES as TEST_FAMILIES
+from interp_testmodels.families import build_family
+from interp_vllm.support import FLOAT32_TESTED, RECOMPUTED, family_support
 
 pytestmark = pytest.mark.slow
 
@@ -47,22 +48,22 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 # where a 5-ulp difference is 1.7e-5 absolute.
 ATOL = 1e-5
 
-
-# vLLM's BLOOM applies the exact (erf) GELU where HF's BLOOM uses its tanh approximation, so
-# everything from layer 0's MLP activation on differs by up to ~2e-3 on this model; a wrong site
-# would differ by the activation's own size (~1). Everything before that point still meets ATOL.
-FAMILY_ATOL = {"bloom": 5e-3}
+# The test families vLLM runs in float32, by the support table (keyed by model_type).
+FAMILIES = tuple(
+    name
+    for model_type in FLOAT32_TESTED
+    for name, spec in TEST_FAMILIES.items()
+    if spec.model_type == model_type
+)
 
 
 def limit(reference: torch.Tensor, family: str = "") -> float:
-    """The allowed max abs difference from `reference`: ATOL, relative above magnitude 1."""
+    """The allowed max abs difference from `reference`: ATOL, relative above magnitude 1, or the
+    family's known difference from eager where the support table records one (BLOOM's GELU)."""
     finite = reference[torch.isfinite(reference) & (reference > torch.finfo(reference.dtype).min)]
     top = finite.abs().max().item() if finite.numel() else 1.0
-    return FAMILY_ATOL.get(family, ATOL) * max(1.0, top)
-
-
-FAMILIES = FLOAT32_FAMILIES
-_ATTENTION = ("attn_scores", "attn_probs")
+    known = family_support(TEST_FAMILIES[family].model_type).tolerance if family else None
+    return (known or ATOL) * max(1.0, top)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -189,14 +190,14 @@ def _eager_equivalent(key: tuple[str, int | None]) -> tuple[str, int | None]:
     return ("attn_out_post", layer) if name == "resid_mid" else key
 
 
-def _reference(eager: EagerModel, tokens: torch.Tensor, facts: ModelFacts) -> Reference:
+def _reference(eager: InterpModel, tokens: torch.Tensor, facts: ModelFacts) -> Reference:
     def capture(names: list[str], steering: Any = None) -> Any:
         return asyncio.run(eager.capture(tokens, names, steering=steering))
 
     keys = _present(facts)
     cache = capture([_label(*key) for key in keys])
     reads = {key: cache[_label(*key)][0] for key in keys if POINTS[key[0]].width.token_major}
-    reads.update({key: cache[_label(*key)] for key in keys if key[0] in _ATTENTION})
+    reads.update({key: cache[_label(*key)] for key in keys if key[0] in RECOMPUTED})
     last = _label("resid_post", facts.n_layers - 1)
     vectors, steered = {}, {}
     for seed, key in enumerate(keys):
@@ -253,8 +254,8 @@ def open_harness(family: str, dtype: str = "float32") -> Iterator[Harness]:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     torch.set_num_threads(1)
     path = str(build_family(family, dtype=dtype))
-    eager = EagerModel(path, dtype=dtype)
-    config = eager.config
+    eager = load_model(path, backend="eager", dtype=dtype)
+    config = model_config(path)
     facts = ModelFacts.from_config(config)
     tokens = eager.to_tokens(PROMPT)
     reference = _reference(eager, tokens, facts)
@@ -366,7 +367,7 @@ def test_reads_match_eager(harness: Harness) -> None:
 
 def test_attention_rebuild_matches_eager(harness: Harness) -> None:
     if not any(name == "_q_rot" for name, _ in harness.resolution.sites):
-        assert all(name in harness.resolution.refused for name in _ATTENTION)
+        assert all(name in harness.resolution.refused for name in RECOMPUTED)
         return
     errors = attention_errors(harness)
     bad = {key: error for key, (error, allowed) in errors.items() if error > allowed}
@@ -385,13 +386,13 @@ def test_steering_matches_eager(harness: Harness) -> None:
 def test_every_point_is_served_or_refused(harness: Harness) -> None:
     sites, refused = harness.resolution.sites, harness.resolution.refused
     for name, layer in _present(harness.facts):
-        key = ("_q_rot", layer) if name in _ATTENTION else (name, layer)
+        key = ("_q_rot", layer) if name in RECOMPUTED else (name, layer)
         assert key in sites or name in refused, (harness.family, name, layer)
     for name, why in refused.items():
         _assert_sentence(name, why)
-    # The backend's declared table (what the docs matrix and supports() say without an engine)
-    # must name exactly these gaps.
-    declared = FAMILY_REFUSALS.get(harness.facts.model_type, {})
+    # The support table (what the docs matrix and supports() say without an engine) must name
+    # exactly these gaps.
+    declared = family_support(harness.facts.model_type).refused
     assert set(refused) == set(declared), (harness.family, sorted(refused), sorted(declared))
     for key, site in sites.items():
         if site.add is None:

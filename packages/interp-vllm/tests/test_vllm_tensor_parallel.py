@@ -19,10 +19,10 @@ import torch
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import CapabilityUnsupported, PointUnsupported
+from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
-from interp_eager.model import EagerModel
-from interp_eager.testing.families import build_family
+from interp_testmodels.families import build_family
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +36,12 @@ def _needs_vllm() -> None:
 
 
 @pytest.fixture(scope="module")
-def eager() -> EagerModel:
-    return EagerModel(str(build_family("llama")))
+def eager() -> InterpModel:
+    return load_model(str(build_family("llama")), backend="eager", dtype="float32")
 
 
 @pytest.fixture(scope="module")
-def engine(eager: EagerModel) -> Iterator[Any]:
+def engine(eager: InterpModel) -> Iterator[Any]:
     model = load_model(
         eager.model_id, backend="vllm", dtype="float32", max_model_len=128, num_gpus=2
     )
@@ -55,7 +55,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (a - b).abs().max().item() <= ATOL * max(1.0, b.abs().max().item())
 
 
-def test_every_point_matches_eager_across_two_ranks(engine: Any, eager: EagerModel) -> None:
+def test_every_point_matches_eager_across_two_ranks(engine: Any, eager: InterpModel) -> None:
     tokens = eager.to_tokens(PROMPT)
     points = [
         f"{spec.name}.{layer}" if spec.is_layer_point else spec.name
@@ -71,7 +71,7 @@ def test_every_point_matches_eager_across_two_ranks(engine: Any, eager: EagerMod
 
 
 @pytest.mark.parametrize("point", ["z.1", "mlp_act.0", "resid_post.0"])
-def test_add_at_a_sharded_point_matches_eager(engine: Any, eager: EagerModel, point: str) -> None:
+def test_add_at_a_sharded_point_matches_eager(engine: Any, eager: InterpModel, point: str) -> None:
     tokens = eager.to_tokens(PROMPT)
     width = int(sync.capture(eager, tokens, [point])[point].shape[-1])
     vector = torch.randn(width, generator=torch.Generator().manual_seed(7))
@@ -83,7 +83,7 @@ def test_add_at_a_sharded_point_matches_eager(engine: Any, eager: EagerModel, po
         assert _close(got[p], want[p]), p
 
 
-def test_lens_and_generation_match_eager(engine: Any, eager: EagerModel) -> None:
+def test_lens_and_generation_match_eager(engine: Any, eager: InterpModel) -> None:
     tokens = eager.to_tokens(PROMPT)
     got = sync.logit_lens(engine, tokens, top_k=3)
     want = sync.logit_lens(eager, tokens, top_k=3)
@@ -94,7 +94,7 @@ def test_lens_and_generation_match_eager(engine: Any, eager: EagerModel) -> None
     assert mine.token_ids == theirs.token_ids
 
 
-def test_what_cannot_be_split_is_refused(engine: Any, eager: EagerModel) -> None:
+def test_what_cannot_be_split_is_refused(engine: Any, eager: InterpModel) -> None:
     tokens = eager.to_tokens(PROMPT)
     with pytest.raises(PointUnsupported, match="vocabulary"):
         sync.capture(engine, tokens, ["lm_head"])

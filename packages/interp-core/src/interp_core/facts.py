@@ -101,6 +101,8 @@ class ModelFacts:
     sandwich_norms: bool = False  # post-attention and post-MLP norms inside the residual branch
     parallel_attn_mlp: bool = False  # attention and MLP both read the same resid_pre
     gated_mlp: bool = True  # act(gate) * up; False for plain fc -> act -> proj
+    biases: bool = False  # linear layers carry biases and the norms are LayerNorms with one
+    learned_positions: bool = False  # a learned absolute position-embedding table (GPT-2's wpe)
     gated_attn_output: bool = False  # an output gate multiplies z before o_proj (Qwen3-Next)
     shared_key_value: bool = False  # keys and values are one tensor (DeepSeek-V4: K = V)
     attn_logit_softcap: float | None = None
@@ -238,6 +240,28 @@ _UNTIED_BY_DEFAULT = frozenset(
     }
 )
 
+# Linear layers with biases and LayerNorms with a bias beside the gain (the GPT-2 era); the other
+# families use bias-free linears and RMSNorm (a config's `attention_bias` adds q/k/v biases only).
+_BIASED_TYPES = frozenset(
+    {
+        "bloom",
+        "codegen",
+        "falcon",
+        "gpt2",
+        "gpt_bigcode",
+        "gpt_neo",
+        "gpt_neox",
+        "gptj",
+        "opt",
+        "phi",
+        "starcoder2",
+    }
+)
+
+# A learned absolute position embedding added to the token embeddings; the rest use rotary or
+# ALiBi positions, which have no table.
+_LEARNED_POSITION_TYPES = frozenset({"codegen", "gpt2", "gpt_bigcode", "gpt_neo", "opt"})
+
 # Plain fc -> act -> proj MLPs; every other family multiplies a gate into the up projection.
 _UNGATED_MLP_TYPES = frozenset(
     {
@@ -346,6 +370,8 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         sandwich_norms=model_type in _SANDWICH_NORM_TYPES,
         parallel_attn_mlp=reader.parallel_attn_mlp(),
         gated_mlp=model_type not in _UNGATED_MLP_TYPES,
+        biases=model_type in _BIASED_TYPES,
+        learned_positions=model_type in _LEARNED_POSITION_TYPES,
         gated_attn_output=bool(reader.get("attn_output_gate")[1])
         or model_type in _GATED_ATTN_OUTPUT_TYPES,
         shared_key_value=model_type in _SHARED_KEY_VALUE_TYPES,

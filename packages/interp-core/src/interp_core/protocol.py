@@ -189,7 +189,9 @@ class Backend(Protocol):
     Construction must be cheap and must not import heavy libraries: the registry instantiates a
     backend to ask `probe()` even when it will not be used. `name` must equal the entry-point
     name. Optional: `supports_architecture(architecture: str) -> bool`, which `select_backend`
-    consults for the "auto" ladder when present.
+    consults for the "auto" ladder when present, and `known_issues`, a tuple of
+    `interp_core.compat.KnownIssue` for the families its engine computes wrongly, which the
+    docs' compatibility page lists (`interp_core.compat.all_known_issues`).
     """
 
     name: ClassVar[str]

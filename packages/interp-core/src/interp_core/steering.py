@@ -3,7 +3,9 @@
 A `SteeringSpec` is plain data: where to write (an address), the direction (a 1-D vector), the
 operation, its strength and, optionally, which token positions. It is validated when built, so
 a malformed request fails at the line that wrote it rather than deep inside a forward hook, and
-`validate_for(facts)` checks it against a concrete model before any work.
+`validate_for(facts)` checks it against a concrete model before any work. A tensor vector's
+values cannot be read here; backends check them with `check_vector_values` (or, on torch,
+`interp_torch.steering_vector`), which refuse exactly as the check of a list does.
 
 The three operations, for an activation row `h` and the spec's vector `v` (`v̂ = v / ‖v‖`):
 
@@ -16,7 +18,9 @@ The three operations, for an activation row `h` and the spec's vector `v` (`v̂ 
 
 Each is a delta added to `h`, so restricting to `positions` is one multiply by a mask. The pure
 Python `apply_reference` is the arithmetic contract: backends are tested against it, and the
-conformance kit compares a backend's steered captures with it.
+conformance kit compares a backend's steered captures with it, in float64 and independently of
+any tensor library. The torch backends (eager, vLLM) all run the one implementation in
+`interp_torch.steering`, which also states the dtype rule.
 
 `steer(model, specs)` makes specs active for every call on that model inside a `with` block. The
 active set lives in a `ContextVar`, so it follows the caller through `await`s and into tasks
@@ -50,7 +54,10 @@ __all__ = [
     "apply_reference",
     "apply_reference_rows",
     "as_specs",
+    "check_vector_values",
+    "non_finite_vector",
     "steer",
+    "zero_direction",
 ]
 
 OPS = ("add", "orthogonal", "projection_cap")
@@ -463,7 +470,8 @@ def _check_vector(vector: object, op: str, address: Address) -> Any:
         if int(dims[0]) == 0:
             error = _fail(f"{where} is empty", "it has shape (0,)", "pass the point's width")
             raise error
-        return vector  # a backend tensor: its values are the backend's to check
+        _check_dtype(vector, where)
+        return vector  # a backend tensor: its values are checked when used (check_vector_values)
     if isinstance(vector, str | bytes) or not isinstance(vector, Sequence):
         error = _fail(
             f"{where} is a {type(vector).__name__}",
@@ -498,20 +506,67 @@ def _check_vector(vector: object, op: str, address: Address) -> Any:
                 "pass floats",
             )
             raise error
-        number = float(element)  # type: ignore[arg-type]
-        if not math.isfinite(number):
-            error = _fail(
-                f"{where} has {number} at index {index}",
-                "a non-finite value turns steered activations into inf/NaN",
-                "pass finite floats",
-            )
-            raise error
-        values.append(number)
-    if op != "add" and not any(values):
+        values.append(float(element))  # type: ignore[arg-type]
+    _check_values(address, op, values)
+    return tuple(values)
+
+
+def _check_dtype(vector: object, where: str) -> None:
+    """Refuse an array whose dtype is known not to hold real floats (duck-typed: torch, numpy)."""
+    dtype = getattr(vector, "dtype", None)
+    if dtype is None:
+        return
+    floating = getattr(dtype, "is_floating_point", None)  # torch.dtype
+    if not isinstance(floating, bool):
+        kind = getattr(dtype, "kind", None)  # numpy.dtype: b, i, u, c are not real floats
+        floating = None if not isinstance(kind, str) else kind not in ("b", "i", "u", "c")
+    if floating is False:
         error = _fail(
-            f"{where} is all zeros",
-            f"{op} works along the vector's direction, and a zero vector has none",
-            "pass a non-zero direction (a zero vector is only meaningful for op='add')",
+            f"{where} has dtype {dtype}",
+            "a steering vector holds floating-point values",
+            "cast it with .float() (or build it as floats)",
         )
         raise error
-    return tuple(values)
+
+
+# --- value checks every backend runs --------------------------------------------------------------
+# The core cannot read a backend's tensor, so a tensor vector's values are checked by the backend
+# when it uses them; these builders give that refusal the same class and words as the check of a
+# list here. `check_vector_values` is the pure-Python form; interp_torch computes the same facts
+# on the tensor and raises through the builders.
+def non_finite_vector(address: Address, index: int, value: float) -> SteeringSpecError:
+    """The refusal of a vector holding `value` (inf or NaN) at `index`, its first bad element."""
+    return _fail(
+        f"the steering vector for {address} has {float(value)} at index {index}",
+        "a non-finite value turns steered activations into inf/NaN",
+        "pass finite floats",
+    )
+
+
+def zero_direction(address: Address, op: str) -> SteeringSpecError:
+    """The refusal of an all-zero vector for an op that needs a direction."""
+    return _fail(
+        f"the steering vector for {address} is all zeros",
+        f"{op} works along the vector's direction, and a zero vector has none",
+        "pass a non-zero direction (a zero vector is only meaningful for op='add')",
+    )
+
+
+def _check_values(address: Address, op: str, values: Sequence[float]) -> None:
+    for index, value in enumerate(values):
+        if not math.isfinite(value):
+            raise non_finite_vector(address, index, value)
+    if op != "add" and not any(values):
+        raise zero_direction(address, op)
+
+
+def check_vector_values(spec: SteeringSpec, values: Sequence[float] | None = None) -> list[float]:
+    """Refuse (SteeringSpecError) a spec whose vector values are unusable; return them.
+
+    `values` are the vector's values as floats (read with `spec.values()` when omitted). A list
+    vector was checked when the spec was built; a tensor's values can be read only now, and can
+    have changed in place since. Every backend refuses the same input with the same message.
+    """
+    read = spec.values() if values is None else [float(x) for x in values]
+    _check_values(spec.address, spec.op, read)
+    return read

@@ -4,7 +4,7 @@ A plain forward pass frees each activation soon after making it, and glibc's mal
 same memory to the next one. A capture keeps its tensors alive, so those buffers cannot be
 reused: glibc then maps fresh pages from the kernel for every large activation (and trims them
 back afterwards), and the page faults — not the hooks — made "capture every point" cost 1.40×
-a plain forward on the CPU (measured, tools/bench_eager.py).
+a plain forward on the CPU (measured by the validator's P2 benchmark, `interp-bench`).
 
 `keep_freed_memory()` asks glibc, once per process, to serve large blocks from its heap and to
 keep freed heap memory instead of returning it to the kernel (mallopt M_MMAP_THRESHOLD at its

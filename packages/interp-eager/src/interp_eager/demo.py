@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from interp_core import Address, SteeringSpec, load_model, run_with_cache
-    from interp_eager.testing.smollm2 import smollm2_path
+    from interp_testmodels.smollm2 import smollm2_path
 
     started = time.perf_counter()
     path = smollm2_path()

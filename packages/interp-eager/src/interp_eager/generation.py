@@ -13,14 +13,12 @@ token-less step after it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from interp_core.sampling import Sampling
 from interp_eager.hooks import HookSession, Write
-
-if TYPE_CHECKING:
-    from interp_eager.model import EagerModel
 
 __all__ = ["decode_steps", "sample_next"]
 
@@ -54,27 +52,25 @@ def sample_next(
 
 
 def decode_steps(
-    model: EagerModel,
+    hf: Any,
     ids: torch.Tensor,
     writes: list[Write],
+    sampling: Sampling,
     *,
-    max_new_tokens: int,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-    seed: int | None,
+    eos: set[int],
+    context: int | None,
 ) -> Iterator[tuple[int, float, bool]]:
-    """Yield (token id, log-probability, is_last) per generated token.
+    """Yield (token id, log-probability, is_last) per generated token of the HF model `hf`.
 
-    The caller guarantees the prompt leaves room in the context for at least one token, so
-    every call yields at least one step and exactly one step has is_last set.
+    `sampling` holds the checked arguments (`interp_core.sampling`), `eos` the ids that end the
+    sequence and `context` the number of positions the model has (None: unbounded). The caller
+    guarantees the prompt leaves room in the context for at least one token, so every call
+    yields at least one step and exactly one step has is_last set.
     """
-    hf = model.hf_model
-    eos = model._eos_ids()
+    max_new_tokens = sampling.max_new_tokens
     generator = None
-    if seed is not None:
-        generator = torch.Generator(device="cpu").manual_seed(int(seed))
-    limit = model.facts.max_position_embeddings
+    if sampling.seed is not None:
+        generator = torch.Generator(device="cpu").manual_seed(sampling.seed)
     session = HookSession([], writes)
     past: Any = None
     current = ids
@@ -94,14 +90,14 @@ def decode_steps(
             past = output.past_key_values
             token, logprob = sample_next(
                 output.logits[0, -1].cpu(),
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
+                temperature=sampling.temperature,
+                top_k=sampling.top_k,
+                top_p=sampling.top_p,
                 generator=generator,
             )
             # The next forward would place the new token at position `length`; past the
             # context there is no such position.
-            context_full = limit is not None and length + 1 >= limit
+            context_full = context is not None and length + 1 >= context
             last = token in eos or step == max_new_tokens - 1 or context_full
             yield token, logprob, last
             if last:

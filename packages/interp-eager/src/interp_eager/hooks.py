@@ -39,36 +39,16 @@ from interp_core.address import Address
 from interp_core.errors import PointUnsupported, SteeringSpecError
 from interp_core.steering import SteeringSpec
 from interp_eager.taps import LINEAR, Tap
+from interp_torch.steering import steering_delta
 
-__all__ = ["HookSession", "Write", "steering_delta"]
-
-# Side of a tap applied to the first F.linear output inside its module's forward.
+__all__ = ["HookSession", "Write"]
 
 
 @dataclass
 class Write:
     tap: Tap
     spec: SteeringSpec
-    vector: torch.Tensor  # on the model's device, in the tap's dtype at first use
-
-
-def steering_delta(spec: SteeringSpec, h: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
-    """What `spec` adds to canonical activations `h` `[b, s, w]` (before any position mask)."""
-    vector = vector.to(device=h.device, dtype=h.dtype)
-    if spec.op == "add":
-        return (spec.scale * vector).expand_as(h)
-    unit = vector / vector.norm()
-    projection = (h * unit).sum(dim=-1, keepdim=True)
-    if spec.op == "orthogonal":
-        factor = (spec.scale - 1.0) * projection
-    else:
-        clamped = projection
-        if spec.min is not None:
-            clamped = clamped.clamp(min=spec.min)
-        if spec.max is not None:
-            clamped = clamped.clamp(max=spec.max)
-        factor = clamped - projection
-    return factor * unit
+    vector: torch.Tensor  # checked (interp_torch.steering_vector), on the model's device
 
 
 class HookSession:
@@ -179,12 +159,18 @@ class HookSession:
                     f"that width"
                 )
                 raise SteeringSpecError(message)
-            delta = steering_delta(spec, rows, write.vector).reshape(canonical.shape)
-            if spec.positions is not None:
-                assert self.position_ids is not None
-                wanted = torch.tensor(spec.positions, device=self.position_ids.device)
-                mask = torch.isin(self.position_ids, wanted).to(delta.dtype)
-                delta = delta * mask.reshape(*mask.shape, *([1] * (delta.dim() - 2)))
+            # interp_torch's dtype rule: the delta comes in float32 (or wider), is embedded into
+            # the raw layout, then cast to the activation's dtype and added there.
+            delta = steering_delta(
+                rows,
+                write.vector,
+                spec.op,
+                scale=spec.scale,
+                lower=spec.min,
+                upper=spec.max,
+                row_positions=self.position_ids,
+                positions=spec.positions,
+            ).reshape(canonical.shape)
             assert tap.put is not None
             value = tap.put(value, raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype))
             self.applied[id(write)] += 1

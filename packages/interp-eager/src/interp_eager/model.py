@@ -9,7 +9,6 @@ pass starts, so a refusal never leaves the model half-hooked.
 from __future__ import annotations
 
 import asyncio
-import math
 import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -17,9 +16,10 @@ from typing import Any
 import torch
 
 from interp_core.address import Address, to_address
-from interp_core.backends import model_config
 from interp_core.cache import ActivationCache
 from interp_core.compat import known_issues_for
+from interp_core.configs import model_config
+from interp_core.dtypes import accepted_dtype_names, resolve_dtype
 from interp_core.errors import (
     CapabilityUnsupported,
     InterpError,
@@ -29,23 +29,19 @@ from interp_core.errors import (
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.shapes import point_width
+from interp_core.sampling import check_lens_top_k, check_sampling
 from interp_core.steering import SteeringSpec, active_steering, as_specs
 from interp_eager.allocator import keep_freed_memory
+from interp_eager.generation import decode_steps
 from interp_eager.hooks import HookSession, Write
 from interp_eager.taps import Tap, resolve_tap, write_site
 from interp_eager.tree import STREAM_HEADS, ModelTree, bind_tree
+from interp_torch.steering import steering_vector
 
 __all__ = ["EagerModel"]
 
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-}
+# The canonical dtype names of interp_core.dtypes (which also holds their aliases and "auto").
+_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
 # The module a multi-stream trunk collapses its streams with before the final norm (DeepSeek-V4).
 
@@ -59,13 +55,15 @@ def _read_config(model_id: str, trust_remote_code: bool) -> dict[str, Any]:
     return model_config(model_id, fetch=fetch)
 
 
-def _dtype(dtype: Any) -> torch.dtype:
+def _dtype(dtype: Any, stated: str | None) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
-    if dtype in _DTYPES:
-        return _DTYPES[dtype]
+    name = resolve_dtype(dtype, stated)
+    if name is not None:
+        return _TORCH_DTYPES[name]
     message = (
-        f"dtype={dtype!r} is not a dtype the eager backend loads; use one of {sorted(_DTYPES)}"
+        f"dtype={dtype!r} is not a dtype the eager backend loads; use one of "
+        f"{', '.join(accepted_dtype_names())}"
     )
     raise CapabilityUnsupported(message)
 
@@ -95,7 +93,7 @@ class EagerModel:
         self._config = _read_config(self._model_id, trust_remote_code)
         self._facts = ModelFacts.from_config(self._config)
         self._device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._dtype = _dtype(dtype)
+        self._dtype = _dtype(dtype, self._facts.torch_dtype)
         self.attn_implementation = attn_implementation
         self.requires_grad = bool(requires_grad)
         self.quantization = _check_quantization(quantization)
@@ -328,34 +326,10 @@ class EagerModel:
         return writes
 
     def _vector(self, spec: SteeringSpec) -> torch.Tensor:
-        vector = spec.vector
-        if not isinstance(vector, torch.Tensor):
-            vector = torch.tensor(spec.values(), dtype=torch.float32)
-        if not vector.is_floating_point():
-            message = (
-                f"the steering vector for {spec.address} has dtype {vector.dtype}; "
-                f"steering vectors are floating point (cast with .float())"
-            )
-            raise SteeringSpecError(message)
-        if not bool(torch.isfinite(vector).all()):
-            message = (
-                f"the steering vector for {spec.address} holds NaN or inf; it would turn the "
-                f"activations non-finite; pass finite values"
-            )
-            raise SteeringSpecError(message)
-        if spec.address.is_path:
-            return vector.to(self.device)
-        width = point_width(spec.address, self._facts)
-        if vector.numel() != width:
-            message = (
-                f"the steering vector for {spec.address} has {vector.numel()} values; "
-                f"it needs {width}"
-            )
-            raise SteeringSpecError(message)
-        if spec.op != "add" and float(vector.norm()) == 0.0:
-            message = f"{spec.op} steering at {spec.address} needs a non-zero direction"
-            raise SteeringSpecError(message)
-        return vector.to(self.device)
+        # The values are checked as every backend checks them (interp_torch, through the core's
+        # refusals); the width against the point was checked by validate_for, and a path
+        # address's width is known only to the hook that meets the tensor.
+        return steering_vector(spec).to(self.device)
 
     # --- the forward pass -----------------------------------------------------------------------
     def run_with_cache(
@@ -429,9 +403,13 @@ class EagerModel:
         seed: int | None,
         steering: Any,
     ) -> Iterator[tuple[int, float, bool]]:
-        from interp_eager.generation import decode_steps
-
-        _check_sampling(max_new_tokens, temperature, top_k, top_p)
+        sampling = check_sampling(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+        )
         ids = self._tokens(tokens)
         if ids.shape[0] != 1:
             message = (
@@ -449,14 +427,12 @@ class EagerModel:
             raise CapabilityUnsupported(message)
         writes = self._writes(steering)
         return decode_steps(
-            self,
+            self.hf_model,
             ids,
             writes,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
+            sampling,
+            eos=self._eos_ids(),
+            context=limit,
         )
 
     def generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
@@ -587,9 +563,7 @@ class EagerModel:
                 f"call it once per row (tokens[i])"
             )
             raise CapabilityUnsupported(message)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            message = f"top_k={top_k!r} must be a positive int"
-            raise CapabilityUnsupported(message)
+        top_k = check_lens_top_k(top_k)
         chosen = list(range(self.n_layers)) if layers is None else [int(x) for x in layers]
         read = point
         if self._facts.n_streams > 1 and point == "resid_post":
@@ -679,23 +653,6 @@ def _check_gpus(num_gpus: int) -> None:
             f"num_gpus={num_gpus} but this machine has {available} CUDA device(s); pass "
             f"num_gpus={max(available, 1)}"
         )
-        raise CapabilityUnsupported(message)
-
-
-def _check_sampling(
-    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
-) -> None:
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        message = f"max_new_tokens={max_new_tokens!r} must be a positive int"
-        raise CapabilityUnsupported(message)
-    if not math.isfinite(temperature) or temperature < 0:
-        message = f"temperature={temperature!r} must be >= 0 (0 is greedy)"
-        raise CapabilityUnsupported(message)
-    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
-        message = f"top_k={top_k!r} must be a positive int or None"
-        raise CapabilityUnsupported(message)
-    if top_p is not None and not 0 < top_p <= 1:
-        message = f"top_p={top_p!r} must be in (0, 1] or None"
         raise CapabilityUnsupported(message)
 
 

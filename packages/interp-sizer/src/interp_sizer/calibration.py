@@ -57,8 +57,9 @@ VLLM_DEFAULT_UTILIZATION = _c(
     """The share of the whole card vLLM may use (not of free memory). The sizer prices 0.9 unless
     told otherwise and always prints the value in the snippet, so a version whose default moved
     (0.92 in vLLM 0.32) cannot change what was priced.""",
-    """interp-engine `VLLMModel(gpu_memory_utilization=0.9)`; vllm/config/cache.py declares
-    `Field(default=0.92, gt=0, le=1)` in vLLM 0.32""",
+    """0.9 was vLLM's default for most of its history and is decoderesearch/interp-engine's
+    `VLLMModel` default; vllm/config/cache.py declares `Field(default=0.92, gt=0, le=1)` in vLLM
+    0.32""",
 )
 VLLM_MAX_BATCHED_TOKENS_SMALL = _c(
     "vllm_max_num_batched_tokens",
@@ -97,8 +98,10 @@ NON_TORCH_MEMORY = _c(
     "GiB per GPU",
     """CUDA context, cuBLAS/attention workspaces and allocator state that vLLM's profiler counts
     inside the pool as `non_torch_memory`.""",
-    """interp-engine `interp_engine/memory.py` calibration table (CUDA context 0.6 GiB inside the
-    pool); vLLM logs show 0.15-0.6 GiB (vllm issue #15340)""",
+    """decoderesearch/interp-engine `interp_engine/memory.py` (`cuda_context_gib`): gpt2 on an
+    A40 at utilization 0.9 had vLLM charge 0.25 GiB of process overhead inside its budget and spill
+    0.34 GiB past it; vLLM's start-up log in vllm-project/vllm issue #15340 reports 0.15 GiB of
+    non_torch_memory beside 18.38 GiB of weights""",
 )
 NCCL_PER_EXTRA_RANK = _c(
     "nccl_per_extra_rank",
@@ -113,7 +116,9 @@ WARMUP_OVERSHOOT = _c(
     "GiB per GPU",
     """Memory vLLM touches during warm-up beyond what it profiled; it must fit in the
     `(1 - gpu_memory_utilization)` margin or the engine OOMs after the KV cache is built.""",
-    "interp-engine `interp_engine/memory.py` calibration table (warm-up overshoot 0.6 GiB outside)",
+    """decoderesearch/interp-engine `interp_engine/memory.py` (`vllm_overshoot_gib`): 0.34 GiB
+    measured past the budget for gpt2 on an A40, held at 0.6 because the sampler's scratch grows
+    with the vocabulary, and gpt2's is small""",
 )
 FRAGMENTATION = _c(
     "fragmentation",
@@ -121,7 +126,8 @@ FRAGMENTATION = _c(
     "fraction of the card",
     """Allocator fragmentation the pool cannot reuse; charged outside the pool (vLLM) or on top
     (eager).""",
-    "interp-engine `interp_engine/memory.py` calibration table (fragmentation 4% of card)",
+    """decoderesearch/interp-engine `interp_engine/memory.py` (`frag_fraction` 0.04, taken from
+    Neuronpedia's `sae_memory.py` over A40 and A100 hosts)""",
 )
 ACTIVATION_MARGIN = _c(
     "activation_margin",
@@ -129,8 +135,9 @@ ACTIVATION_MARGIN = _c(
     "multiplier",
     """The activation formula leaves out small temporaries (rotary caches, norms in fp32); vLLM's
     'PyTorch activation peak memory' log runs above it.""",
-    """sizer-anchors §2.3: compute the profile peak, add 20%, calibrate against the log
-    (observed 0.79-2.53 GiB in vllm issue #15340 and the T4 log quoted there)""",
+    """vLLM logs the measured peak as 'PyTorch activation peak memory' (0.79 GiB in the log of
+    vllm-project/vllm issue #15340); 20% over a computed estimate is the inference overhead
+    EleutherAI's 'Transformer Math 101' calls typical""",
 )
 ACTIVATION_RESIDUAL_COPIES = _c(
     "activation_residual_copies",
@@ -138,7 +145,9 @@ ACTIVATION_RESIDUAL_COPIES = _c(
     "copies of d_model per token",
     """Residual, its normed copy, the attention output and the MLP output are live together in
     one layer of the profile run.""",
-    "sizer-anchors §2.3 profile-peak formula (the `c · d` term)",
+    """Counted from the decoder layer vLLM runs in its profile pass
+    (vllm/v1/worker/gpu_model_runner.py `profile_run`): the residual, the normed input of a
+    sublayer, and the attention and MLP outputs before they are added back""",
 )
 CUDA_GRAPH_POOL = _c(
     "cuda_graph_pool",
@@ -154,7 +163,8 @@ STATIC_GRAPH_POOL = _c(
     3.0,
     "GiB per GPU",
     "Graph allowance of the static-tap backend: breakable graphs plus its own tap machinery.",
-    "interp-engine `vllm_capture/static.py::fit_max_num_batched_tokens` (3 GiB graph allowance)",
+    """decoderesearch/interp-engine `interp_engine/memory.py` (`graph_pool_gib` 3.0), the graph
+    allowance its static-tap backend reserves in `vllm_capture/static.py`""",
 )
 HYBRID_KV_OVERHEAD = _c(
     "hybrid_kv_overhead",
@@ -162,7 +172,10 @@ HYBRID_KV_OVERHEAD = _c(
     "multiplier",
     """Hybrid (sliding + full, or recurrent) trunks pad KV groups; measured capacity ran below
     the arithmetic.""",
-    "interp-engine `interp_engine/memory.py` (hybrid KV overhead x1.10), INPUTS.md ratios",
+    """decoderesearch/interp-engine `interp_engine/memory.py` (`hybrid_kv_overhead`): vLLM built
+    1,399,779 KV tokens for gemma-3-1b-pt on an A40 at 4k context where the flat arithmetic
+    predicted 1,515,475 (8% fewer); gpt2 (1.01x) and Qwen3-4B (1.00x), uniform trunks, needed no
+    correction""",
 )
 # --- HF transformers (eager) ---------------------------------------------------------------------
 EAGER_WORKSPACE = _c(
@@ -170,14 +183,18 @@ EAGER_WORKSPACE = _c(
     0.5,
     "GiB per GPU",
     "cuBLAS workspace, caching-allocator slack and small buffers of an HF forward pass.",
-    "interp-engine `eager_activation_bytes` (workspace 0.5 GiB)",
+    """decoderesearch/interp-engine `interp_engine/memory.py` (`eager_workspace_gib` 0.5, rounded
+    up from small-model HF runs)""",
 )
 EAGER_CUDA_CONTEXT = _c(
     "eager_cuda_context",
     0.5,
     "GiB per GPU",
     "The CUDA context and kernels a torch process holds before the first tensor.",
-    "sizer-anchors §2.3 (CUDA context 0.3-0.6 GiB); mid-range",
+    """Between the 0.6 GiB decoderesearch/interp-engine measured for a context with its library
+    handles (`interp_engine/memory.py`, `cuda_context_gib`) and the 0.15 GiB of non-torch memory
+    vLLM logs in vllm-project/vllm issue #15340; gpu_poor (RahulSChand/gpu_poor `src/App.js`)
+    charges 650 MB""",
 )
 # --- quantization side data ----------------------------------------------------------------------
 BNB4_BYTES_PER_WEIGHT = _c(
@@ -185,42 +202,51 @@ BNB4_BYTES_PER_WEIGHT = _c(
     0.5625,
     "bytes per weight",
     "NF4: half a byte per weight plus one fp32 absmax per block of 64.",
-    "interp-engine INPUTS.md; bitsandbytes NF4 block size 64 (sizer-anchors §2.1)",
+    """bitsandbytes `quantize_4bit` quantizes in blocks of 64 by default, one fp32 absmax per
+    block; QLoRA (Dettmers et al. 2023, arXiv:2305.14314) uses the same block size""",
 )
 BNB8_BYTES_PER_WEIGHT = _c(
     "bnb_8bit_bytes_per_weight",
     1.0,
     "bytes per weight",
     "LLM.int8: one byte per weight; the fp16 outlier columns are made at run time.",
-    "sizer-anchors §2.1 table (bnb LLM.int8)",
+    """LLM.int8() (Dettmers et al. 2022, arXiv:2208.07339): int8 weights with a per-row scale;
+    the outlier feature dimensions are multiplied in fp16 at run time""",
 )
 FP8_BYTES_PER_WEIGHT = _c(
     "fp8_bytes_per_weight",
     1.0,
     "bytes per weight",
     "Online fp8 (e4m3) with per-tensor or per-channel scales; the scales are negligible.",
-    "sizer-anchors §2.1 table (fp8 per-tensor / per-channel)",
+    """FP8 Formats for Deep Learning (Micikevicius et al. 2022, arXiv:2209.05433): e4m3 is one
+    byte per value; vLLM's online fp8 quantization keeps one scale per tensor (vLLM docs,
+    'FP8 W8A8')""",
 )
 MXFP4_BYTES_PER_WEIGHT = _c(
     "mxfp4_bytes_per_weight",
     0.53125,
     "bytes per weight",
     "OCP MXFP4: e2m1 values (half a byte) plus one e8m0 scale per 32.",
-    "OCP MX spec; sizer-anchors §2.1 (gpt-oss-20b 12.8 GiB native)",
+    """OCP Microscaling Formats (MX) Specification v1.0: MXFP4 blocks hold 32 e2m1 elements
+    (4 bits each) and one shared 8-bit e8m0 scale""",
 )
 INT4_GROUP128_BYTES_PER_WEIGHT = _c(
     "int4_group128_bytes_per_weight",
     0.52,
     "bytes per weight",
     "AWQ/GPTQ int4: half a byte plus an fp16 scale (and zero) per group of 128.",
-    "sizer-anchors §2.1 table (AWQ / GPTQ int4, group 128)",
+    """AWQ (Lin et al. 2023, arXiv:2306.00978) and GPTQ (Frantar et al. 2022, arXiv:2210.17323)
+    checkpoints are usually published at group size 128: 4-bit weights plus a 16-bit scale and a
+    packed zero point per group""",
 )
 FP8_BLOCK_SCALE_BYTES_PER_WEIGHT = _c(
     "fp8_block_scale_bytes_per_weight",
     4 / 16384,
     "bytes per weight",
     "Block-wise fp8 checkpoints (DeepSeek-V3) carry one fp32 scale per 128x128 block.",
-    "sizer-anchors §2.1 (block-wise 128x128 fp32 scales add 4/16384)",
+    """DeepSeek-V3 technical report (arXiv:2412.19437, §3.3): weights are quantized in 128x128
+    blocks with one scale each; its config states `weight_block_size: [128, 128]`, so 4 bytes per
+    16,384 weights""",
 )
 # --- throughput --------------------------------------------------------------------------------
 BANDWIDTH_EFFICIENCY = _c(
@@ -228,21 +254,25 @@ BANDWIDTH_EFFICIENCY = _c(
     0.7,
     "fraction of peak HBM bandwidth",
     "Decode streams the weights and KV each step; kernels reach 50-80% of the datasheet figure.",
-    "llmfit PR #137 (50-70% of ceiling matched measurements); sizer-anchors §4",
+    """AlexsJones/llmfit PR #137: a bandwidth model at 50-70% of the datasheet ceiling matched
+    measured decode speeds""",
 )
 COMPUTE_EFFICIENCY = _c(
     "compute_efficiency",
     0.5,
     "fraction of dense bf16 peak",
     "Achieved model FLOP utilisation of prefill and large-batch decode.",
-    "sizer-anchors §4 (eta_f 0.4-0.7); §2.5 uses 50% MFU",
+    """Model FLOPs utilisation as defined in PaLM (Chowdhery et al. 2022, arXiv:2204.02311),
+    which reports 46.2% for its training run; prefill's large matrix products are priced near
+    that""",
 )
 THROUGHPUT_SPREAD = _c(
     "throughput_spread",
     0.3,
     "relative half-width of the range",
     "Roofline estimates are ranges: efficiencies alone vary by this much either way.",
-    "vllm-wizard `planning/perf.py` (+-30% ranges); sizer-anchors §4 efficiency ranges",
+    """vllm-wizard `planning/perf.py` reports its estimates as +-30% ranges; the bandwidth and
+    compute efficiencies above vary by about as much around the values priced""",
 )
 NO_GRAPH_DECODE_PENALTY = _c(
     "no_graph_decode_penalty",
@@ -250,14 +280,18 @@ NO_GRAPH_DECODE_PENALTY = _c(
     "x decode step time",
     """Without CUDA graphs (hooked vLLM runs with enforce_eager, HF eager never replays graphs)
     every kernel is launched from Python; decode slows by 4-11x. The low end is priced.""",
-    "interp-engine PERFORMANCE.md (hooked vLLM pays 4-11x decode); anchor-spec §10",
+    """decoderesearch/interp-engine `docs/PERFORMANCE.md`: single-stream decode with Python hooks
+    (enforce_eager) against CUDA graphs was 64.7 vs 278 tok/s on Llama-3.1-8B (4.3x) and 37.5 vs
+    399 tok/s on gemma-2-2b (10.6x)""",
 )
 PCIE_HOST_BANDWIDTH = _c(
     "pcie_host_bandwidth",
     25.0,
     "GB/s device-to-host",
     "Captured activations are copied to host memory; this caps the capture rate.",
-    "sizer-anchors §2.5 (~25 GB/s achieved on PCIe Gen4/Gen5 x16)",
+    """PCIe Gen4 x16 carries 32 GB/s each way in theory (NVIDIA L40S datasheet: 64 GB/s
+    bidirectional); Gen5 doubles it (H100 PCIe datasheet: 128 GB/s). 25 GB/s is a conservative
+    achieved rate for Gen4, and Gen5 hosts are priced the same""",
 )
 
 CALIBRATIONS: tuple[Calibration, ...] = tuple(

@@ -1,7 +1,8 @@
 """How many bytes does one value take, in each dtype and quantization format the sizer prices?
 
-Three vocabularies meet here: the dtype names users pass (`bfloat16`, `fp16`, `auto`), the dtype
-codes safetensors headers use (`BF16`, `F8_E4M3`, `U8`), and the quantization schemes of
+Three vocabularies meet here: the dtype names users pass (`bfloat16`, `fp16`, `auto`: the table
+of names and aliases is interp-core's, shared with the backends), the dtype codes safetensors
+headers use (`BF16`, `F8_E4M3`, `U8`), and the quantization schemes of
 `load_model(quantization=...)` and of pre-quantized checkpoints (`quantization_config` in
 `config.json`). Which backends may apply a scheme is also decided here, so the refusal names the
 alternative in one place.
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from interp_core.dtypes import AUTO_DTYPE, resolve_dtype
 from interp_sizer import calibration as cal
 from interp_sizer.errors import UnsupportedSetting
 
@@ -35,16 +37,8 @@ __all__ = [
 BACKENDS = ("eager", "vllm", "vllm-static", "vllm-generate")
 VLLM_BACKENDS = ("vllm", "vllm-static", "vllm-generate")
 
+# Bytes per value of each dtype in interp_core.dtypes.DTYPES (the names and their aliases).
 DTYPE_BYTES: Mapping[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
-_DTYPE_ALIASES = {
-    "fp32": "float32",
-    "float": "float32",
-    "f32": "float32",
-    "bf16": "bfloat16",
-    "fp16": "float16",
-    "half": "float16",
-    "f16": "float16",
-}
 
 # Bits per stored element of each safetensors dtype code.
 SAFETENSORS_BITS: Mapping[str, int] = {
@@ -79,15 +73,13 @@ KV_CACHE_DTYPES: Mapping[str, int | None] = {
 
 
 def normalize_dtype(dtype: str | None, native: str | None) -> str:
-    """The dtype a load will compute in: 'auto' means the checkpoint's own (bf16 if unstated)."""
-    name = "auto" if dtype is None else str(dtype).strip().lower().removeprefix("torch.")
-    name = _DTYPE_ALIASES.get(name, name)
-    if name == "auto":
-        native_name = _DTYPE_ALIASES.get(str(native).lower(), str(native).lower())
-        # A checkpoint that does not say is priced at bf16: HF has saved bf16 by default since
-        # transformers 4.x for the models users size; the snippet then names the dtype.
-        return native_name if native_name in DTYPE_BYTES else "bfloat16"
-    if name not in DTYPE_BYTES:
+    """The dtype a load will compute in: 'auto' means the checkpoint's own (bf16 if unstated).
+
+    The names and aliases are interp-core's (`interp_core.dtypes`), the ones every backend
+    accepts; the snippet then names the resolved dtype.
+    """
+    name = resolve_dtype(AUTO_DTYPE if dtype is None else dtype, native)
+    if name is None:
         error = UnsupportedSetting.build(
             f"dtype {dtype!r} is not one the sizer prices",
             "a model loads its activations and unquantized weights in float32, bfloat16 or float16",

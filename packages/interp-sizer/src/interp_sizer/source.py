@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp_core.backends import hf_cache_snapshot
+from interp_core.configs import hf_cache_snapshot
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 from interp_core.known_models import known_model_ids, load_known_config

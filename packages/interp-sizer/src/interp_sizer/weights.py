@@ -199,26 +199,6 @@ class ParameterCount:
         return self.total - self.routed_experts + self.active_routed
 
 
-# Families whose linear layers carry biases and whose norms are LayerNorms with a bias.
-_BIASED_TYPES = frozenset(
-    {
-        "gpt2",
-        "gpt_neox",
-        "gptj",
-        "codegen",
-        "phi",
-        "starcoder2",
-        "bloom",
-        "opt",
-        "gpt_bigcode",
-        "gpt_neo",
-        "falcon",
-    }
-)
-# Families with a learned absolute position embedding.
-_LEARNED_POSITION_TYPES = frozenset({"gpt2", "gpt_neo", "gpt_bigcode", "opt", "codegen"})
-
-
 def _attention_params(facts: ModelFacts, biased: bool) -> int:
     d, heads = facts.d_model, facts.n_heads
     cfg = facts.extras.get("text_config", facts.extras) or facts.extras
@@ -264,10 +244,10 @@ def _linear_attention_params(facts: ModelFacts) -> int | None:
 def parameter_count(facts: ModelFacts) -> ParameterCount:
     """Parameters by part from the config's dimensions (one fact, one place: `ModelFacts`)."""
     d, vocab = facts.d_model, facts.vocab_size
-    biased = facts.model_type in _BIASED_TYPES
+    biased = facts.biases
     mlp_matrices = 3 if facts.gated_mlp else 2
     embedding = vocab * d
-    if facts.model_type in _LEARNED_POSITION_TYPES and facts.max_position_embeddings:
+    if facts.learned_positions and facts.max_position_embeddings:
         embedding += facts.max_position_embeddings * d
     unembedding = 0 if facts.tied_embeddings else vocab * d
     norm_width = 2 * d if biased else d  # LayerNorm carries a bias beside its gain

@@ -3,9 +3,9 @@
 It needs nothing beyond what the subject backends already use (torch and transformers), so it
 runs in the validator's own process rather than in a pinned environment. Each job's model is
 loaded from its folder with eager attention in float32, run once on the job's tokens through
-`hf_reference.reference_points`, and every requested address is either returned as a tensor or
-reported as not expressible (the hand-written layout names no module for it). A model type
-without a hand-written layout is unsupported, with the reason.
+`references.hf_hooks.reference_points`, and every requested address is either returned as a
+tensor or reported as not expressible (the hand-written layout names no module for it). A model
+type without a hand-written layout is unsupported, with the reason.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.address import to_address
-from interp_validator.hf_reference import layout_key, reference_points
+from interp_validator.references.hf_hooks import layout_key, reference_points
 
 __all__ = ["ENGINE", "run_hf"]
 
@@ -54,7 +54,7 @@ def _read(job: Any) -> dict[str, Any]:
         return {
             "unsupported": (
                 f"the HF-hooks reference has no hand-written layout for model_type "
-                f"{model_type!r}; add one to interp_validator.hf_reference.LAYOUTS"
+                f"{model_type!r}; add one to interp_validator.references.hf_layouts.LAYOUTS"
             )
         }
     with warnings.catch_warnings():

@@ -1,7 +1,7 @@
 """What a sweep compares: which models, which layers, which addresses, on which prompt.
 
-- Models (`Target`): every family of the tiny-model factory (`interp_eager.testing.families`)
-  and the real SmolLM2-135M-Instruct (`interp_eager.testing.smollm2`), or folders given by path.
+- Models (`Target`): every family of the tiny-model factory (`interp_testmodels.families`)
+  and the real SmolLM2-135M-Instruct (`interp_testmodels.smollm2`), or folders given by path.
 - Layers (`layers_to_check`): the first, the middle and the last, plus three quarters of the way
   on models of 8 layers or more, where an error that compounds with depth has had room to grow.
 - Addresses (`planned_addresses`): every point the model has (`points_for`), at those layers
@@ -12,7 +12,8 @@
   BOS prepended where the tokenizer has one; every side of a comparison gets the same token ids.
 
 Only the standard library and the core are imported at module level; the model folders come
-from interp-eager's test factory, imported when a target is built (the `run` extra).
+from interp-testmodels, imported when a target is built (the `run` extra). No backend is
+imported here or anywhere in the validator: subjects are reached by name through the registry.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp_core.address import Address
-from interp_core.backends import local_config
+from interp_core.configs import local_config
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 from interp_core.points import absence_reason, points_for
@@ -67,14 +68,14 @@ class Target:
 
 def family_names() -> tuple[str, ...]:
     """The tiny-model factory's families, in its fixed order."""
-    from interp_eager.testing.families import FAMILY_NAMES
+    from interp_testmodels.families import FAMILY_NAMES
 
     return FAMILY_NAMES
 
 
 def family_target(name: str) -> Target:
     """The family's folder, built on first use (a fraction of a second, a few hundred kB)."""
-    from interp_eager.testing.families import build_family
+    from interp_testmodels.families import build_family
 
     return Target(name, build_family(name), "family")
 
@@ -84,7 +85,7 @@ def real_model_target() -> Target:
 
     Raises `RealModelUnavailable`, naming the install line, when the wheel is missing.
     """
-    from interp_eager.testing.smollm2 import smollm2_path
+    from interp_testmodels.smollm2 import smollm2_path
 
     return Target(REAL_MODEL, smollm2_path(progress=False), "model")
 

@@ -19,13 +19,8 @@ from typing import Any
 
 from interp_core import sync
 from interp_core.address import Address
-from interp_core.backends import (
-    FIRST_PARTY,
-    available_backends,
-    get_backend,
-    load_model,
-    model_config,
-)
+from interp_core.backends import FIRST_PARTY, available_backends, get_backend, load_model
+from interp_core.configs import model_config
 from interp_core.errors import InterpError
 from interp_core.facts import ModelFacts
 

@@ -179,14 +179,30 @@ def _quiet_transformers() -> Iterator[None]:
 
 
 def _resolve_backends(requested: tuple[str, ...] | None) -> tuple[list[str], dict[str, str]]:
+    from interp_core.backends import FIRST_PARTY
     from interp_validator.subjects import runnable_backends
 
+    # Subjects are found only through the registry: the validator imports no backend, so a
+    # missing one is an install line, never an ImportError.
     verdicts = runnable_backends()
     if requested is None:
         chosen = sorted((n for n, why in verdicts.items() if why is None), key=_subject_order)
         skipped = {name: why for name, why in verdicts.items() if why is not None}
+        if not chosen:
+            reasons = "; ".join(f"{name}: {why}" for name, why in sorted(skipped.items()))
+            message = (
+                f"no backend can run here ({reasons or 'none is installed'}): install the eager "
+                f"backend, the default subject, with: pip install {FIRST_PARTY['eager']}"
+            )
+            raise SweepError(message)
         return chosen, skipped
     for name in requested:
+        if name not in verdicts and name in FIRST_PARTY:
+            message = (
+                f"backend {name!r} is not installed here: it ships in the {FIRST_PARTY[name]} "
+                f"package; install it with: pip install {FIRST_PARTY[name]}"
+            )
+            raise SweepError(message)
         if name not in verdicts:
             message = (
                 f"no backend named {name!r} is registered here; registered: "
@@ -228,7 +244,7 @@ def _targets(options: SweepOptions) -> tuple[list[Target], dict[str, str]]:
     targets = [family_target(name) for name in names]
     skipped: dict[str, str] = {}
     if options.real_model:
-        from interp_eager.testing.smollm2 import RealModelUnavailable
+        from interp_testmodels.smollm2 import RealModelUnavailable
 
         try:
             targets.append(real_model_target())
@@ -434,7 +450,7 @@ def run_sweep(
     timings: dict[str, float] = {}
 
     previous_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: a second thread only spins (see interp-eager tests)
+    torch.set_num_threads(1)  # tiny models: a second thread only spins (interp_testmodels.threads)
     steps = len(targets) * (1 + len(backends)) + len(engine_list)
     progress = _Progress(steps, options.progress)
     restore = contextlib.ExitStack()

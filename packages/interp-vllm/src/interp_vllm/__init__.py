@@ -1,9 +1,13 @@
 """interp-engine: the vLLM backends (hooked, static taps, generate-only).
 
 `backend` registers `vllm`, `vllm-static` and `vllm-generate` under `interp.backends`;
-`model.VLLMModel` is the model all three return (AsyncLLM, per-request capture, steering and
-lens); `worker.InterpWorkerExtension` runs inside vLLM's workers; `sites` maps the standardized
-points onto vLLM's module tree per family; `attention` rebuilds attention patterns from q and k.
+`support` is the one table of what vLLM serves per family and why not, which `supports()`, the
+load checks, the docs and the tests read; `model.VLLMModel` is the model all three return
+(AsyncLLM, per-request capture, steering and lens), `wire` packs its requests for the workers
+and reassembles their rows, `engine` starts and stops vLLM; `worker.InterpWorkerExtension` runs
+inside vLLM's workers; `sites` maps the standardized points onto vLLM's module tree per family
+(with `site_kinds`, `module_tree` and `routing`); `attention` rebuilds attention patterns from
+q and k.
 """
 
 from interp_vllm.__about__ import __version__

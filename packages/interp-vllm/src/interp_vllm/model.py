@@ -8,6 +8,10 @@ captures, steers or reads the lens carries a unique `cache_salt`: with prefix ca
 salted request can neither reuse another request's KV blocks (which would skip the rows it must
 capture, or carry someone else's steering) nor lend its own.
 
+How a request is packed for the workers and its rows reassembled is `interp_vllm.wire`; how the
+engine is configured, started and stopped, `interp_vllm.engine`; what vLLM serves per family,
+`interp_vllm.support`.
+
 Three modes share this class (`interp_vllm.backend` registers one backend per mode):
 
 * `hooked` (`vllm`) — hooks installed per step on exactly the sites the step's requests need.
@@ -23,38 +27,34 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import math
-import multiprocessing
-import os
-import uuid
-import warnings
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from interp_core.address import Address, to_address
-from interp_core.backends import model_config
+from interp_core.backends import cuda_available, model_config
 from interp_core.cache import ActivationCache
-from interp_core.compat import vllm_issues_for
+from interp_core.dtypes import canonical_dtype
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
 from interp_core.facts import ModelFacts
-from interp_core.points import PointSpec, get_point
+from interp_core.points import PointSpec, get_point, point_names
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.steering import SteeringSpec, active_steering, as_specs
-from interp_vllm.backend import HOOKED_INSTEAD, MODES, SHARDED, point_support
+from interp_core.sampling import check_lens_top_k, check_sampling
+from interp_core.steering import SteeringSpec, active_steering, as_specs, check_vector_values
+from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
+from interp_vllm.support import INSTEAD, MODES, RECOMPUTED, SHARDED, check_dtype, point_support
+from interp_vllm.wire import (
+    address_key,
+    as_generation,
+    cache,
+    needed_keys,
+    request_spec,
+    run_request,
+    sink_keys,
+    submission,
+)
 
 __all__ = ["VLLMModel"]
-
-_EXTENSION = "interp_vllm.worker.InterpWorkerExtension"
-# vLLM's CPU backend sizes its KV cache from this (GiB); 1 is plenty for the models tests use.
-_CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
-# vLLM's CPU build binds one worker per NUMA node unless told otherwise; on a one-node machine
-# tensor parallelism then refuses to start. Splitting the allowed CPUs evenly is what it needs.
-_CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
-_QUANTIZATION = {None: None, "fp8": "fp8", "bnb-4bit": "bitsandbytes"}
-# Attention patterns are rebuilt on the client from the post-RoPE q and k the kernel receives.
-_RECOMPUTED = {"attn_scores", "attn_probs"}
-_QK = ("_q_rot", "_k_rot")
 
 
 def _read_config(model_id: str) -> dict[str, Any]:
@@ -64,10 +64,6 @@ def _read_config(model_id: str) -> dict[str, Any]:
         return AutoConfig.from_pretrained(name).to_dict()
 
     return model_config(model_id, fetch=fetch)
-
-
-def _key(address: Address) -> str:
-    return address.name if address.layer is None else f"{address.name}.{address.layer}"
 
 
 @dataclass(frozen=True)
@@ -107,7 +103,7 @@ class VLLMModel:
         if not isinstance(num_gpus, int) or isinstance(num_gpus, bool) or num_gpus < 1:
             msg = f"num_gpus={num_gpus!r} must be a positive int (it becomes tensor_parallel_size)"
             raise InvalidArgument(msg)
-        if quantization not in _QUANTIZATION:
+        if quantization not in QUANTIZATION:
             msg = (
                 f"quantization={quantization!r} is not one this backend passes to vLLM; choose "
                 f"None, 'fp8' or 'bnb-4bit' (anything else vLLM takes: extra_vllm_kwargs)"
@@ -123,15 +119,24 @@ class VLLMModel:
         self._model_id = str(model_id)
         self._config = _read_config(self._model_id)
         self._facts = ModelFacts.from_config(self._config)
-        _refuse_cpu_dtype(self._facts, dtype)
-        self._dtype = dtype
+        # One alias table (interp_core.dtypes): vLLM itself knows no 'bf16' or 'fp32'; a name
+        # outside the table goes to vLLM as given, for vLLM to accept or refuse.
+        dtype = canonical_dtype(dtype) or dtype
+        check_dtype(self._facts, dtype, cuda=cuda_available())
         limit = self._facts.max_position_embeddings
         self._max_model_len = max_model_len or (min(limit, 4096) if limit else 4096)
-        self._gpu_memory_utilization = gpu_memory_utilization
         self._num_gpus = num_gpus
-        self._quantization = quantization
-        self._kv_cache_dtype = kv_cache_dtype
-        self._extra = dict(extra_vllm_kwargs or {})
+        self._settings = EngineSettings(
+            model_id=self._model_id,
+            mode=mode,
+            dtype=dtype,
+            max_model_len=self._max_model_len,
+            num_gpus=num_gpus,
+            gpu_memory_utilization=gpu_memory_utilization,
+            quantization=quantization,
+            kv_cache_dtype=kv_cache_dtype,
+            extra=dict(extra_vllm_kwargs or {}),
+        )
         self._engine: Any = None
         self._installed: _Installed | None = None
         self._static_reads: frozenset[str] = frozenset()
@@ -215,60 +220,16 @@ class VLLMModel:
         keys = set()
         for point in points:
             address = to_address(point)
-            if which == "writes" and address.name in _RECOMPUTED:
+            if which == "writes" and address.name in RECOMPUTED:
                 msg = f"{address} cannot be a static write: attention patterns are read-only"
                 raise InvalidArgument(msg)
             verdict = self.supports(address)
             if not verdict:
                 raise PointUnsupported(verdict.explain())
-            keys.add(_key(address))
+            keys.add(address_key(address))
         return frozenset(keys)
 
     # --- engine ---------------------------------------------------------------------------------
-    def _engine_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": self._model_id,
-            "dtype": self._dtype,
-            "max_model_len": self._max_model_len,
-            "tensor_parallel_size": self._num_gpus,
-        }
-        if self._mode != "generate":
-            # Python hooks never fire under CUDA-graph replay or inside torch.compile'd code.
-            kwargs["enforce_eager"] = True
-            kwargs["worker_extension_cls"] = _EXTENSION
-        if self._gpu_memory_utilization is not None:
-            kwargs["gpu_memory_utilization"] = self._gpu_memory_utilization
-        elif not _cuda():
-            # On the CPU build this fraction of host memory must be free at start (vLLM's
-            # default 0.92 fails on any machine doing other work); the KV cache itself is sized
-            # by VLLM_CPU_KVCACHE_SPACE.
-            kwargs["gpu_memory_utilization"] = _CPU_MEMORY_FRACTION
-        if self._quantization is not None:
-            kwargs["quantization"] = _QUANTIZATION[self._quantization]
-        if self._kv_cache_dtype is not None:
-            kwargs["kv_cache_dtype"] = self._kv_cache_dtype
-        kwargs.update(self._extra)  # last: anything vLLM takes can be overridden
-        return kwargs
-
-    def _start_engine(self) -> tuple[Any, list[Any]]:
-        from interp_core.backends import cuda_available
-
-        if not cuda_available():
-            os.environ.setdefault(_CPU_KV_ENV, "1")
-            if self._num_gpus > 1 and _CPU_BIND_ENV not in os.environ:
-                os.environ[_CPU_BIND_ENV] = _cpu_binding(self._num_gpus)
-        import vllm
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        for issue in vllm_issues_for(self._facts.model_type, vllm.__version__):
-            warnings.warn(issue.message(), stacklevel=3)
-        before = {p.pid for p in multiprocessing.active_children()}
-        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self._engine_kwargs()))
-        # The engine core is our child; its workers are its children and exit when it does.
-        children = [p for p in multiprocessing.active_children() if p.pid not in before]
-        return engine, children
-
     async def _ready(self) -> Any:
         if self._engine is not None:
             return self._engine
@@ -276,13 +237,15 @@ class VLLMModel:
             self._starting = asyncio.Lock()
         async with self._starting:
             if self._engine is None:
-                engine, children = await asyncio.to_thread(self._start_engine)
+                engine, children = await asyncio.to_thread(
+                    self._settings.start, self._facts.model_type
+                )
                 self._children = children
                 try:
                     if self._mode != "generate":
                         self._installed = await self._install(engine)
                 except BaseException:
-                    _shutdown(engine, children)
+                    shutdown_engine(engine, children)
                     self._children = []
                     raise
                 self._engine = engine
@@ -293,7 +256,7 @@ class VLLMModel:
         if self._mode == "static":
             declared = [to_address(k) for k in self._static_reads | self._static_writes]
             # Attention patterns are rebuilt from q and k: those (and any sinks) are the taps.
-            static = sorted({*self._needed_keys(declared), *self._sink_keys(declared)})
+            static = sorted({*needed_keys(declared, self._has_site), *sink_keys(declared)})
         answers = await engine.collective_rpc("interp_install", args=(self._config, static))
         first = answers[0]
         return _Installed(
@@ -313,7 +276,7 @@ class VLLMModel:
         prompt = [1, 2]  # any two in-vocabulary tokens: the test is that rows arrive
         served = self._installed.sites if self._installed is not None else frozenset()
         declared = [to_address(k) for k in self._static_reads]
-        keys = sorted(k for k in self._needed_keys(declared) if k in served)
+        keys = sorted(k for k in needed_keys(declared, self._has_site) if k in served)
         _, payload = await self._request(prompt, self._sampling(1, 0.0), {"capture": keys})
         dead = sorted(k for k in keys if k not in payload["captured"])
         if dead:
@@ -335,7 +298,7 @@ class VLLMModel:
             handler = getattr(engine, "output_handler", None)
             if handler is not None:
                 handler.cancel()
-            await asyncio.to_thread(_shutdown, engine, children)
+            await asyncio.to_thread(shutdown_engine, engine, children)
             # Let the cancelled handler finish and collect the engine now: vLLM's __del__ shuts
             # down again, which fails noisily if it only runs at interpreter exit.
             await asyncio.sleep(0)
@@ -385,7 +348,7 @@ class VLLMModel:
 
     # --- capabilities ---------------------------------------------------------------------------
     def points(self) -> tuple[PointSpec, ...]:
-        names = {name for name in _point_names() if self.supports_name(name)}
+        names = {name for name in point_names() if self.supports_name(name)}
         return tuple(get_point(name) for name in sorted(names))
 
     def supports_name(self, name: str) -> bool:
@@ -400,28 +363,28 @@ class VLLMModel:
         if (
             self._mode == "static"
             and self._static_reads
-            and _key(address) not in self._static_reads
+            and address_key(address) not in self._static_reads
         ):
             return Support.no(
                 f"{address} is not in this vllm-static model's declared tap set "
                 f"({', '.join(sorted(self._static_reads))})",
                 f"load with static_points=[..., {str(address)!r}], or use backend='vllm'",
             )
-        if address.name in _RECOMPUTED:
+        if address.name in RECOMPUTED:
             from interp_vllm.attention import unsupported_reason
 
             why = unsupported_reason(self._config)
             if why:
-                return Support.no(f"cannot rebuild {address} on vLLM: {why}", HOOKED_INSTEAD)
+                return Support.no(f"cannot rebuild {address} on vLLM: {why}", INSTEAD)
         installed = self._installed
         if installed is None:
             return verdict
-        needed = self._needed_keys([address])
+        needed = needed_keys([address], self._has_site)
         missing = [k for k in needed if k not in installed.sites]
         if missing:
             why = installed.refused.get(address.name)
             reason = why or f"the worker found no site for {', '.join(missing)} in this model"
-            return Support.no(f"cannot capture {address} on vLLM: {reason}", HOOKED_INSTEAD)
+            return Support.no(f"cannot capture {address} on vLLM: {reason}", INSTEAD)
         return verdict
 
     # --- checks before anything reaches a worker ------------------------------------------------
@@ -474,18 +437,6 @@ class VLLMModel:
             addresses.append(to_address(point))
         return addresses
 
-    def _needed_keys(self, addresses: Sequence[Address]) -> list[str]:
-        keys: list[str] = []
-        for address in addresses:
-            if address.name in _RECOMPUTED:
-                keys.extend(f"{qk}.{address.layer}" for qk in _QK)
-                sinks = f"_sinks.{address.layer}"
-                if address.name == "attn_probs" and self._has_site(sinks):
-                    keys.append(sinks)  # gpt-oss: the sink logit shares each denominator
-            else:
-                keys.append(_key(address))
-        return keys
-
     def _specs(self, steering: Any) -> list[SteeringSpec]:
         """Active specs first, then the explicit ones; refused up front without hooks."""
         specs: list[SteeringSpec] = [*active_steering(self), *as_specs(steering)]
@@ -501,16 +452,16 @@ class VLLMModel:
             verdict = self.supports(address)
             if not verdict:
                 raise PointUnsupported(verdict.explain())
-            key = _key(address)
+            key = address_key(address)
             installed = self._installed
-            if address.name in _RECOMPUTED or (
+            if address.name in RECOMPUTED or (
                 installed is not None and key not in installed.writable
             ):
                 why = (installed.write_refusals.get(key) if installed else None) or (
                     f"{address.name} is read-only on the vLLM backend"
                 )
                 msg = f"cannot steer at {address} on vLLM: {why}"
-                raise CapabilityUnsupported.build(msg, None, HOOKED_INSTEAD)
+                raise CapabilityUnsupported.build(msg, None, INSTEAD)
             if self._mode == "static" and key not in self._static_writes:
                 msg = f"{address} is not in this vllm-static model's declared write set"
                 raise CapabilityUnsupported.build(
@@ -529,13 +480,7 @@ class VLLMModel:
                     why,
                     "use op='add' there, steer a residual-width point, or load with num_gpus=1",
                 )
-            values = [float(x) for x in spec.values()]
-            if not all(math.isfinite(x) for x in values):
-                msg = f"the steering vector at {address} holds NaN or infinite values"
-                raise InvalidArgument(msg)
-            if spec.op != "add" and math.fsum(x * x for x in values) == 0.0:
-                msg = f"the {spec.op} steering at {address} needs a non-zero direction vector"
-                raise InvalidArgument(msg)
+            values = check_vector_values(spec)
             wire.append(
                 {
                     "key": key,
@@ -563,22 +508,19 @@ class VLLMModel:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            msg = f"max_new_tokens={max_tokens!r} must be a positive int"
-            raise InvalidArgument(msg)
-        if not isinstance(temperature, (int, float)) or not math.isfinite(temperature):
-            msg = f"temperature={temperature!r} must be a finite number >= 0"
-            raise InvalidArgument(msg)
-        if temperature < 0:
-            msg = f"temperature={temperature!r} must be >= 0 (0 is greedy)"
-            raise InvalidArgument(msg)
-        kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": float(temperature)}
-        if top_k is not None:
-            kwargs["top_k"] = int(top_k)
-        if top_p is not None:
-            kwargs["top_p"] = float(top_p)
-        if seed is not None:
-            kwargs["seed"] = int(seed)
+        checked = check_sampling(
+            max_new_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
+        )
+        kwargs: dict[str, Any] = {
+            "max_tokens": checked.max_new_tokens,
+            "temperature": checked.temperature,
+        }
+        if checked.top_k is not None:
+            kwargs["top_k"] = checked.top_k
+        if checked.top_p is not None:
+            kwargs["top_p"] = checked.top_p
+        if checked.seed is not None:
+            kwargs["seed"] = checked.seed
         if stream:
             kwargs["output_kind"] = RequestOutputKind.DELTA
         return SamplingParams(**kwargs)
@@ -593,117 +535,15 @@ class VLLMModel:
     ) -> tuple[Any, dict[str, Any]]:
         """Run one request to the end; with a spec, collect what its hooks produced."""
         engine = await self._ready()
-        rid, request = _submission(prompt, params, spec)
-        final = None
-        try:
-            async for output in engine.generate(request, params, rid):
-                final = output
-        except BaseException:
-            if spec:
-                await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
-            raise
-        if not spec:
-            return final, {"captured": {}, "positions": {}, "lens": {}}
-        lens = None if lens_top_k is None else {"top_k": lens_top_k}
-        answers = await engine.collective_rpc("interp_collect", args=(rid, lens))
-        errors = [error for answer in answers for error in answer["errors"]]
-        if errors:
-            msg = "a vLLM worker hook failed on this request; its captures and steering are void"
-            raise CapabilityUnsupported.build(msg, "; ".join(errors), HOOKED_INSTEAD)
-        from interp_vllm.worker import decode_tensor
-
-        result = answers[0]  # positions and the lens (gathered on rank 0) come from rank 0
-        captured = {
-            key: self._gather(key, [decode_tensor(*a["captured"][key]) for a in answers])
-            for key in result["captured"]
-        }
-        return final, {**result, "captured": captured}
-
-    def _gather(self, key: str, ranks: list[Any]) -> Any:
-        """One tensor from every tensor-parallel rank's rows of `key`.
-
-        Residual-width points are all-reduced, so every rank holds the whole row: rank 0's.
-        Head- and neuron-sharded points hold contiguous column slices in rank order: their
-        concatenation, which must come out exactly the point's width.
-        """
-        import torch
-
-        first = ranks[0]
-        expected = self._width(key)
-        width = int(first[0].numel()) if first.shape[0] else 0
-        if len(ranks) == 1 or width == expected:
-            return first
-        total = sum(int(r[0].numel()) for r in ranks if r.shape[0])
-        if total != expected:
-            msg = f"cannot reassemble {key} from {len(ranks)} tensor-parallel ranks"
-            raise CapabilityUnsupported.build(
-                msg,
-                f"their rows are {[tuple(r.shape[1:]) for r in ranks]} wide, and the point is "
-                f"{expected} wide",
-                "Load with num_gpus=1 for this point",
-            )
-        return torch.cat(ranks, dim=1)
-
-    def _width(self, key: str) -> int:
-        from interp_core.shapes import point_width
-
-        name, _, layer = key.partition(".")
-        facts = self._facts
-        internal = {"_q_rot": facts.q_width, "_k_rot": facts.kv_width, "_sinks": facts.n_heads}
-        if name in internal:
-            return int(internal[name])
-        return int(point_width(Address(name, int(layer) if layer else None), facts))
+        return await run_request(engine, prompt, params, spec, self._facts, lens_top_k=lens_top_k)
 
     def _spec(
         self, addresses: Sequence[Address], writes: list[dict[str, Any]]
     ) -> dict[str, Any] | None:
-        keys = sorted(set(self._needed_keys(addresses)))
-        if not keys and not writes:
-            return None
-        return {"capture": keys, "steer": writes}
+        return request_spec(needed_keys(addresses, self._has_site), writes)
 
     def _cache(self, addresses: Sequence[Address], payload: dict[str, Any], length: int) -> Any:
-        tensors = {}
-        for address in addresses:
-            if address.name in _RECOMPUTED:
-                tensors[address] = self._pattern(address, payload, length)
-                continue
-            tensors[address] = self._rows(_key(address), payload, length).unsqueeze(0)
-        return tensors
-
-    def _rows(self, key: str, payload: dict[str, Any], length: int) -> Any:
-        rows = payload["captured"].get(key)
-        where = payload["positions"].get(key, [])
-        if rows is None or where[:length] != list(range(length)):
-            got = "nothing" if rows is None else f"positions {where[:3]}..{where[-3:]}"
-            msg = f"the vLLM workers returned {got} for {key}, expected positions 0..{length - 1}"
-            raise CapabilityUnsupported.build(
-                msg,
-                "the hook did not see every position of the request (a prefix-cache hit or a "
-                "compiled forward skips hooks)",
-                HOOKED_INSTEAD,
-            )
-        return rows[:length]
-
-    def _pattern(self, address: Address, payload: dict[str, Any], length: int) -> Any:
-        from interp_vllm.attention import probs_from_scores, scores_from_qk
-
-        layer = address.layer
-        assert layer is not None
-        q = self._rows(f"_q_rot.{layer}", payload, length)
-        k = self._rows(f"_k_rot.{layer}", payload, length)
-        scores = scores_from_qk(q, k, self._config, layer)
-        if address.name == "attn_scores":
-            return scores
-        sinks = None
-        if self._has_site(f"_sinks.{layer}"):
-            sinks = self._rows(f"_sinks.{layer}", payload, length)[0]  # [heads], same per token
-        return probs_from_scores(scores, sinks)
-
-    def _sink_keys(self, addresses: Sequence[Address]) -> list[str]:
-        # Before the workers answer, a sink site may exist or not; hooking a missing key is a
-        # no-op in the worker, so the static set names it whenever probabilities are declared.
-        return [f"_sinks.{a.layer}" for a in addresses if a.name == "attn_probs"]
+        return cache(addresses, payload, length, self._config, self._has_site)
 
     def _has_site(self, key: str) -> bool:
         return self._installed is not None and key in self._installed.sites
@@ -761,7 +601,7 @@ class VLLMModel:
         await self._ready()
         writes = self._writes(specs)
         final, _ = await self._request(prompt, params, self._spec([], writes))
-        return _generation(final, prompt)
+        return as_generation(final, prompt)
 
     def _one_prompt(self, tokens: Any, what: str) -> list[int]:
         prompts = self._prompts(tokens)
@@ -791,7 +631,7 @@ class VLLMModel:
         engine = await self._ready()
         writes = self._writes(specs)
         spec = self._spec([], writes)
-        rid, request = _submission(prompt, params, spec)
+        rid, request = submission(prompt, params, spec)
         index = 0
         try:
             async for output in engine.generate(request, params, rid):
@@ -827,7 +667,7 @@ class VLLMModel:
         writes = self._writes(specs)
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         final, payload = await self._request(prompt, params, spec)
-        generation = _generation(final, prompt)
+        generation = as_generation(final, prompt)
         # The last sampled token is never fed back, so rows cover prompt + generated - 1.
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)
@@ -844,9 +684,7 @@ class VLLMModel:
         travel back (never a vocabulary-wide tensor)."""
         self._require_hooks("logit_lens")
         prompt = self._one_prompt(tokens, "logit_lens")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            msg = f"top_k={top_k!r} must be a positive int"
-            raise InvalidArgument(msg)
+        top_k = check_lens_top_k(top_k)
         chosen = list(range(self.n_layers)) if layers is None else [int(x) for x in layers]
         await self._ready()
         addresses = self._addresses([Address(point, layer) for layer in chosen])
@@ -855,20 +693,20 @@ class VLLMModel:
             raise CapabilityUnsupported.build(
                 msg,
                 "the workers found no final norm to decode through",
-                HOOKED_INSTEAD,
+                INSTEAD,
             )
         spec = {
             "capture": [],
             "steer": self._writes(self._specs(None)),
-            "lens": [_key(a) for a in addresses],
+            "lens": [address_key(a) for a in addresses],
         }
         _, payload = await self._request(prompt, self._sampling(1, 0.0), spec, lens_top_k=top_k)
         predictions = {}
         for layer, address in zip(chosen, addresses, strict=True):
-            block = payload["lens"].get(_key(address))
+            block = payload["lens"].get(address_key(address))
             if block is None or block["positions"] != list(range(len(prompt))):
                 msg = f"the vLLM workers returned no lens rows for {address}"
-                raise CapabilityUnsupported.build(msg, None, HOOKED_INSTEAD)
+                raise CapabilityUnsupported.build(msg, None, INSTEAD)
             predictions[layer] = tuple(
                 tuple(
                     LensPrediction(int(i), self.tokenizer.decode([int(i)]), float(p))
@@ -889,72 +727,6 @@ class VLLMModel:
         return f"VLLMModel({self._model_id!r}, {self.backend_name}, {state})"
 
 
-_CPU_MEMORY_FRACTION = 0.3
-
-
-def _cuda() -> bool:
-    from interp_core.backends import cuda_available
-
-    return cuda_available()
-
-
-# Families whose vLLM CPU kernels exist only in bfloat16 (measured on vllm-cpu 0.32: the gated
-# delta-net attention asserts "CPU GDN attention requires BF16"; the latent-attention kernel
-# rejects float32 weights), so a float32 load fails deep inside the engine.
-_CPU_BF16_ONLY = {
-    "qwen3_next": "gated delta-net attention",
-    "deepseek_v3": "latent (MLA) attention",
-}
-
-
-def _refuse_cpu_dtype(facts: ModelFacts, dtype: str) -> None:
-    from interp_core.backends import cuda_available
-
-    kernel = _CPU_BF16_ONLY.get(facts.model_type)
-    if kernel is None or dtype in ("bfloat16", "auto") or cuda_available():
-        return
-    msg = f"{facts.architecture} in {dtype} on vLLM's CPU build is not served"
-    raise CapabilityUnsupported.build(
-        msg,
-        f"vLLM's CPU kernel for its {kernel} runs only in bfloat16",
-        "load with dtype='bfloat16', or use backend='eager' for float32",
-    )
-
-
-def _cpu_binding(workers: int) -> str:
-    """`VLLM_CPU_OMP_THREADS_BIND` for `workers` CPU workers: the allowed CPUs split evenly."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    cpus = cpus or list(range(os.cpu_count() or 1))
-    if len(cpus) < workers:
-        msg = (
-            f"num_gpus={workers} on the CPU build of vLLM needs one CPU per worker, and "
-            f"{len(cpus)} are available; lower num_gpus"
-        )
-        raise InvalidArgument(msg)
-    share = len(cpus) // workers
-    groups = [cpus[i * share : (i + 1) * share] for i in range(workers)]
-    return "|".join(",".join(str(c) for c in group) for group in groups)
-
-
-def _point_names() -> tuple[str, ...]:
-    from interp_core.points import point_names
-
-    return point_names()
-
-
-def _submission(
-    prompt: list[int], params: Any, spec: dict[str, Any] | None
-) -> tuple[str, dict[str, Any]]:
-    """A fresh request id and the prompt to submit; an interpreted request carries its spec in
-    `extra_args` and its id as the cache salt (so prefix caching never shares its KV blocks)."""
-    rid = f"interp-{uuid.uuid4().hex}"
-    request: dict[str, Any] = {"prompt_token_ids": prompt}
-    if spec:
-        params.extra_args = {"interp": {**spec, "id": rid}}
-        request["cache_salt"] = rid
-    return rid, request
-
-
 def _all_ones(mask: Any) -> bool:
     values = mask.tolist() if hasattr(mask, "tolist") else mask
     flat: list[Any] = []
@@ -966,28 +738,3 @@ def _all_ones(mask: Any) -> bool:
         else:
             flat.append(item)
     return all(v == 1 for v in flat)
-
-
-def _generation(final: Any, prompt: list[int]) -> Generation:
-    completion = final.outputs[0]
-    return Generation(
-        text=completion.text,
-        token_ids=tuple(completion.token_ids),
-        prompt_token_ids=tuple(prompt),
-        finish_reason=completion.finish_reason,
-        output=final,
-    )
-
-
-def _shutdown(engine: Any, children: list[Any]) -> None:
-    """Stop the engine core, then reap the processes it started so none is left as a zombie.
-
-    vLLM's own shutdown signals the engine core (and kills it after a grace period) but does not
-    join it, so the process would linger as a zombie until this interpreter exits.
-    """
-    engine.shutdown()
-    for child in children:
-        child.join(timeout=10)
-        if child.is_alive():
-            child.kill()
-            child.join(timeout=5)

@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from interp_torch.steering import compute_dtype, steering_delta
+
 __all__ = ["InterpWorkerExtension", "decode_tensor", "encode_tensor", "site_key"]
 
 SPEC_KEY = "interp"  # the extra_args entry carrying a request's interp spec
@@ -67,7 +69,7 @@ class _Write:
     """One steering operation of one request, decoded once from the wire."""
 
     op: str
-    vector: torch.Tensor  # float32, flat [width]
+    vector: torch.Tensor  # float32, flat [width]; cast by interp_torch's dtype rule when applied
     scale: float
     lower: float | None
     upper: float | None
@@ -126,25 +128,6 @@ class _Step:
     positions: torch.Tensor  # [num_tokens] absolute positions (cpu, long)
     segments: list[_Segment]
     by_key: dict[str, list[_Segment]]
-
-
-def _delta(write: _Write, rows: torch.Tensor) -> torch.Tensor:
-    """What `write` adds to `rows` [n, width] (float32); mirrors SteeringSpec.delta_reference."""
-    vector = write.vector.to(rows.device)
-    if write.op == "add":
-        return (write.scale * vector).expand_as(rows)
-    unit = vector / vector.norm()
-    projection = rows @ unit
-    if write.op == "orthogonal":
-        factor = (write.scale - 1.0) * projection
-    else:  # projection_cap
-        clamped = projection
-        if write.lower is not None:
-            clamped = clamped.clamp(min=write.lower)
-        if write.upper is not None:
-            clamped = clamped.clamp(max=write.upper)
-        factor = clamped - projection
-    return factor.unsqueeze(-1) * unit
 
 
 class InterpWorkerExtension:
@@ -355,19 +338,26 @@ class InterpWorkerExtension:
         self, step: _Step, key: str, segments: list[_Segment], value: torch.Tensor
     ) -> torch.Tensor | None:
         flat = value.reshape(value.shape[0], -1)
-        delta = torch.zeros(flat.shape, dtype=torch.float32, device=flat.device)
+        # interp_torch's dtype rule: deltas in compute_dtype, cast to the site's dtype once.
+        delta = torch.zeros(flat.shape, dtype=compute_dtype(flat.dtype), device=flat.device)
         touched = False
         for segment in segments:
-            rows = flat[segment.start : segment.stop].float()
+            rows = flat[segment.start : segment.stop].to(delta.dtype)
             where = step.positions[segment.start : segment.stop]
             for write in segment.request.writes[key]:
                 # Each operation sees the rows as the previous ones left them (specs in order).
                 current = rows + delta[segment.start : segment.stop]
-                change = _delta(_local(write, flat.shape[-1]), current)
-                if write.positions is not None:
-                    mask = torch.isin(where, write.positions).to(change.device)
-                    change = change * mask.unsqueeze(-1).to(change.dtype)
-                delta[segment.start : segment.stop] += change
+                local = _local(write, flat.shape[-1])
+                delta[segment.start : segment.stop] += steering_delta(
+                    current,
+                    local.vector,
+                    local.op,
+                    scale=local.scale,
+                    lower=local.lower,
+                    upper=local.upper,
+                    row_positions=where,
+                    positions=local.positions,
+                )
                 touched = True
         if not touched:
             return None

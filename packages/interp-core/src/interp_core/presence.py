@@ -1,0 +1,371 @@
+"""Does a model have a point? Every answer is derived from `ModelFacts` alone.
+
+A rule reads the model's traits (QK-norm, MLA, gated MLP, routed layers, layer kinds, residual
+streams) and either lets the point through or returns an `Absence`: why the point is missing and
+which point to read instead. Rules come in two kinds: model-level (the point is absent on every
+layer) and layer-level (absent on some layers, e.g. attention points on recurrent layers).
+Coordinates that could never be valid (a layer outside the model, a stream on a point that takes
+none) raise instead of answering.
+
+The rules know a point only through `PointLike`, the few attributes they read, so they need no
+registry: `interp_core.point_spec.PointSpec` asks them, and the registry's table is built on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from interp_core.errors import PointUnsupported
+
+if TYPE_CHECKING:
+    from interp_core.facts import ModelFacts
+
+__all__ = [
+    "STREAM_COORDINATE_POINTS",
+    "Absence",
+    "PointLike",
+    "layer_ranges",
+    "reachable",
+    "why_absent",
+]
+
+# The points a `.stream-K` coordinate applies to on a multi-stream trunk: the residual stream at
+# each block boundary. The registry's `accepts_stream` is read from here.
+STREAM_COORDINATE_POINTS = ("resid_pre", "resid_mid", "resid_post")
+
+
+class PointLike(Protocol):
+    """What the rules read of a point; `PointSpec` satisfies it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_trunk(self) -> bool: ...
+
+    @property
+    def accepts_stream(self) -> bool: ...
+
+    @property
+    def multi_stream_only(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Absence:
+    """Why a point is missing on a model, and which point to read instead (None: no stand-in)."""
+
+    why: str
+    instead: str | None = None
+
+    def sentence(self) -> str:
+        if not self.instead:
+            return self.why
+        return f"{self.why.rstrip('.')}; {self.instead}"
+
+
+def layer_ranges(layers: Iterable[int]) -> str:
+    """A compact layer list for messages and tables: `0-3, 7, 9-11`."""
+    items = sorted(set(layers))
+    parts: list[str] = []
+    start = prev = None
+    for layer in [*items, None]:
+        if layer is not None and prev is not None and layer == prev + 1:
+            prev = layer
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = layer
+    return ", ".join(parts)
+
+
+def _where(facts: ModelFacts, present: Callable[[int], bool]) -> list[int]:
+    return [layer for layer in range(facts.n_layers) if present(layer)]
+
+
+# Model-level rules: facts -> reason the point is absent everywhere, or None.
+def _needs_qk_norm(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.qk_norm:
+        return None
+    return Absence(
+        f"{facts.architecture} has no QK-norm (no per-head query/key norm), so {spec.name} "
+        "does not exist",
+        "there is no separate query/key point; attn_scores holds the query-key products",
+    )
+
+
+def _needs_no_mla(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.shared_key_value:
+        return Absence(
+            f"{facts.architecture} uses one projected tensor as both keys and values (K = V), "
+            "carrying rotary embedding, so there is no value projection to read",
+            "use attn_in (what the key/value projection reads) or z (the attention result)",
+        )
+    if facts.mla is None:
+        return None
+    return Absence(
+        f"{facts.architecture} uses multi-head latent attention (MLA): values are decompressed "
+        "from a shared latent and there is no per-head value projection",
+        f"use z (the per-head attention output, n_heads*v_head_dim = {facts.z_width} wide)",
+    )
+
+
+def _needs_gated_attn(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.gated_attn_output:
+        return None
+    return Absence(
+        f"{facts.architecture} has no attention output gate",
+        "read z, the o_proj input, which has no gate multiplied in",
+    )
+
+
+def _needs_sequential(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if not facts.parallel_attn_mlp:
+        return None
+    return Absence(
+        f"{facts.architecture} runs attention and MLP in parallel on the same resid_pre, so no "
+        "residual state exists between them",
+        "use mlp_in (the normed resid_pre the MLP reads) or resid_pre",
+    )
+
+
+def _needs_gated_mlp(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.gated_mlp:
+        return None
+    return Absence(
+        f"{facts.architecture} has a plain (non-gated) MLP with a single input projection, so "
+        "there is no separate linear branch",
+        "use mlp_pre for that projection's output, or mlp_act after the activation",
+    )
+
+
+def _needs_moe(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.moe is not None and facts.moe.sparse_layers:
+        return None
+    return Absence(
+        f"{facts.architecture} has no mixture-of-experts (routed) layers, so there is no router",
+        "its dense MLP is read at mlp_pre / mlp_act / mlp_out",
+    )
+
+
+_SINGLE_STREAM_ANALOGUE = {
+    "resid_streams": "resid_post",
+    "attn_stream_collapse": "resid_pre",
+    "mlp_stream_collapse": "resid_mid",
+}
+
+
+def _needs_streams(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.n_streams > 1:
+        return None
+    analogue = _SINGLE_STREAM_ANALOGUE.get(spec.name)
+    return Absence(
+        f"{facts.architecture} has a single residual stream (n_streams=1); {spec.name} exists "
+        "only on multi-stream (hyper-connection) trunks",
+        f"the single-stream analogue is {analogue}"
+        if analogue
+        else "an ordinary residual addition has no mixing or write coefficients",
+    )
+
+
+# Layer-level rules: a presence predicate plus the reasons for one layer and for all layers.
+@dataclass(frozen=True)
+class _LayerRule:
+    present: Callable[[ModelFacts, int], bool]
+    at_layer: Callable[[PointLike, ModelFacts, int], Absence]
+    nowhere: Callable[[PointLike, ModelFacts], Absence]
+
+
+def _attending_instead(spec: PointLike, facts: ModelFacts) -> str:
+    where = _where(facts, facts.attends)
+    tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+    return f"use attn_in / attn_out for this mixer's input and output{tail}"
+
+
+_ATTENDS = _LayerRule(
+    present=lambda facts, layer: facts.attends(layer),
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} is a {facts.layer_kind(layer)} layer with no "
+        f"softmax attention, so {spec.name} does not exist there",
+        _attending_instead(spec, facts),
+    ),
+    nowhere=lambda spec, facts: Absence(
+        f"no layer of {facts.architecture} computes softmax attention (layer kinds: "
+        f"{', '.join(sorted(set(facts.layer_kinds)))}), so {spec.name} does not exist",
+        "use attn_in / attn_out for the mixers' input and output",
+    ),
+)
+
+
+def _dense_instead(spec: PointLike, facts: ModelFacts) -> str:
+    where = _where(facts, lambda layer: not facts.is_sparse(layer))
+    tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
+    return f"read router_logits / expert_weights / expert_indices or mlp_out there{tail}"
+
+
+def _moe_summary(facts: ModelFacts) -> str:
+    moe = facts.moe
+    return f"{moe.n_experts} experts, top-{moe.experts_per_token}" if moe else "routed"
+
+
+_DENSE = _LayerRule(
+    present=lambda facts, layer: not facts.is_sparse(layer),
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} is a mixture-of-experts layer "
+        f"({_moe_summary(facts)}) with no single dense hidden layer, so {spec.name} does not "
+        "exist there",
+        _dense_instead(spec, facts),
+    ),
+    nowhere=lambda spec, facts: Absence(
+        f"every layer of {facts.architecture} is a mixture-of-experts layer "
+        f"({_moe_summary(facts)}) with no single dense hidden layer, so {spec.name} does not exist",
+        "read router_logits / expert_weights / expert_indices or mlp_out",
+    ),
+)
+
+_SPARSE = _LayerRule(
+    present=lambda facts, layer: facts.is_sparse(layer),
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} has a dense MLP, not routed experts, so "
+        f"{spec.name} does not exist there",
+        f"use a sparse layer ({layer_ranges(_where(facts, facts.is_sparse))}) for {spec.name}; the "
+        "dense MLP is read at mlp_act",
+    ),
+    # Unreachable while _needs_moe runs first, kept so the rule is complete on its own.
+    nowhere=lambda spec, facts: Absence(f"{facts.architecture} has no routed layers"),
+)
+
+_MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None], ...]] = {
+    "q_norm_in": (_needs_qk_norm,),
+    "q_norm_out": (_needs_qk_norm,),
+    "k_norm_in": (_needs_qk_norm,),
+    "k_norm_out": (_needs_qk_norm,),
+    "value": (_needs_no_mla,),
+    "attn_gate": (_needs_gated_attn,),
+    "resid_mid": (_needs_sequential,),
+    "mlp_pre_linear": (_needs_gated_mlp,),
+    "router_logits": (_needs_moe,),
+    "expert_weights": (_needs_moe,),
+    "expert_indices": (_needs_moe,),
+}
+
+_LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
+    **{
+        name: (_ATTENDS,)
+        for name in (
+            "q_norm_in",
+            "q_norm_out",
+            "k_norm_in",
+            "k_norm_out",
+            "value",
+            "attn_scores",
+            "attn_probs",
+            "z",
+            "attn_gate",
+        )
+    },
+    "mlp_pre": (_DENSE,),
+    "mlp_pre_linear": (_DENSE,),
+    "mlp_act": (_DENSE,),
+    "router_logits": (_SPARSE,),
+    "expert_weights": (_SPARSE,),
+    "expert_indices": (_SPARSE,),
+}
+
+
+def _check_coordinates(
+    spec: PointLike, facts: ModelFacts, layer: int | None, stream: int | None
+) -> None:
+    """Coordinates that could never be valid for this point on this model raise outright."""
+    if layer is not None:
+        if spec.is_trunk:
+            message = f"{spec.name} takes no layer"
+            raise PointUnsupported.build(
+                message,
+                "it is a trunk point, computed once per forward pass",
+                f"Address it as {spec.name}",
+            )
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            message = f"layer must be an int, not {type(layer).__name__}"
+            raise PointUnsupported.build(message)
+        if not 0 <= layer < facts.n_layers:
+            message = f"layer {layer} does not exist"
+            raise PointUnsupported.build(
+                message,
+                f"{facts.architecture} has {facts.n_layers} layers",
+                f"Use a layer in 0..{facts.n_layers - 1}",
+            )
+    if stream is not None:
+        if not spec.accepts_stream:
+            message = f"{spec.name} takes no stream coordinate"
+            raise PointUnsupported.build(
+                message,
+                f"only {', '.join(STREAM_COORDINATE_POINTS)} are indexed by stream",
+                "Read the whole stack with resid_streams" if spec.multi_stream_only else None,
+            )
+        if isinstance(stream, bool) or not isinstance(stream, int):
+            message = f"stream must be an int, not {type(stream).__name__}"
+            raise PointUnsupported.build(message)
+        if facts.n_streams > 1 and not 0 <= stream < facts.n_streams:
+            message = f"stream {stream} does not exist"
+            raise PointUnsupported.build(
+                message,
+                f"{facts.architecture} has {facts.n_streams} residual streams",
+                f"Use a stream in 0..{facts.n_streams - 1}",
+            )
+
+
+def _stream_rule(spec: PointLike, facts: ModelFacts, stream: int | None) -> Absence | None:
+    if not spec.accepts_stream:
+        return None
+    if facts.n_streams > 1 and stream is None:
+        return Absence(
+            f"{facts.architecture} carries {facts.n_streams} parallel residual streams "
+            f"(hyper-connections), so a bare {spec.name} would have to pick or merge them",
+            f"address one stream as {spec.name}.L.stream-K (K in 0..{facts.n_streams - 1}), or "
+            "read the stack with resid_streams",
+        )
+    if facts.n_streams <= 1 and stream is not None:
+        return Absence(
+            f"{facts.architecture} has a single residual stream, so a stream coordinate does not "
+            "apply",
+            f"drop the .stream-{stream} coordinate",
+        )
+    return None
+
+
+def why_absent(
+    spec: PointLike, facts: ModelFacts, layer: int | None, stream: int | None
+) -> Absence | None:
+    """None when the model has `spec` at these coordinates (any layer when layer is None)."""
+    _check_coordinates(spec, facts, layer, stream)
+    found = _stream_rule(spec, facts, stream)
+    if found is not None:
+        return found
+    # Every multi-stream-only point needs streams; the registry marks which ones those are.
+    model_rules = _MODEL_RULES.get(spec.name, ())
+    if spec.multi_stream_only:
+        model_rules = (_needs_streams, *model_rules)
+    for model_rule in model_rules:
+        found = model_rule(spec, facts)
+        if found is not None:
+            return found
+    # With layer=None each layer rule is checked on its own; no point has two layer rules, so
+    # "some layer satisfies each rule" is the same as "some layer has the point".
+    for rule in _LAYER_RULES.get(spec.name, ()):
+        if layer is not None:
+            if not rule.present(facts, layer):
+                return rule.at_layer(spec, facts, layer)
+        elif not any(rule.present(facts, each) for each in range(facts.n_layers)):
+            return rule.nowhere(spec, facts)
+    return None
+
+
+def reachable(spec: PointLike, facts: ModelFacts) -> bool:
+    """Whether the model has the point somewhere, counting `.stream-K` forms.
+
+    On a multi-stream trunk the bare resid points are refused but their stream forms exist.
+    """
+    stream = 0 if spec.accepts_stream and facts.n_streams > 1 else None
+    return why_absent(spec, facts, None, stream) is None

@@ -1,0 +1,193 @@
+"""What the sizer is asked and what it answers: the request, one verdict per GPU, the report.
+
+`SizingRequest` holds every knob of `load_model` the sizer prices; `Term` is one memory term on
+one GPU; `GpuFit` is the verdict for one GPU type at one GPU count; `SizingReport` gathers them
+for the whole catalogue. The report's JSON form (`interp-size --json`) is written here too: its
+keys are a contract for scripts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from interp_sizer import calibration as cal
+from interp_sizer.gpus import GpuSpec
+from interp_sizer.roofline import Throughput
+from interp_sizer.source import ResolvedModel
+
+__all__ = ["GpuFit", "SizingReport", "SizingRequest", "Term", "report_json"]
+
+
+@dataclass(frozen=True)
+class SizingRequest:
+    """What the user will run: every knob of `load_model` the sizer prices."""
+
+    backend: str = "vllm"
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    num_gpus: int = 1
+    gpu_memory_utilization: float | None = None  # vLLM only; None prices the calibrated 0.9
+    max_model_len: int | None = None  # None: the model's max_position_embeddings
+    concurrency: int = 1  # sequences running at once, each up to max_model_len
+    capture: tuple[str, ...] = ()  # points or addresses read
+    steer: tuple[str, ...] = ()  # points or addresses written
+    max_num_batched_tokens: int | None = None  # vLLM; None: its default for the card
+    attn_implementation: str | None = None  # eager only: 'sdpa' or 'eager'
+    prompt_tokens: int = 2048  # prompt length for prefill speed and in-flight captures
+
+
+@dataclass(frozen=True)
+class Term:
+    """One memory term on one GPU."""
+
+    key: str
+    label: str
+    bytes: int
+    category: str  # 'weights', 'kv', 'activations', 'capture' or 'overhead' (the chart's stack)
+    side: str  # 'pool' (inside gpu_memory_utilization), 'margin' (outside) or 'card' (eager)
+    provenance: str  # 'exact', 'computed' or 'calibrated'
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    """The verdict for one GPU type at one GPU count."""
+
+    gpu: GpuSpec
+    num_gpus: int
+    fits: bool
+    problems: tuple[str, ...]
+    terms: tuple[Term, ...]
+    budget_bytes: int  # vLLM: utilization × card; eager: the card
+    margin_bytes: int  # vLLM: (1 - utilization) × card; eager: 0
+    kv_tokens: int
+    kv_block_tokens: int
+    max_concurrency: float
+    max_context: int  # longest max_model_len at the requested concurrency (0: none fits)
+    max_num_batched_tokens: int | None
+    throughput: Throughput | None
+    advice: tuple[str, ...]
+
+    @property
+    def limiting_term(self) -> Term:
+        """The largest term that is not the KV cache (what to shrink first)."""
+        others = [t for t in self.terms if t.category != "kv"]
+        return max(others, key=lambda t: t.bytes)
+
+    def category_bytes(self) -> dict[str, int]:
+        totals = {"weights": 0, "kv": 0, "activations": 0, "capture": 0, "overhead": 0}
+        for term in self.terms:
+            totals[term.category] += term.bytes
+        return totals
+
+
+@dataclass(frozen=True)
+class SizingReport:
+    """A request priced on every GPU of the catalogue."""
+
+    model: ResolvedModel
+    request: SizingRequest
+    dtype: str
+    kv_cache_dtype: str
+    max_model_len: int
+    gpu_memory_utilization: float | None
+    weights_bytes: int  # all ranks together, as loaded
+    kv_bytes_per_token: int  # per GPU, every layer, nothing windowed away
+    kv_values_per_token_layer: int  # cached values per token in one attending layer
+    capture_bytes_per_token: int
+    fits: tuple[GpuFit, ...]  # the catalogue at the requested GPU count
+    selected: GpuFit  # the requested GPU, else the smallest fit, else the largest card
+    smallest: GpuFit | None  # fewest GPUs, then least memory, over the catalogue
+    snippet: str
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.selected.kv_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON-ready object; the keys are a contract for scripts (`interp-size --json`)."""
+        return report_json(self)
+
+
+# --- JSON ---------------------------------------------------------------------------------------
+def _term_json(term: Term) -> dict[str, Any]:
+    return {
+        "key": term.key,
+        "label": term.label,
+        "bytes": term.bytes,
+        "category": term.category,
+        "side": term.side,
+        "provenance": term.provenance,
+        "note": term.note,
+    }
+
+
+def _fit_json(fit: GpuFit) -> dict[str, Any]:
+    t = fit.throughput
+    return {
+        "gpu": fit.gpu.name,
+        "num_gpus": fit.num_gpus,
+        "fits": fit.fits,
+        "problems": list(fit.problems),
+        "advice": list(fit.advice),
+        "budget_bytes": fit.budget_bytes,
+        "margin_bytes": fit.margin_bytes,
+        "kv_tokens": fit.kv_tokens,
+        "max_concurrency": round(fit.max_concurrency, 3),
+        "max_context": fit.max_context,
+        "max_num_batched_tokens": fit.max_num_batched_tokens,
+        "limiting_term": fit.limiting_term.key,
+        "terms": [_term_json(term) for term in fit.terms],
+        "throughput": None
+        if t is None
+        else {
+            "decode_tokens_per_s": round(t.decode_tokens_per_s, 1),
+            "decode_tokens_per_s_per_sequence": round(t.decode_tokens_per_s_per_sequence, 1),
+            "prefill_tokens_per_s": round(t.prefill_tokens_per_s, 1),
+            "sequences": t.sequences,
+            "context": t.context,
+            "limiter": t.limiter,
+            "spread": t.spread,
+        },
+    }
+
+
+def report_json(report: SizingReport) -> dict[str, Any]:
+    model = report.model
+    return {
+        "model": model.model_id,
+        "origin": model.origin,
+        "architecture": model.facts.architecture,
+        "backend": report.request.backend,
+        "dtype": report.dtype,
+        "kv_cache_dtype": report.kv_cache_dtype,
+        "max_model_len": report.max_model_len,
+        "gpu_memory_utilization": report.gpu_memory_utilization,
+        "concurrency": report.request.concurrency,
+        "weights_bytes": report.weights_bytes,
+        "weights_source": model.inventory.source,
+        "parameters": model.inventory.parameters,
+        "kv_bytes_per_token": report.kv_bytes_per_token,
+        "kv_values_per_token_layer": report.kv_values_per_token_layer,
+        "capture_bytes_per_token": report.capture_bytes_per_token,
+        "gpu": report.selected.gpu.name,
+        "num_gpus": report.selected.num_gpus,
+        "kv_tokens": report.kv_tokens,
+        "fits": {fit.gpu.name: fit.fits for fit in report.fits},
+        "smallest_fit": None
+        if report.smallest is None
+        else {
+            "gpu": report.smallest.gpu.name,
+            "num_gpus": report.smallest.num_gpus,
+        },
+        "selected": _fit_json(report.selected),
+        "per_gpu": [_fit_json(fit) for fit in report.fits],
+        "snippet": report.snippet,
+        "notes": list(report.notes),
+        "calibrations": {
+            c.name: {"value": c.value, "unit": c.unit, "source": c.source} for c in cal.CALIBRATIONS
+        },
+    }

@@ -1,0 +1,220 @@
+"""Is the request valid for this model and backend, and what exactly will be priced?
+
+`check_request` turns a `SizingRequest` into `Settings`: names normalised (dtype, KV dtype,
+quantization), defaults filled from the model (context length, attention implementation), the
+captured and steered points expanded to sites, and every combination a backend would refuse
+refused here first, with the reason and what to pass instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from interp_core.errors import InvalidArgument
+from interp_core.points import POINTS, Width
+from interp_sizer import calibration as cal
+from interp_sizer.activations import Site, expand_points
+from interp_sizer.errors import UnsupportedSetting
+from interp_sizer.formats import (
+    BACKENDS,
+    Quantization,
+    check_quantization,
+    dtype_bytes,
+    kv_dtype_bytes,
+    normalize_dtype,
+)
+from interp_sizer.report import SizingRequest
+from interp_sizer.source import ResolvedModel
+
+__all__ = ["ATTENTION_MATRIX_POINTS", "Settings", "check_request", "positive_int"]
+
+# Points that exist only where HF materialises the attention matrix ([batch, heads, q, k]).
+ATTENTION_MATRIX_POINTS = frozenset(
+    name for name, spec in POINTS.items() if spec.width is Width.SCORES
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A request checked against the model: canonical names, defaults filled, points expanded."""
+
+    backend: str
+    dtype: str
+    value_bytes: int
+    quantization: Quantization | None
+    kv_cache_dtype: str
+    kv_bytes: int
+    num_gpus: int
+    utilization: float
+    max_model_len: int
+    concurrency: int
+    capture: tuple[Site, ...]
+    steer: tuple[Site, ...]
+    static_reads: tuple[Site, ...]
+    static_writes: tuple[Site, ...]
+    static_auto: bool
+    max_num_batched_tokens: int | None
+    attn_implementation: str | None
+    prompt_tokens: int
+
+
+def positive_int(value: Any, what: str, instead: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        error = InvalidArgument.build(
+            f"{what} must be a positive integer, not {value!r}", None, instead
+        )
+        raise error
+    return value
+
+
+def check_request(model: ResolvedModel, request: SizingRequest) -> Settings:
+    """The request as it will be priced; every combination a backend would refuse raises here."""
+    facts = model.facts
+    backend = request.backend
+    if backend not in BACKENDS:
+        error = UnsupportedSetting.build(
+            f"unknown backend {backend!r}",
+            "the sizer prices the backends interp-engine ships",
+            f"Pass one of {', '.join(BACKENDS)}",
+        )
+        raise error
+    vllm = backend != "eager"
+    num_gpus = positive_int(request.num_gpus, "num_gpus", "Pass num_gpus=1 or more")
+    concurrency = positive_int(request.concurrency, "concurrency", "Pass 1 or more sequences")
+    prompt_tokens = positive_int(request.prompt_tokens, "prompt_tokens", "Pass 1 or more")
+    dtype = normalize_dtype(request.dtype, facts.torch_dtype)
+    quantization = check_quantization(request.quantization, backend)
+    if quantization is not None and model.inventory.checkpoint_quantization is not None:
+        error = UnsupportedSetting.build(
+            f"quantization={quantization.name!r} on a checkpoint that is already quantized "
+            f"({model.inventory.checkpoint_quantization})",
+            "its weights load in their packed format; a second scheme does not apply",
+            "Leave quantization unset for a pre-quantized repo",
+        )
+        raise error
+    kv_bytes = kv_dtype_bytes(request.kv_cache_dtype, dtype, backend)
+    kv_name = "auto" if request.kv_cache_dtype in (None, "") else str(request.kv_cache_dtype)
+
+    utilization = request.gpu_memory_utilization
+    if not vllm and utilization is not None:
+        error = UnsupportedSetting.build(
+            "gpu_memory_utilization on the eager backend",
+            "it is vLLM's pool size; HF transformers allocates as it goes",
+            "Drop it, or use a vLLM backend",
+        )
+        raise error
+    if utilization is None:
+        utilization = cal.VLLM_DEFAULT_UTILIZATION.value
+    if (
+        isinstance(utilization, bool)
+        or not isinstance(utilization, int | float)
+        or not (0 < utilization <= 1)
+    ):
+        error = InvalidArgument.build(
+            f"gpu_memory_utilization must be in (0, 1], not {utilization!r}",
+            "it is the fraction of the whole card vLLM may use",
+            "Pass e.g. 0.9",
+        )
+        raise error
+
+    limit = facts.max_position_embeddings
+    max_model_len = request.max_model_len if request.max_model_len is not None else limit
+    if max_model_len is None:
+        error = InvalidArgument.build(
+            "max_model_len is needed",
+            "the config states no max_position_embeddings to default to",
+            "Pass max_model_len=",
+        )
+        raise error
+    max_model_len = positive_int(max_model_len, "max_model_len", "Pass e.g. 8192")
+    if limit is not None and max_model_len > limit:
+        error = UnsupportedSetting.build(
+            f"max_model_len={max_model_len} exceeds the model's {limit} positions",
+            "vLLM refuses a context longer than max_position_embeddings, and the model was not "
+            "trained past it",
+            f"Pass max_model_len={limit} or less",
+        )
+        raise error
+
+    if vllm and facts.n_heads % num_gpus:
+        error = UnsupportedSetting.build(
+            f"num_gpus={num_gpus} on {backend}",
+            f"tensor parallelism splits the {facts.n_heads} attention heads evenly over the GPUs",
+            "Use a GPU count that divides the heads (1, 2, 4, 8 usually do)",
+        )
+        raise error
+
+    capture = expand_points(facts, request.capture, max_model_len)
+    steer = expand_points(facts, request.steer, max_model_len)
+    if backend == "vllm-generate" and (capture or steer):
+        error = UnsupportedSetting.build(
+            "capture or steering points on vllm-generate",
+            "the generate-only backend installs no taps: it cannot read or write activations",
+            "Use backend='vllm' (any point, per request) or 'vllm-static' (declared points, "
+            "graph speed)",
+        )
+        raise error
+    static_auto = False
+    static_reads: tuple[Site, ...] = ()
+    static_writes: tuple[Site, ...] = ()
+    if backend == "vllm-static":
+        if not capture and not steer:
+            # 'auto': resid_post at every layer, read and written (resid_streams on mHC trunks).
+            static_auto = True
+            auto = "resid_streams" if facts.n_streams > 1 else "resid_post"
+            static_reads = static_writes = expand_points(facts, [auto], max_model_len)
+        else:
+            static_reads, static_writes = capture, steer
+
+    attn = request.attn_implementation
+    if attn is not None and attn not in ("sdpa", "eager"):
+        error = UnsupportedSetting.build(
+            f"attn_implementation={attn!r}",
+            "the sizer prices HF's 'sdpa' (no attention matrix) and 'eager' (materialised)",
+            "Pass 'sdpa' or 'eager'",
+        )
+        raise error
+    if vllm and attn is not None:
+        error = UnsupportedSetting.build(
+            f"attn_implementation on {backend}",
+            "it selects HF transformers' attention; vLLM picks its own kernels",
+            "Drop it, or use backend='eager'",
+        )
+        raise error
+    if not vllm and attn is None:
+        # Attention probabilities exist only where the matrix is materialised.
+        wants_matrix = any(site.name in ATTENTION_MATRIX_POINTS for site in (*capture, *steer))
+        attn = "eager" if wants_matrix else "sdpa"
+
+    mnbt = request.max_num_batched_tokens
+    if mnbt is not None:
+        if not vllm:
+            error = UnsupportedSetting.build(
+                "max_num_batched_tokens on the eager backend",
+                "it is vLLM's scheduler budget",
+                "Drop it, or use a vLLM backend",
+            )
+            raise error
+        mnbt = positive_int(mnbt, "max_num_batched_tokens", "Pass e.g. 8192")
+
+    return Settings(
+        backend=backend,
+        dtype=dtype,
+        value_bytes=dtype_bytes(dtype),
+        quantization=quantization,
+        kv_cache_dtype=kv_name,
+        kv_bytes=kv_bytes,
+        num_gpus=num_gpus,
+        utilization=float(utilization),
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        capture=capture,
+        steer=steer,
+        static_reads=static_reads,
+        static_writes=static_writes,
+        static_auto=static_auto,
+        max_num_batched_tokens=mnbt,
+        attn_implementation=attn,
+        prompt_tokens=min(prompt_tokens, max_model_len),
+    )

@@ -1,0 +1,281 @@
+"""How much of the card does a vLLM backend need, on both sides of the utilization line?
+
+vLLM is priced as its memory profiler sees it, per rank (interp-engine's two-sided budget): inside
+`gpu_memory_utilization × card` go the weights, the profile run's activation peak, non-torch
+memory, CUDA graphs, static tap buffers and at least one request's KV (the rest of the pool
+becomes KV cache); outside it go warm-up overshoot, fragmentation and buffers allocated after
+start-up (captures in flight).
+"""
+
+from __future__ import annotations
+
+import math
+
+from interp_sizer import calibration as cal
+from interp_sizer.activations import site_bytes_per_token, vllm_activation_peak_bytes
+from interp_sizer.gpus import GpuSpec
+from interp_sizer.kv import vllm_kv_capacity
+from interp_sizer.pricing import (
+    GIB,
+    default_batched_tokens,
+    gib,
+    gpu_problems,
+    kv_layout_for,
+    largest,
+    weights_term,
+    workload_shape,
+)
+from interp_sizer.report import GpuFit, Term
+from interp_sizer.roofline import roofline
+from interp_sizer.settings import Settings
+from interp_sizer.source import ResolvedModel
+
+__all__ = ["STATIC_LADDER", "vllm_fit"]
+
+# Step sizes the static-tap backend tries, largest first: its buffers scale with the step.
+STATIC_LADDER = (16384, 8192, 4096, 2048, 1024)
+
+
+def vllm_fit(model: ResolvedModel, s: Settings, gpu: GpuSpec, tp: int) -> GpuFit:
+    mnbt_default = default_batched_tokens(gpu)
+    if s.backend == "vllm-static" and s.max_num_batched_tokens is None:
+        # Static tap buffers scale with the step size: take the largest rung that fits.
+        ladder = [t for t in STATIC_LADDER if t <= mnbt_default] or [STATIC_LADDER[-1]]
+        fit = None
+        for rung in ladder:
+            fit = _vllm_fit_at(model, s, gpu, tp, rung, mnbt_default)
+            if fit.fits:
+                return fit
+        assert fit is not None
+        return fit
+    return _vllm_fit_at(model, s, gpu, tp, s.max_num_batched_tokens or mnbt_default, mnbt_default)
+
+
+def _vllm_fit_at(
+    model: ResolvedModel, s: Settings, gpu: GpuSpec, tp: int, mnbt: int, mnbt_default: int
+) -> GpuFit:
+    facts = model.facts
+    card = gpu.memory_bytes
+    pool = int(card * s.utilization)
+    margin = card - pool
+    block = int(cal.VLLM_BLOCK_SIZE_CUDA.value)
+    in_flight = int(cal.VLLM_CONCURRENT_BATCHES.value) * mnbt
+    layout = kv_layout_for(model, s, tp)
+    max_num_seqs = int(cal.VLLM_MAX_NUM_SEQS.value)
+
+    terms = [weights_term(model, s, tp)]
+    terms.append(
+        Term(
+            "activations",
+            "activation peak (profile run)",
+            vllm_activation_peak_bytes(facts, s.value_bytes, mnbt, max_num_seqs, tp),
+            "activations",
+            "pool",
+            "calibrated",
+            f"{mnbt} batched tokens, {max_num_seqs} sampler rows, x{cal.ACTIVATION_MARGIN.value}",
+        )
+    )
+    non_torch = cal.NON_TORCH_MEMORY.value + (cal.NCCL_PER_EXTRA_RANK.value if tp > 1 else 0)
+    terms.append(
+        Term(
+            "non_torch",
+            "CUDA context and non-torch memory",
+            gib(non_torch),
+            "overhead",
+            "pool",
+            "calibrated",
+            "NCCL buffers included" if tp > 1 else "",
+        )
+    )
+    if s.backend == "vllm-generate":
+        terms.append(
+            Term(
+                "cuda_graphs",
+                "CUDA graphs",
+                gib(cal.CUDA_GRAPH_POOL.value),
+                "overhead",
+                "pool",
+                "calibrated",
+                "estimated and subtracted by vLLM",
+            )
+        )
+    elif s.backend == "vllm-static":
+        terms.append(
+            Term(
+                "cuda_graphs",
+                "graph pool (static taps)",
+                gib(cal.STATIC_GRAPH_POOL.value),
+                "overhead",
+                "pool",
+                "calibrated",
+            )
+        )
+        static_sites = (*s.static_reads, *s.static_writes)
+        static_bytes = mnbt * site_bytes_per_token(static_sites, s.value_bytes, tp)
+        terms.append(
+            Term(
+                "static_buffers",
+                "static tap buffers",
+                static_bytes,
+                "capture",
+                "pool",
+                "computed",
+                f"{len(s.static_reads)} read + {len(s.static_writes)} write sites × {mnbt} rows",
+            )
+        )
+    non_kv = sum(t.bytes for t in terms)
+    kv_pool = pool - non_kv
+    capacity = vllm_kv_capacity(
+        layout,
+        max(kv_pool, 0),
+        block_size=block,
+        max_model_len=s.max_model_len,
+        max_in_flight_tokens=in_flight,
+    )
+    kv_floor = capacity.blocks_per_request * capacity.bytes_per_block
+    terms.append(
+        Term(
+            "kv_cache",
+            "KV cache",
+            max(kv_pool, 0),
+            "kv",
+            "pool",
+            "computed",
+            f"{layout.bytes_per_token / 1024:.1f} KiB/token/GPU at {s.kv_cache_dtype}; "
+            f"{capacity.tokens:,} tokens",
+        )
+    )
+
+    # Outside the pool: what vLLM does not profile but the card must still hold.
+    margin_terms = [
+        Term(
+            "overshoot",
+            "warm-up overshoot",
+            gib(cal.WARMUP_OVERSHOOT.value),
+            "overhead",
+            "margin",
+            "calibrated",
+        ),
+        Term(
+            "fragmentation",
+            "fragmentation",
+            int(card * cal.FRAGMENTATION.value),
+            "overhead",
+            "margin",
+            "calibrated",
+        ),
+    ]
+    capture_per_token = 0
+    if s.backend == "vllm":
+        capture_per_token = site_bytes_per_token(s.capture, s.value_bytes, tp)
+        rows = s.concurrency * s.prompt_tokens
+        live = rows * capture_per_token + site_bytes_per_token(s.steer, s.value_bytes, tp)
+        if live:
+            margin_terms.append(
+                Term(
+                    "captures",
+                    "captures in flight",
+                    live,
+                    "capture",
+                    "margin",
+                    "computed",
+                    f"{len(s.capture)} capture sites × {rows:,} rows until collected; "
+                    f"{len(s.steer)} steering vectors",
+                )
+            )
+    elif s.backend == "vllm-static":
+        capture_per_token = site_bytes_per_token(s.static_reads, s.value_bytes, tp)
+    terms.extend(margin_terms)
+    margin_used = sum(t.bytes for t in margin_terms)
+
+    problems = gpu_problems(model, s, gpu)
+    if kv_pool < kv_floor:
+        short = kv_floor - kv_pool
+        problems.append(
+            f"the pool ({pool / GIB:.1f} GiB at gpu_memory_utilization={s.utilization:g}) is "
+            f"{short / GIB:.2f} GiB short of weights + overheads + one "
+            f"{s.max_model_len:,}-token sequence of KV"
+        )
+    if margin_used > margin:
+        problems.append(
+            f"outside the pool, {margin_used / GIB:.2f} GiB is needed but "
+            f"gpu_memory_utilization={s.utilization:g} leaves {margin / GIB:.2f} GiB"
+        )
+    if kv_pool >= kv_floor and capacity.max_concurrency < s.concurrency:
+        problems.append(
+            f"{s.concurrency} sequences of {s.max_model_len:,} tokens need "
+            f"{s.concurrency / max(capacity.max_concurrency, 1e-9):.1f}x the KV pool; "
+            f"{capacity.max_concurrency:.1f} fit"
+        )
+
+    def context_fits(length: int) -> bool:
+        found = vllm_kv_capacity(
+            layout,
+            max(kv_pool, 0),
+            block_size=block,
+            max_model_len=length,
+            max_in_flight_tokens=in_flight,
+        )
+        return found.max_concurrency >= s.concurrency
+
+    max_context = largest(1, model.facts.max_position_embeddings or s.max_model_len, context_fits)
+    sequences = max(1, min(s.concurrency, int(capacity.max_concurrency)))
+    context = min(s.prompt_tokens, s.max_model_len)
+    throughput = roofline(
+        workload_shape(model, s, tp, layout, context, capture_per_token),
+        gpu,
+        sequences=sequences,
+        context=context,
+        prompt_tokens=s.prompt_tokens,
+    )
+    fits = not problems
+    advice = _vllm_advice(model, s, gpu, fits, max_context, margin_used, card, mnbt, mnbt_default)
+    return GpuFit(
+        gpu=gpu,
+        num_gpus=tp,
+        fits=fits,
+        problems=tuple(problems),
+        terms=tuple(terms),
+        budget_bytes=pool,
+        margin_bytes=margin,
+        kv_tokens=capacity.tokens,
+        kv_block_tokens=capacity.block_tokens,
+        max_concurrency=capacity.max_concurrency,
+        max_context=max_context,
+        max_num_batched_tokens=mnbt,
+        throughput=throughput,
+        advice=tuple(advice),
+    )
+
+
+def _vllm_advice(
+    model: ResolvedModel,
+    s: Settings,
+    gpu: GpuSpec,
+    fits: bool,
+    max_context: int,
+    margin_used: int,
+    card: int,
+    mnbt: int,
+    mnbt_default: int,
+) -> list[str]:
+    advice = []
+    if fits:
+        return advice
+    if 0 < max_context < s.max_model_len:
+        advice.append(f"max_model_len={max_context} fits {s.concurrency} sequence(s)")
+    if s.kv_cache_dtype == "auto" and s.kv_bytes > 1:
+        advice.append("kv_cache_dtype='fp8' halves the KV cache")
+    if s.quantization is None and model.inventory.checkpoint_quantization is None:
+        advice.append("quantization='fp8' halves the linear weights")
+    if margin_used < card * (1 - s.utilization) and s.utilization < 0.95:
+        ceiling = math.floor((1 - margin_used / card) * 100) / 100
+        if ceiling > s.utilization:
+            advice.append(f"gpu_memory_utilization up to {ceiling:.2f} leaves the margin intact")
+    elif margin_used > card * (1 - s.utilization):
+        ceiling = math.floor((1 - margin_used / card) * 100) / 100
+        advice.append(f"gpu_memory_utilization={ceiling:.2f} leaves room outside the pool")
+    if s.backend == "vllm-static":
+        advice.append("declare fewer static points, or a smaller max_num_batched_tokens")
+    advice.append("more GPUs (num_gpus) split weights and KV")
+    return advice

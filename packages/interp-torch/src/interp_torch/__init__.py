@@ -1,0 +1,24 @@
+"""interp-torch: the torch side of interp-core, written once for every torch backend.
+
+`interp_torch.steering` holds the steering arithmetic (add, orthogonal, projection_cap) with its
+dtype rule, and the check of a tensor steering vector's values; the eager backend applies it in
+its forward hooks, the vLLM backends inside their worker processes.
+"""
+
+from interp_torch.__about__ import __version__
+from interp_torch.steering import (
+    apply_steering,
+    compute_dtype,
+    position_mask,
+    steering_delta,
+    steering_vector,
+)
+
+__all__ = [
+    "__version__",
+    "apply_steering",
+    "compute_dtype",
+    "position_mask",
+    "steering_delta",
+    "steering_vector",
+]

@@ -1,0 +1,250 @@
+"""Where each family keeps each part: the HF-hooks reference's hand-written module layouts.
+
+The eager backend finds its modules by attribute-name vocabularies; the HF-hooks reference
+(`interp_validator.references.hf_hooks`) must not, or it would check the backend against itself.
+So every family's layout is written out here by hand, as attribute paths on the HF model, and a
+layout that does not fit the model it is applied to is a `LayoutMismatch`, never a guess.
+`layout_key(model_type)` names the layout a transformers `model_type` uses.
+
+Plain data: no torch, no transformers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = ["LAYOUTS", "Layout", "LayoutMismatch", "layout_key", "sliding_window"]
+
+
+class LayoutMismatch(RuntimeError):
+    """A hand-written layout does not fit the model it is applied to (a wrong module name)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one family keeps each part, as attribute paths (relative to the block unless noted)."""
+
+    blocks: str  # from the root: the ModuleList of decoder blocks
+    embed: str  # from the root
+    final_norm: str  # from the root
+    mixer: str = "self_attn"
+    linear_mixer: str | None = None  # hybrid trunks: the linear-attention module's name
+    q_proj: str | None = "q_proj"  # relative to the mixer, like the next five
+    k_proj: str | None = "k_proj"
+    v_proj: str | None = "v_proj"
+    qkv_proj: str | None = None
+    qkv_layout: str | None = None  # "thirds" | "per_head" | "per_kv_group"
+    o_proj: str = "o_proj"
+    qk_norm: str | None = None  # "per_head" (norm over head_dim) | "full" (over the whole width)
+    gated_query: bool = False  # Qwen3-Next: q_proj emits [query | gate] per head
+    attn_adds_residual: bool = False  # BLOOM: the mixer returns residual + o_proj output
+    pre_attn_norm: str | None = "input_layernorm"
+    pre_mlp_norm: str | None = "post_attention_layernorm"
+    post_attn_norm: str | None = None
+    post_mlp_norm: str | None = None
+    # Parallel blocks: the block's own summation order over "resid", "attn" and "mlp".
+    parallel: tuple[str, ...] | None = None
+    mlp: str = "mlp"  # "" when the block inlines its MLP (OPT)
+    mlp_adds_residual: bool = False  # BLOOM
+    pre_proj: str | None = "gate_proj"  # relative to the MLP: the branch the activation reads
+    linear_proj: str | None = "up_proj"  # gated MLPs: the linear branch
+    gate_up_proj: str | None = None  # fused [gate | up] (Phi-3)
+    down_proj: str = "down_proj"
+    act: str = "act_fn"  # the activation module, an attribute of the MLP (of the block for OPT)
+    router: str = "gate"  # relative to the MLP of a sparse layer
+    router_fields: tuple[int, int, int] = (0, 1, 2)  # logits, weights, indices in its output
+    streams: bool = False  # DeepSeek-V4's hyper-connection trunk
+
+
+_LLAMA = Layout(blocks="model.layers", embed="model.embed_tokens", final_norm="model.norm")
+_SANDWICH = replace(
+    _LLAMA,
+    post_attn_norm="post_attention_layernorm",
+    pre_mlp_norm="pre_feedforward_layernorm",
+    post_mlp_norm="post_feedforward_layernorm",
+)
+_GPT = Layout(
+    blocks="transformer.h",
+    embed="transformer.wte",
+    final_norm="transformer.ln_f",
+    mixer="attn",
+    q_proj=None,
+    k_proj=None,
+    v_proj=None,
+    qkv_proj="c_attn",
+    qkv_layout="thirds",
+    o_proj="c_proj",
+    pre_attn_norm="ln_1",
+    pre_mlp_norm="ln_2",
+    pre_proj="c_fc",
+    linear_proj=None,
+    down_proj="c_proj",
+    act="act",
+)
+
+LAYOUTS: dict[str, Layout] = {
+    "gpt2": _GPT,
+    # MQA: c_attn is [q (d) | k (head_dim) | v (head_dim)], i.e. thirds with one K/V head.
+    "gpt_bigcode": _GPT,
+    "gpt_neox": Layout(
+        blocks="gpt_neox.layers",
+        embed="gpt_neox.embed_in",
+        final_norm="gpt_neox.final_layer_norm",
+        mixer="attention",
+        q_proj=None,
+        k_proj=None,
+        v_proj=None,
+        qkv_proj="query_key_value",
+        qkv_layout="per_head",
+        o_proj="dense",
+        parallel=("mlp", "attn", "resid"),
+        pre_proj="dense_h_to_4h",
+        linear_proj=None,
+        down_proj="dense_4h_to_h",
+        act="act",
+    ),
+    "gptj": replace(
+        _GPT,
+        q_proj="q_proj",
+        k_proj="k_proj",
+        v_proj="v_proj",
+        qkv_proj=None,
+        qkv_layout=None,
+        o_proj="out_proj",
+        pre_mlp_norm=None,  # the MLP reads ln_1's output too
+        parallel=("attn", "mlp", "resid"),
+        pre_proj="fc_in",
+        down_proj="fc_out",
+    ),
+    "opt": Layout(
+        blocks="model.decoder.layers",
+        embed="model.decoder.embed_tokens",
+        final_norm="model.decoder.final_layer_norm",
+        o_proj="out_proj",
+        pre_attn_norm="self_attn_layer_norm",
+        pre_mlp_norm="final_layer_norm",
+        mlp="",
+        pre_proj="fc1",
+        linear_proj=None,
+        down_proj="fc2",
+        act="activation_fn",
+    ),
+    "bloom": Layout(
+        blocks="transformer.h",
+        embed="transformer.word_embeddings",
+        final_norm="transformer.ln_f",
+        mixer="self_attention",
+        q_proj=None,
+        k_proj=None,
+        v_proj=None,
+        qkv_proj="query_key_value",
+        qkv_layout="per_head",
+        o_proj="dense",
+        attn_adds_residual=True,
+        mlp_adds_residual=True,
+        pre_proj="dense_h_to_4h",
+        linear_proj=None,
+        down_proj="dense_4h_to_h",
+        act="gelu_impl",
+    ),
+    "falcon": Layout(
+        blocks="transformer.h",
+        embed="transformer.word_embeddings",
+        final_norm="transformer.ln_f",
+        mixer="self_attention",
+        q_proj=None,
+        k_proj=None,
+        v_proj=None,
+        qkv_proj="query_key_value",
+        qkv_layout="per_kv_group",
+        o_proj="dense",
+        pre_attn_norm="ln_attn",
+        pre_mlp_norm="ln_mlp",
+        parallel=("mlp", "attn", "resid"),
+        pre_proj="dense_h_to_4h",
+        linear_proj=None,
+        down_proj="dense_4h_to_h",
+        act="act",
+    ),
+    "llama": _LLAMA,
+    "mistral": _LLAMA,
+    "mixtral": _LLAMA,
+    "qwen2": _LLAMA,
+    "qwen2_moe": _LLAMA,
+    "qwen3": replace(_LLAMA, qk_norm="per_head"),
+    "qwen3_moe": replace(_LLAMA, qk_norm="per_head"),
+    "qwen3_next": replace(_LLAMA, linear_mixer="linear_attn", qk_norm="per_head", gated_query=True),
+    "gemma": _LLAMA,
+    "gemma2": _SANDWICH,
+    "gemma3": replace(_SANDWICH, qk_norm="per_head"),
+    "phi": replace(
+        _LLAMA,
+        final_norm="model.final_layernorm",
+        o_proj="dense",
+        pre_mlp_norm=None,
+        parallel=("attn", "mlp", "resid"),
+        pre_proj="fc1",
+        linear_proj=None,
+        down_proj="fc2",
+        act="activation_fn",
+    ),
+    "phi3": replace(
+        _LLAMA,
+        q_proj=None,
+        k_proj=None,
+        v_proj=None,
+        qkv_proj="qkv_proj",
+        qkv_layout="thirds",
+        pre_proj=None,
+        linear_proj=None,
+        gate_up_proj="gate_up_proj",
+        act="activation_fn",
+    ),
+    "olmo": _LLAMA,
+    "olmo2": replace(
+        _LLAMA,
+        qk_norm="full",
+        pre_attn_norm=None,
+        pre_mlp_norm=None,
+        post_attn_norm="post_attention_layernorm",
+        post_mlp_norm="post_feedforward_layernorm",
+    ),
+    "olmoe": replace(_LLAMA, qk_norm="full"),
+    "cohere": replace(
+        _LLAMA, qk_norm="per_head", pre_mlp_norm=None, parallel=("resid", "attn", "mlp")
+    ),
+    "cohere2": replace(_LLAMA, pre_mlp_norm=None, parallel=("resid", "attn", "mlp")),
+    "granite": _LLAMA,
+    "granitemoe": replace(_LLAMA, mlp="block_sparse_moe", router="router", router_fields=(2, 1, 0)),
+    "stablelm": _LLAMA,
+    "starcoder2": replace(_LLAMA, pre_proj="c_fc", linear_proj=None, down_proj="c_proj", act="act"),
+    # MLA: no per-head q/k/v projections; z is still o_proj's input.
+    "deepseek_v3": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
+    "gpt_oss": replace(_LLAMA, router="router"),
+    # Shared-KV attention with a grouped low-rank output projection: z enters o_a_proj.
+    "deepseek_v4": replace(
+        _LLAMA, q_proj=None, k_proj=None, v_proj=None, o_proj="o_a_proj", streams=True
+    ),
+}
+
+
+# transformers model_types whose layout is listed under another key.
+_LAYOUT_ALIASES = {"gemma3_text": "gemma3"}
+
+
+def layout_key(model_type: str) -> str | None:
+    """The key in LAYOUTS for a transformers `model_type`, or None when no layout is written."""
+    key = _LAYOUT_ALIASES.get(model_type, model_type)
+    return key if key in LAYOUTS else None
+
+
+def sliding_window(config: Any, layer: int) -> int | None:
+    """The window of `layer`'s attention mask from the HF config, None for global attention."""
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None:
+        return window if layer_types[layer] == "sliding_attention" else None
+    if getattr(config, "use_sliding_window", True) is False:
+        return None
+    return window or None

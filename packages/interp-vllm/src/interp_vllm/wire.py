@@ -1,0 +1,228 @@
+"""What does one request carry to vLLM's workers, and how do their answers become tensors?
+
+A request's wishes travel inside its own `SamplingParams.extra_args` (`interp_vllm.worker` reads
+them there): the site keys to capture, the steering operations, the lens layers and a unique id,
+which is also its `cache_salt`, so with prefix caching on a salted request can neither reuse
+another request's KV blocks (which would skip the rows it must capture, or carry someone else's
+steering) nor lend its own. After it finishes, one `collective_rpc("interp_collect", id)` brings
+its rows back from every worker; tensor-parallel ranks' rows are reassembled here, and attention
+patterns rebuilt from the q and k rows (`interp_vllm.attention`). The model checks everything a
+request carries before it gets here (`interp_vllm.model`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from interp_core.address import Address
+from interp_core.errors import CapabilityUnsupported
+from interp_core.facts import ModelFacts
+from interp_core.results import Generation
+from interp_vllm.support import INSTEAD, RECOMPUTED
+
+__all__ = [
+    "address_key",
+    "as_generation",
+    "cache",
+    "needed_keys",
+    "request_spec",
+    "run_request",
+    "sink_keys",
+    "submission",
+]
+
+# The worker-side sites attention patterns are rebuilt from: post-RoPE q and k.
+_QK = ("_q_rot", "_k_rot")
+
+
+def address_key(address: Address) -> str:
+    """The wire name of a point's site: `resid_post.3`, or `embeddings` for a trunk point."""
+    return address.name if address.layer is None else f"{address.name}.{address.layer}"
+
+
+def needed_keys(addresses: Sequence[Address], has_site: Callable[[str], bool]) -> list[str]:
+    """The site keys the workers must capture to answer `addresses`."""
+    keys: list[str] = []
+    for address in addresses:
+        if address.name in RECOMPUTED:
+            keys.extend(f"{qk}.{address.layer}" for qk in _QK)
+            sinks = f"_sinks.{address.layer}"
+            if address.name == "attn_probs" and has_site(sinks):
+                keys.append(sinks)  # gpt-oss: the sink logit shares each denominator
+        else:
+            keys.append(address_key(address))
+    return keys
+
+
+def sink_keys(addresses: Sequence[Address]) -> list[str]:
+    """Sink sites a static tap set names whenever attention probabilities are declared.
+
+    Before the workers answer, a sink site may exist or not; hooking a missing key is a no-op in
+    the worker.
+    """
+    return [f"_sinks.{a.layer}" for a in addresses if a.name == "attn_probs"]
+
+
+def request_spec(keys: Sequence[str], writes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The spec a request carries (None: nothing to capture or steer, a plain request)."""
+    keys = sorted(set(keys))
+    if not keys and not writes:
+        return None
+    return {"capture": keys, "steer": writes}
+
+
+def submission(
+    prompt: list[int], params: Any, spec: dict[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
+    """A fresh request id and the prompt to submit; an interpreted request carries its spec in
+    `extra_args` and its id as the cache salt (so prefix caching never shares its KV blocks)."""
+    from interp_vllm.worker import SPEC_KEY
+
+    rid = f"interp-{uuid.uuid4().hex}"
+    request: dict[str, Any] = {"prompt_token_ids": prompt}
+    if spec:
+        params.extra_args = {SPEC_KEY: {**spec, "id": rid}}
+        request["cache_salt"] = rid
+    return rid, request
+
+
+async def run_request(
+    engine: Any,
+    prompt: list[int],
+    params: Any,
+    spec: dict[str, Any] | None,
+    facts: ModelFacts,
+    *,
+    lens_top_k: int | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """Run one request to the end; with a spec, collect what its hooks produced."""
+    rid, request = submission(prompt, params, spec)
+    final = None
+    try:
+        async for output in engine.generate(request, params, rid):
+            final = output
+    except BaseException:
+        if spec:
+            await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
+        raise
+    if not spec:
+        return final, {"captured": {}, "positions": {}, "lens": {}}
+    lens = None if lens_top_k is None else {"top_k": lens_top_k}
+    answers = await engine.collective_rpc("interp_collect", args=(rid, lens))
+    errors = [error for answer in answers for error in answer["errors"]]
+    if errors:
+        msg = "a vLLM worker hook failed on this request; its captures and steering are void"
+        raise CapabilityUnsupported.build(msg, "; ".join(errors), INSTEAD)
+    from interp_vllm.worker import decode_tensor
+
+    result = answers[0]  # positions and the lens (gathered on rank 0) come from rank 0
+    captured = {
+        key: _gather(key, [decode_tensor(*a["captured"][key]) for a in answers], facts)
+        for key in result["captured"]
+    }
+    return final, {**result, "captured": captured}
+
+
+def _gather(key: str, ranks: list[Any], facts: ModelFacts) -> Any:
+    """One tensor from every tensor-parallel rank's rows of `key`.
+
+    Residual-width points are all-reduced, so every rank holds the whole row: rank 0's.
+    Head- and neuron-sharded points hold contiguous column slices in rank order: their
+    concatenation, which must come out exactly the point's width.
+    """
+    import torch
+
+    first = ranks[0]
+    expected = _width(key, facts)
+    width = int(first[0].numel()) if first.shape[0] else 0
+    if len(ranks) == 1 or width == expected:
+        return first
+    total = sum(int(r[0].numel()) for r in ranks if r.shape[0])
+    if total != expected:
+        msg = f"cannot reassemble {key} from {len(ranks)} tensor-parallel ranks"
+        raise CapabilityUnsupported.build(
+            msg,
+            f"their rows are {[tuple(r.shape[1:]) for r in ranks]} wide, and the point is "
+            f"{expected} wide",
+            "Load with num_gpus=1 for this point",
+        )
+    return torch.cat(ranks, dim=1)
+
+
+def _width(key: str, facts: ModelFacts) -> int:
+    from interp_core.shapes import point_width
+
+    name, _, layer = key.partition(".")
+    internal = {"_q_rot": facts.q_width, "_k_rot": facts.kv_width, "_sinks": facts.n_heads}
+    if name in internal:
+        return int(internal[name])
+    return int(point_width(Address(name, int(layer) if layer else None), facts))
+
+
+def cache(
+    addresses: Sequence[Address],
+    payload: dict[str, Any],
+    length: int,
+    config: dict[str, Any],
+    has_site: Callable[[str], bool],
+) -> dict[Address, Any]:
+    """One `[1, length, ...]` tensor per address (attention patterns `[1, heads, q, k]`)."""
+    tensors = {}
+    for address in addresses:
+        if address.name in RECOMPUTED:
+            tensors[address] = _pattern(address, payload, length, config, has_site)
+            continue
+        tensors[address] = _rows(address_key(address), payload, length).unsqueeze(0)
+    return tensors
+
+
+def _rows(key: str, payload: dict[str, Any], length: int) -> Any:
+    rows = payload["captured"].get(key)
+    where = payload["positions"].get(key, [])
+    if rows is None or where[:length] != list(range(length)):
+        got = "nothing" if rows is None else f"positions {where[:3]}..{where[-3:]}"
+        msg = f"the vLLM workers returned {got} for {key}, expected positions 0..{length - 1}"
+        raise CapabilityUnsupported.build(
+            msg,
+            "the hook did not see every position of the request (a prefix-cache hit or a "
+            "compiled forward skips hooks)",
+            INSTEAD,
+        )
+    return rows[:length]
+
+
+def _pattern(
+    address: Address,
+    payload: dict[str, Any],
+    length: int,
+    config: dict[str, Any],
+    has_site: Callable[[str], bool],
+) -> Any:
+    from interp_vllm.attention import probs_from_scores, scores_from_qk
+
+    layer = address.layer
+    assert layer is not None
+    q = _rows(f"_q_rot.{layer}", payload, length)
+    k = _rows(f"_k_rot.{layer}", payload, length)
+    scores = scores_from_qk(q, k, config, layer)
+    if address.name == "attn_scores":
+        return scores
+    sinks = None
+    if has_site(f"_sinks.{layer}"):
+        sinks = _rows(f"_sinks.{layer}", payload, length)[0]  # [heads], same per token
+    return probs_from_scores(scores, sinks)
+
+
+def as_generation(final: Any, prompt: list[int]) -> Generation:
+    """A finished vLLM `RequestOutput` as the protocol's `Generation`."""
+    completion = final.outputs[0]
+    return Generation(
+        text=completion.text,
+        token_ids=tuple(completion.token_ids),
+        prompt_token_ids=tuple(prompt),
+        finish_reason=completion.finish_reason,
+        output=final,
+    )
