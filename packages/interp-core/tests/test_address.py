@@ -179,3 +179,41 @@ def test_to_address_accepts_what_users_write() -> None:
 def test_site_drops_the_stream_and_at_moves_the_layer() -> None:
     assert Address("resid_post", 3, 1).site == Address("resid_post", 3)
     assert Address("resid_post", 3).at(7) == Address("resid_post", 7)
+
+
+def test_a_number_too_long_for_int64_is_refused_before_python_converts_it() -> None:
+    # int() refuses strings of more than 4300 digits with a bare ValueError; repr() of such an int
+    # raises too. Both must come back as AddressError naming the problem.
+    with pytest.raises(AddressError, match=r"5000 digits, beyond 2\*\*63 - 1"):
+        Address.parse("resid_post." + "9" * 5000)
+    with pytest.raises(AddressError, match=r"40 digits"):
+        Address.parse("resid_post.0.stream-" + "1" * 40)
+    with pytest.raises(AddressError, match=r"beyond 2\*\*63 - 1"):
+        Address.parse(f"resid_post.{2**63}")
+    assert Address.parse(f"resid_post.{2**63 - 1}").layer == 2**63 - 1
+    with pytest.raises(AddressError, match=r"a 16610-bit number, beyond 2\*\*63 - 1"):
+        Address("resid_post", 10**5000)
+    with pytest.raises(AddressError, match=r"a 16610-bit number: negative"):
+        Address("resid_post", -(10**5000))
+
+
+def test_to_addresses_reads_a_list_and_refuses_a_lone_address() -> None:
+    from interp_core.address import to_addresses
+    from interp_core.errors import InvalidArgument
+
+    assert to_addresses(["resid_post.3", ("resid_post", 4)]) == [
+        Address("resid_post", 3),
+        Address("resid_post", 4),
+    ]
+    assert to_addresses(()) == []
+    assert to_addresses(a for a in ["embeddings"]) == [Address("embeddings")]
+    for lone in ("resid_post.3", Address("resid_post", 3), b"resid_post.3"):
+        with pytest.raises(InvalidArgument, match=r"pass \['resid_post\.3'\]"):
+            to_addresses(lone)
+    with pytest.raises(InvalidArgument, match=r"or \[\] for none"):
+        to_addresses(None)
+    for other in (3, {"resid_post.3": 1}):
+        with pytest.raises(InvalidArgument, match=r"pass a list such as"):
+            to_addresses(other)
+    with pytest.raises(AddressError, match="cannot read an address"):
+        to_addresses([3.5])

@@ -73,3 +73,37 @@ def test_the_lens_top_k_is_a_positive_int(top_k: object) -> None:
     with pytest.raises(InvalidArgument, match=r"must be a positive int$"):
         check_lens_top_k(top_k)
     assert check_lens_top_k(3) == 3
+
+
+def test_the_lens_layers_are_a_non_empty_list_of_distinct_layer_ints() -> None:
+    from interp_core.sampling import check_lens_layers
+
+    assert check_lens_layers(None, 3) == [0, 1, 2]
+    assert check_lens_layers((2, 0), 3) == [2, 0]
+    assert check_lens_layers([5], 3) == [5]  # a layer the model lacks is the backend's refusal
+    for bad, fix in (
+        ([], r"pass None for every layer"),
+        ("01", r"pass a list such as \[0, 3\]"),
+        (3, r"pass a list such as"),
+        ([True], r"not a layer number"),
+        ([1.0], r"not a layer number"),
+        ([-1], r"not a layer number.*n_layers=3"),
+        ([0, 1, 0], r"repeats \[0\]"),
+    ):
+        with pytest.raises(InvalidArgument, match=fix):
+            check_lens_layers(bad, 3)
+
+
+def test_the_lens_point_is_a_residual_stream_point() -> None:
+    from interp_core.errors import UnknownPoint
+    from interp_core.sampling import LENS_POINTS, check_lens_point
+
+    for name in LENS_POINTS:
+        assert check_lens_point(name) == name
+    for other in ("attn_probs", "z", "mlp_out", "embeddings"):
+        with pytest.raises(InvalidArgument, match=rf"cannot decode {other}.*use one of resid_pre"):
+            check_lens_point(other)
+    with pytest.raises(UnknownPoint, match="resid_post"):
+        check_lens_point("resid_psot")
+    with pytest.raises(InvalidArgument, match="not a point name"):
+        check_lens_point(None)

@@ -406,3 +406,20 @@ def test_steer_is_visible_in_tasks_started_inside_and_not_outside() -> None:
     inside, outside = asyncio.run(main())
     assert inside == (spec,)
     assert outside == ()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"scale": 10**400},
+        {"op": "projection_cap", "min": -(10**400)},
+        {"vector_value": 10**400},
+    ],
+)
+def test_ints_too_large_for_a_float_are_refused_as_not_finite(kwargs: dict) -> None:
+    # float(10**400) raises OverflowError; found by the hostile-input harness.
+    from interp_core.errors import SteeringSpecError
+
+    vector = [1.0, kwargs.pop("vector_value", 1.0)]
+    with pytest.raises(SteeringSpecError, match="finite"):
+        SteeringSpec("resid_post.0", vector, **kwargs)

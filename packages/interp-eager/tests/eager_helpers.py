@@ -26,6 +26,7 @@ __all__ = [
     "final_norm",
     "forward_hook",
     "hf_logits",
+    "hook_ids",
     "layer_output",
     "lm_head",
     "model",
@@ -120,3 +121,16 @@ def no_hooks_left(m: EagerModel) -> bool:
         if module._forward_hooks or module._forward_pre_hooks:
             return False
     return True
+
+
+def hook_ids(m: EagerModel) -> set[tuple[str, int]]:
+    """Every hook on the model's modules, by module name and hook id.
+
+    Compare with the set a test started with rather than with the empty set: transformers installs
+    hooks of its own on the first call that asks for hidden states or attentions.
+    """
+    found: set[tuple[str, int]] = set()
+    for name, module in m.hf_model.named_modules():
+        for hooks in (module._forward_hooks, module._forward_pre_hooks):
+            found.update((name, key) for key in hooks)
+    return found

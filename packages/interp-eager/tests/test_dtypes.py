@@ -34,13 +34,13 @@ def test_every_accepted_name_loads_the_dtype_the_core_table_names(
 
 
 def test_every_name_the_sizer_prices_means_the_same_dtype_here() -> None:
-    from interp_eager.model import _dtype  # what EagerModel(dtype=...) calls
+    from interp_eager.loading import torch_dtype  # what EagerModel(dtype=...) calls
 
     formats = pytest.importorskip("interp_sizer.formats")
     for stated in ("bfloat16", "float16", "float32", "torch.float16", None, "int8"):
         for name in accepted_dtype_names():
             priced = formats.normalize_dtype(name, stated)
-            assert _dtype(name, stated) == getattr(torch, priced), (name, stated)
+            assert torch_dtype(name, stated) == getattr(torch, priced), (name, stated)
 
 
 def test_auto_is_the_checkpoints_own_dtype(llama_path: str) -> None:

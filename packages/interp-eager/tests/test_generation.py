@@ -138,3 +138,13 @@ def test_capture_generation_covers_prompt_and_generated_tokens(family: str) -> N
         for address in points:
             assert cache[address].shape[:2] == (1, len(full))
             assert torch.equal(cache[address], plain[address])
+
+
+def test_a_temperature_too_small_to_divide_by_samples_the_greedy_token() -> None:
+    # logits / 1e-300 overflows to inf and the softmax to NaN (a raw RuntimeError from
+    # multinomial before the fix; found by the hostile-input harness). The limit is greedy.
+    m = model("llama")
+    ids = prompt_ids(m)
+    greedy = m.generate_sync(ids, max_new_tokens=3, temperature=0)
+    tiny = m.generate_sync(ids, max_new_tokens=3, temperature=1e-300, seed=1)
+    assert tiny.token_ids == greedy.token_ids

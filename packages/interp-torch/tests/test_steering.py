@@ -241,3 +241,70 @@ def test_a_bad_tensor_is_refused_exactly_as_the_core_refuses_its_values(
 def test_an_integer_tensor_is_refused_when_the_spec_is_built() -> None:
     with pytest.raises(SteeringSpecError, match=r"torch\.int64.*\.float\(\)"):
         SteeringSpec(ADDRESS, torch.ones(4, dtype=torch.long))
+
+
+# --- the overflow rule --------------------------------------------------------------------------
+def _unit(dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    vector = torch.zeros(WIDTH, dtype=dtype)
+    vector[0] = 1.0
+    return vector
+
+
+@pytest.mark.parametrize(
+    ("spec", "dtype", "fix"),
+    [
+        (SteeringSpec(ADDRESS, _unit(), scale=1e300), torch.float32, r"\|scale\|·max\|v\|"),
+        (SteeringSpec(ADDRESS, _unit(), scale=-4e38), torch.float32, r"below 3\.40282e\+38"),
+        (SteeringSpec(ADDRESS, _unit(), scale=1e5), torch.float16, r"below 65504"),
+        (SteeringSpec(ADDRESS, _unit(), scale=1e39), torch.bfloat16, r"bfloat16"),
+        (SteeringSpec(ADDRESS, _unit(torch.float64) * 1e300), torch.float32, r"rescale"),
+        (SteeringSpec(ADDRESS, [1e30] * WIDTH, op="orthogonal"), torch.float32, r"norm is inf"),
+        (SteeringSpec(ADDRESS, [1e-30] * WIDTH, op="orthogonal"), torch.float32, r"norm is 0"),
+        (SteeringSpec(ADDRESS, _unit(), op="orthogonal", scale=1e5), torch.float16, r"\|scale\|"),
+        (SteeringSpec(ADDRESS, _unit(), op="projection_cap", min=1e5), torch.float16, r"bound"),
+        (SteeringSpec(ADDRESS, _unit(), op="projection_cap", max=-1e5), torch.float16, r"bound"),
+        (SteeringSpec(ADDRESS, _unit(), op="projection_cap", max=1e300), torch.float32, r"bound"),
+    ],
+)
+def test_a_spec_that_must_overflow_the_dtype_is_refused(
+    spec: SteeringSpec, dtype: torch.dtype, fix: str
+) -> None:
+    from interp_torch import check_steering_fits
+
+    with pytest.raises(SteeringSpecError, match=fix) as raised:
+        check_steering_fits(spec, dtype)
+    message = str(raised.value)
+    assert ADDRESS in message
+    assert str(dtype).removeprefix("torch.") in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "dtype"),
+    [
+        (SteeringSpec(ADDRESS, _unit(), scale=6e4), torch.float16),
+        (SteeringSpec(ADDRESS, _unit(torch.float64) * 1e300), torch.float64),
+        (SteeringSpec(ADDRESS, [1e-20] * WIDTH, op="orthogonal", scale=0.0), torch.float32),
+        (SteeringSpec(ADDRESS, _unit(), op="projection_cap", max=1e5), torch.float16),
+        (SteeringSpec(ADDRESS, _unit(), op="projection_cap", min=-1e30), torch.float32),
+    ],
+)
+def test_a_spec_that_fits_the_dtype_passes(spec: SteeringSpec, dtype: torch.dtype) -> None:
+    from interp_torch import check_steering_fits
+
+    check_steering_fits(spec, dtype)
+    check_steering_fits(spec, dtype, steering_vector(spec))
+
+
+def test_a_non_finite_write_is_refused_but_the_models_own_inf_is_not_blamed() -> None:
+    from interp_torch import check_steered_finite
+
+    spec = SteeringSpec(ADDRESS, _unit(), scale=6e4)
+    before = torch.tensor([[1.0, 2.0], [float("inf"), 3.0]], dtype=torch.float16)
+    check_steered_finite(before + 1, spec, before=before)  # the inf was there already
+    written = before + torch.tensor([[6e4, 6e4], [0.0, 0.0]], dtype=torch.float16) * 2
+    with pytest.raises(SteeringSpecError, match=r"3 non-finite value\(s\) of 4"):
+        check_steered_finite(written, spec)
+    with pytest.raises(SteeringSpecError, match=r"2 non-finite value\(s\) of 4") as raised:
+        check_steered_finite(written, spec, before=before)
+    message = str(raised.value)
+    assert all(part in message for part in (ADDRESS, "scale=60000.0", "float16"))

@@ -12,25 +12,43 @@ string form, which is what users type, what files store and what travels between
 The string form uses only RFC 3986 unreserved characters, so it is safe in URLs, shells and file
 names. Parsing is strict and total: any string either becomes an `Address` whose `str()` gives the
 same string back, or raises `AddressError` saying what is wrong and, where it can tell, what was
-probably meant. There is no head coordinate: per-head tensors are returned flattened.
+probably meant. There is no head coordinate: per-head tensors are returned flattened. Layer and
+stream numbers are below 2**63 (they travel as int64); a longer number is refused before Python
+converts it.
+
+`to_addresses(points)` reads the `points` argument of a capture: a list (or other collection) of
+addresses; a bare string, a single address or None is refused naming the list form, never
+wrapped silently.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interp_core.errors import AddressError, UnknownCoordinate, UnknownPoint
+from interp_core.errors import AddressError, InvalidArgument, UnknownCoordinate, UnknownPoint
 from interp_core.points import Scope, get_point, is_point, point_names
 
-__all__ = ["COORDINATES", "PATH_PREFIX", "Address", "AddressLike", "to_address"]
+__all__ = [
+    "COORDINATES",
+    "INDEX_LIMIT",
+    "PATH_PREFIX",
+    "Address",
+    "AddressLike",
+    "to_address",
+    "to_addresses",
+]
 
 PATH_PREFIX = "path."
 # The coordinates an address may carry after the layer, in the only order they may appear.
 # Append-only: an older reader meeting a newer coordinate raises UnknownCoordinate (version skew).
 COORDINATES = ("stream",)
+# Layers and streams are int64 wherever they travel; no model comes near this many.
+INDEX_LIMIT = 2**63
+_INDEX_DIGITS = len(str(INDEX_LIMIT))
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 _LAYER = re.compile(r"(0|[1-9][0-9]*)\Z")
@@ -64,11 +82,39 @@ def _check_int(value: object, what: str, text: str) -> int:
         raise AddressError(message)
     if value < 0:
         message = (
-            f"{what} of {text!r} is {value}: negative indices are not addresses "
+            f"{what} of {text!r} is {_show_int(value)}: negative indices are not addresses "
             f"(count from 0; resolve -1 against the model's n_layers yourself)"
         )
         raise AddressError(message)
+    if value >= INDEX_LIMIT:
+        message = (
+            f"{what} of {text!r} is {_show_int(value)}, beyond 2**63 - 1: no model has that "
+            f"many; use one of the model's own (model.n_layers says how many layers it has)"
+        )
+        raise AddressError(message)
     return value
+
+
+def _show_int(value: int) -> str:
+    # str() of an int with thousands of digits raises (sys.get_int_max_str_digits).
+    if abs(value) < 10**30:
+        return str(value)
+    return f"a {value.bit_length()}-bit number"
+
+
+def _index(digits: str, what: str, text: str) -> int:
+    """A layer or coordinate value read from its digits, refused before int() when too long."""
+    if len(digits) > _INDEX_DIGITS or int(digits) >= INDEX_LIMIT:
+        message = (
+            f"{_show_text(text)}: the {what} has {len(digits)} digits, beyond 2**63 - 1: no model "
+            f"has that many; use one of the model's own (model.n_layers says how many layers)"
+        )
+        raise AddressError(message)
+    return int(digits)
+
+
+def _show_text(text: str) -> str:
+    return repr(text) if len(text) <= 80 else repr(text[:60] + "...") + f" ({len(text)} chars)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,13 +222,13 @@ class Address:
                 raise AddressError(message)
             if index == 0 and not _COORD.match(part):
                 if _LAYER.match(part):
-                    layer = int(part)
+                    layer = _index(part, "layer", text)
                     continue
                 raise _bad_layer(head, part, text)
             match = _COORD.match(part)
             if match is None:
                 raise _bad_coordinate(head, layer, part, text)
-            key, value = match.group(1), int(match.group(2))
+            key, value = match.group(1), _index(match.group(2), "coordinate", text)
             if key not in COORDINATES:
                 message = (
                     f"{text!r} carries coordinate {key!r}, which this version of interp-core "
@@ -243,13 +289,48 @@ def to_address(obj: AddressLike) -> Address:
     raise AddressError(message)
 
 
+def to_addresses(points: Any) -> list[Address]:
+    """Read the `points` argument of a capture: a collection of things `to_address` accepts.
+
+    A bare string, a single `Address` or None is refused (InvalidArgument) naming the list form:
+    wrapping it silently would hide a caller that meant something else (a string iterated
+    character by character, a forgotten argument). Each element that is no address raises the
+    `AddressError` of `to_address`.
+    """
+    if isinstance(points, str | bytes | Address):
+        text = points.decode(errors="replace") if isinstance(points, bytes) else str(points)
+        shown = text if len(text) <= 80 else text[:60] + "..."
+        message = (
+            f"points={shown!r} is one address, but points takes a list of them (a string would "
+            f"be read character by character); pass [{shown!r}]"
+        )
+        raise InvalidArgument(message)
+    if points is None:
+        message = "points=None: pass a list of addresses such as ['resid_post.0'], or [] for none"
+        raise InvalidArgument(message)
+    if isinstance(points, Mapping) or not isinstance(points, Iterable):
+        message = (
+            f"points is a {type(points).__name__}, not a list of addresses; pass a list such as "
+            f"['resid_post.0', 'attn_probs.3']"
+        )
+        raise InvalidArgument(message)
+    return [to_address(point) for point in points]
+
+
 # --- diagnostics --------------------------------------------------------------------------------
 def _describe(name: object, layer: object, stream: object) -> str:
-    args = [repr(name)]
+    def show(value: object) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _show_int(value)
+        if isinstance(value, str):
+            return _show_text(value)
+        return repr(value)
+
+    args = [show(name)]
     if layer is not None or stream is not None:
-        args.append(repr(layer))
+        args.append(show(layer))
     if stream is not None:
-        args.append(repr(stream))
+        args.append(show(stream))
     return f"Address({', '.join(args)})"
 
 

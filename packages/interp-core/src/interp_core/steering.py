@@ -49,11 +49,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OPS",
+    "POSITION_LIMIT",
     "SteeringSpec",
     "active_steering",
     "apply_reference",
     "apply_reference_rows",
     "as_specs",
+    "check_positions_within",
     "check_vector_values",
     "non_finite_vector",
     "steer",
@@ -61,6 +63,9 @@ __all__ = [
 ]
 
 OPS = ("add", "orthogonal", "projection_cap")
+# Positions travel to the backends as int64 index tensors; anything at or past this is refused
+# when a spec is built, before any backend sees it.
+POSITION_LIMIT = 2**63
 
 
 def _fail(what: str, why: str | None = None, instead: str | None = None) -> SteeringSpecError:
@@ -79,8 +84,11 @@ class SteeringSpec:
     `vector` is anything with a `shape` (a backend tensor, kept as given) or a sequence of
     numbers (stored as a tuple of floats). `positions` are absolute token positions of the
     sequence the forward pass sees (prompt first, then generated tokens); None steers every
-    position, generated tokens included. `scale` is the coefficient of `add` and `orthogonal`;
-    `projection_cap` takes `min` and/or `max` instead.
+    position, generated tokens included. They are checked here as distinct ints in
+    [0, 2**63), and by the backend against the call (`check_positions_within`): a position no
+    forward pass of the call reaches is refused like an empty list, since it would steer
+    nothing. `scale` is the coefficient of `add` and `orthogonal`; `projection_cap` takes `min`
+    and/or `max` instead.
 
     Equality is identity (`eq=False`): a vector may be a tensor, whose `==` is elementwise.
     """
@@ -351,7 +359,7 @@ def _check_scale(scale: object, op: str) -> float:
             "pass a float such as 4.0",
         )
         raise error
-    value = float(scale)  # type: ignore[arg-type]
+    value = _as_float(scale)
     if not math.isfinite(value):
         error = _fail(
             f"steering scale {value} is not finite",
@@ -402,6 +410,13 @@ def _check_positions(positions: object) -> tuple[int, ...] | None:
                 "resolve negative indices against the sequence length yourself",
             )
             raise error
+        if position >= POSITION_LIMIT:
+            error = _fail(
+                f"steering position {position} does not fit a 64-bit index",
+                "backends index token positions with int64 tensors, and no sequence is that long",
+                "pass positions inside the sequence the call runs",
+            )
+            raise error
         checked.append(int(position))
     repeated = sorted({p for p in checked if checked.count(p) > 1})
     if repeated:
@@ -414,10 +429,47 @@ def _check_positions(positions: object) -> tuple[int, ...] | None:
     return tuple(checked)
 
 
+def check_positions_within(spec: SteeringSpec, length: int, call: str) -> None:
+    """Refuse (SteeringSpecError) a spec listing a position no forward pass of the call sees.
+
+    `length` is how many positions the call's forward passes run: a capture's (or the lens's)
+    prompt length; a generation's prompt length plus `max_new_tokens - 1` (the last sampled
+    token is never fed back, so nothing at its position can be steered). `call` names the call
+    for the message (e.g. "this capture's 8-token prompt"). A position past them would steer
+    nothing, silently, so it is refused exactly as an empty `positions` list is. A generation
+    that stops early (an end-of-sequence token) leaves its later listed positions unsteered:
+    that is known only once it runs.
+    """
+    if spec.positions is None:
+        return
+    beyond = sorted(p for p in spec.positions if p >= length)
+    if beyond:
+        shown = ", ".join(str(p) for p in beyond[:5]) + (", ..." if len(beyond) > 5 else "")
+        error = _fail(
+            f"steering positions [{shown}] at {spec.address} lie beyond {call}, whose forward "
+            f"passes run positions 0..{length - 1}",
+            "a position past the sequence would steer nothing, silently",
+            f"list positions below {length}, or pass None to steer every position",
+        )
+        raise error
+
+
+def _as_float(value: object) -> float:
+    """`float(value)`, with an int too large for a float read as the infinity it overflows to.
+
+    So `10**400` meets the same "not finite" refusal as `float("inf")` instead of escaping as
+    Python's OverflowError.
+    """
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf  # type: ignore[operator]
+
+
 def _check_bound(value: object, which: str) -> float | None:
     if value is None:
         return None
-    if not _is_real(value) or not math.isfinite(float(value)):  # type: ignore[arg-type]
+    if not _is_real(value) or not math.isfinite(_as_float(value)):
         error = _fail(
             f"projection_cap {which}={value!r} is not a finite number",
             "the cap bounds the component along the vector",
@@ -506,7 +558,7 @@ def _check_vector(vector: object, op: str, address: Address) -> Any:
                 "pass floats",
             )
             raise error
-        values.append(float(element))  # type: ignore[arg-type]
+        values.append(_as_float(element))
     _check_values(address, op, values)
     return tuple(values)
 

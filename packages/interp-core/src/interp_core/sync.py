@@ -16,6 +16,10 @@ Where the coroutine runs:
   is always awaited on the loop that built it. Do not mix: a loop-bound model first awaited in
   your own loop cannot then be used through these functions.
 
+The `points` of `capture`, `run_with_cache` and `capture_generation` are read here, before the
+model is called (`interp_core.address.to_addresses`): a bare string, a single address or None is
+refused naming the list form, whatever the backend.
+
 Both paths copy the caller's `contextvars` into the call, so `with steer(model, spec):` around a
 sync call steers it exactly as it would an `await`.
 
@@ -34,6 +38,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from interp_core.address import to_addresses
 from interp_core.errors import NestedEventLoop
 from interp_core.steering import active_steering, steer
 
@@ -188,6 +193,7 @@ def capture(
     attention_mask: Tensor | None = None,
 ) -> ActivationCache:
     """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors."""
+    points = to_addresses(points)
     return cast(
         "ActivationCache",
         _guarded(
@@ -208,6 +214,7 @@ def run_with_cache(
     steering: Steering = None,
 ) -> ActivationCache:
     """TransformerLens-style name for `capture`."""
+    points = to_addresses(points)
     return cast(
         "ActivationCache",
         _guarded(
@@ -230,6 +237,7 @@ def capture_generation(
     steering: Steering = None,
 ) -> tuple[Generation, ActivationCache]:
     """Blocking `model.capture_generation(...)`."""
+    points = to_addresses(points)
     return cast(
         "tuple[Generation, ActivationCache]",
         _guarded(

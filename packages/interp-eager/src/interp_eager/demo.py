@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     resid = run_with_cache(model, tokens, [Address("resid_post", layer)])
     typical = float(resid[Address("resid_post", layer)][0, 1:].norm(dim=-1).mean())
     new_tokens = 12
-    positions = list(range(1, tokens.shape[1] + new_tokens))
+    # Every position a forward pass of the generation runs (the last token is never fed back).
+    positions = list(range(1, tokens.shape[1] + new_tokens - 1))
     spec = SteeringSpec(
         Address("resid_post", layer), direction, scale=0.5 * typical, positions=positions
     )

@@ -5,6 +5,11 @@ steering hooks know the absolute position of every token they see (a spec limite
 positions keeps working across decode steps) and so that streaming needs no threads. Greedy
 decoding equals HF `generate(do_sample=False)` token for token; a test holds it to that.
 
+Steering lives only inside each step's own forward pass: every step installs its writes, runs
+the model under the caller's guard (the model's lock) and removes them again before it yields,
+so a stream suspended between tokens leaves nothing on the model, and a call made meanwhile
+runs exactly as it would alone. The KV cache belongs to the loop and is never shared.
+
 Every step says whether it is the last one (end-of-sequence token, token budget spent, or the
 context full), so a stream can mark its final token as finished instead of trailing an extra,
 token-less step after it.
@@ -12,7 +17,8 @@ token-less step after it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -37,6 +43,11 @@ def sample_next(
         token = int(logits.argmax())
         return token, float(torch.log_softmax(logits, dim=-1)[token])
     scaled = logits / temperature
+    if not bool(torch.isfinite(scaled).all()):
+        # A temperature so small that logits / temperature overflows (1e-300 is 0 in float32):
+        # shifted by the maximum and divided in float64, the top logit stays 0 and the softmax,
+        # unchanged by the shift, is the greedy one-hot it tends to.
+        scaled = (logits - logits.max()).double() / temperature
     if top_k is not None and top_k < scaled.shape[-1]:
         threshold = scaled.topk(top_k).values[-1]
         scaled = scaled.masked_fill(scaled < threshold, float("-inf"))
@@ -59,26 +70,28 @@ def decode_steps(
     *,
     eos: set[int],
     context: int | None,
+    guard: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> Iterator[tuple[int, float, bool]]:
     """Yield (token id, log-probability, is_last) per generated token of the HF model `hf`.
 
     `sampling` holds the checked arguments (`interp_core.sampling`), `eos` the ids that end the
     sequence and `context` the number of positions the model has (None: unbounded). The caller
     guarantees the prompt leaves room in the context for at least one token, so every call
-    yields at least one step and exactly one step has is_last set.
+    yields at least one step and exactly one step has is_last set. Each step's forward pass runs
+    inside `guard()` (the model's lock, which also refuses a model shut down meanwhile) with the
+    steering hooks installed; neither is held while the step is yielded.
     """
     max_new_tokens = sampling.max_new_tokens
     generator = None
     if sampling.seed is not None:
         generator = torch.Generator(device="cpu").manual_seed(sampling.seed)
-    session = HookSession([], writes)
     past: Any = None
     current = ids
     length = ids.shape[1]
-    with session, torch.no_grad():
-        for step in range(max_new_tokens):
-            positions = torch.arange(length - current.shape[1], length, device=ids.device)
-            positions = positions.unsqueeze(0)
+    for step in range(max_new_tokens):
+        positions = torch.arange(length - current.shape[1], length, device=ids.device)
+        positions = positions.unsqueeze(0)
+        with guard(), HookSession([], writes) as session, torch.no_grad():
             session.start_forward(positions)
             output = hf(
                 input_ids=current,
@@ -87,7 +100,8 @@ def decode_steps(
                 use_cache=True,
             )
             session.check_writes_applied()
-            past = output.past_key_values
+        past = output.past_key_values
+        with torch.no_grad():
             token, logprob = sample_next(
                 output.logits[0, -1].cpu(),
                 temperature=sampling.temperature,
@@ -95,12 +109,12 @@ def decode_steps(
                 top_p=sampling.top_p,
                 generator=generator,
             )
-            # The next forward would place the new token at position `length`; past the
-            # context there is no such position.
-            context_full = context is not None and length + 1 >= context
-            last = token in eos or step == max_new_tokens - 1 or context_full
-            yield token, logprob, last
-            if last:
-                return
-            current = torch.tensor([[token]], device=ids.device)
-            length += 1
+        # The next forward would place the new token at position `length`; past the context
+        # there is no such position.
+        context_full = context is not None and length + 1 >= context
+        last = token in eos or step == max_new_tokens - 1 or context_full
+        yield token, logprob, last
+        if last:
+            return
+        current = torch.tensor([[token]], device=ids.device)
+        length += 1

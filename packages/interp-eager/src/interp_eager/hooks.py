@@ -7,12 +7,13 @@ the tokens in the current forward, which is how a steering spec limited to some 
 them, with or without padding and during cached decoding.
 
 `attn_scores` has no module boundary: the pre-softmax matrix exists only inside the attention
-function. While a requested attention module runs, the session wraps `torch.nn.functional.softmax`
-and records its input; the model's own attention code runs unchanged, so the forward is
-bit-identical to one without the capture. Families with attention sinks (gpt-oss, DeepSeek-V4)
-append the sink logit with `torch.cat([scores, sinks], -1)` and subtract the row maximum before
-the softmax, so the softmax input is the scores shifted by a per-row constant; for those taps
-(`strip_columns`) the session records the first operand of that `torch.cat` instead.
+function. While a requested attention module runs, the session sees the calls it makes to
+`torch.nn.functional.softmax` and records the input; the model's own attention code runs
+unchanged, so the forward is bit-identical to one without the capture. Families with attention
+sinks (gpt-oss, DeepSeek-V4) append the sink logit with `torch.cat([scores, sinks], -1)` and
+subtract the row maximum before the softmax, so the softmax input is the scores shifted by a
+per-row constant; for those taps (`strip_columns`) the session records the first operand of that
+`torch.cat` instead.
 
 A write at `router_logits` has the same problem the other way round: the routers of current
 transformers compute the logits, pick the top-k experts and weigh them all inside one forward, and
@@ -21,27 +22,44 @@ model uses. A write whose tap has side `LINEAR` is therefore applied to the outp
 `torch.nn.functional.linear` call made while its module runs (a router makes exactly one), so the
 edited logits are the ones the router ranks and weighs.
 
+Nothing is patched process-wide: those torch calls are seen through a `TorchFunctionMode`
+(`_Intercept`), which torch keeps per thread, entered by a pre-hook when the attention or router
+module starts and left when it returns (or when the session ends, if its forward raised). Another
+thread, or another model, calling softmax at the same moment is never seen and never sees it,
+and `torch.nn.functional.softmax`, `torch.cat` and `torch.nn.functional.linear` stay the
+original objects.
+
+Every write is checked where it lands: its up-front fit was checked by the model
+(`interp_torch.check_steering_fits`), and after the write the steered tensor is checked with
+`torch.isfinite` (`interp_torch.check_steered_finite`), so a write that overflows the model's
+dtype is refused naming the point, the scale and the dtype instead of flowing on as inf/NaN.
+
 Every write must land: a forward in which a write's site never ran is refused, never returned as
 if it had been steered.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from interp_core.address import Address
 from interp_core.errors import PointUnsupported, SteeringSpecError
 from interp_core.steering import SteeringSpec
 from interp_eager.taps import LINEAR, Tap
-from interp_torch.steering import steering_delta
+from interp_torch.steering import check_steered_finite, steering_delta
 
 __all__ = ["HookSession", "Write"]
+
+# The functions a session watches, as torch defines them (compared by identity).
+_SOFTMAX = torch.nn.functional.softmax
+_CAT = torch.cat
+_LINEAR = torch.nn.functional.linear
 
 
 @dataclass
@@ -49,6 +67,17 @@ class Write:
     tap: Tap
     spec: SteeringSpec
     vector: torch.Tensor  # checked (interp_torch.steering_vector), on the model's device
+
+
+class _Intercept(TorchFunctionMode):
+    """Every torch call this thread makes while a watched module runs goes through the session."""
+
+    def __init__(self, session: HookSession) -> None:
+        super().__init__()
+        self.session = session
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return self.session._intercepted(func, tuple(args), dict(kwargs or {}))
 
 
 class HookSession:
@@ -80,13 +109,10 @@ class HookSession:
         self.applied: dict[int, int] = defaultdict(int)  # id(write) -> times applied this forward
         self._handles: list[Any] = []
         self._scores_layer: Tap | None = None
-        self._original_softmax: Any = None
-        self._original_cat: Any = None
         self._linear_site: tuple[list[Tap], list[Write]] | None = None
-        self._original_linear: Any = None
-        # The patched torch functions are process-wide; only the thread running this session's
-        # forward may be intercepted by it.
-        self._thread = threading.get_ident()
+        # Entered while a watched module runs (thread-local in torch); depth counts nesting.
+        self._mode = _Intercept(self)
+        self._mode_depth = 0
 
     # --- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> HookSession:
@@ -119,15 +145,10 @@ class HookSession:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        if self._original_softmax is not None:
-            torch.nn.functional.softmax = self._original_softmax
-            self._original_softmax = None
-        if self._original_cat is not None:
-            torch.cat = self._original_cat
-            self._original_cat = None
-        if self._original_linear is not None:
-            torch.nn.functional.linear = self._original_linear
-            self._original_linear = None
+        # A watched module whose forward raised never ran its leave hook.
+        while self._mode_depth:
+            self._leave_mode()
+        self._scores_layer = None
         self._linear_site = None
 
     def start_forward(self, position_ids: torch.Tensor) -> None:
@@ -172,15 +193,22 @@ class HookSession:
                 positions=spec.positions,
             ).reshape(canonical.shape)
             assert tap.put is not None
-            value = tap.put(value, raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype))
+            written = raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype)
+            check_steered_finite(written, spec, before=raw)
+            value = tap.put(value, written)
             self.applied[id(write)] += 1
         return value
 
     def _record(self, value: Any, reads: list[Tap]) -> None:
         batch, seq = self._shape()
         for tap in reads:
-            tensor = tap.view.read(tap.pick(value), batch, seq)
-            self._keep(tap.address, tensor, tensor is tap.pick(value))
+            try:
+                raw = tap.pick(value)
+            except PointUnsupported as error:
+                message = f"cannot capture {tap.address}: {error}"
+                raise PointUnsupported(message) from error
+            tensor = tap.view.read(raw, batch, seq)
+            self._keep(tap.address, tensor, tensor is raw)
 
     def _keep(self, address: Address, tensor: torch.Tensor, aliases_model: bool) -> None:
         if self.detach:
@@ -218,84 +246,72 @@ class HookSession:
 
         return hook
 
+    def _enter_mode(self) -> None:
+        if self._mode_depth == 0:
+            self._mode.__enter__()
+        self._mode_depth += 1
+
+    def _leave_mode(self) -> None:
+        self._mode_depth -= 1
+        if self._mode_depth == 0:
+            self._mode.__exit__(None, None, None)
+
     def _install_scores(self, module: Any, reads: list[Tap]) -> None:
         (tap,) = reads  # one attn_scores address per attention module
-        if self._original_softmax is None:
-            self._original_softmax = torch.nn.functional.softmax
-            original = self._original_softmax
-
-            def softmax(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-                active = self._active_scores()
-                if active is not None and not active.strip_columns and input.dim() == 4:
-                    self._record_scores(active, input)
-                return original(input, *args, **kwargs)
-
-            torch.nn.functional.softmax = softmax
-        if tap.strip_columns and self._original_cat is None:
-            self._original_cat = torch.cat
-            original_cat = self._original_cat
-
-            def cat(tensors: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
-                active = self._active_scores()
-                if active is not None and active.strip_columns:
-                    tensors = list(tensors)
-                    dim = kwargs.get("dim", args[0] if args else 0)
-                    if (
-                        len(tensors) == 2
-                        and tensors[0].dim() == 4
-                        and dim in (-1, 3)
-                        and tensors[1].shape[-1] == active.strip_columns
-                    ):
-                        self._record_scores(active, tensors[0])
-                return original_cat(tensors, *args, **kwargs)
-
-            torch.cat = cat
 
         def enter(mod: Any, args: Any, kwargs: Any) -> None:
             self._scores_layer = tap
+            self._enter_mode()
 
         def leave(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
             self._scores_layer = None
+            self._leave_mode()
 
         self._handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
         self._handles.append(module.register_forward_hook(leave, with_kwargs=True))
 
-    def _active_scores(self) -> Tap | None:
-        if threading.get_ident() != self._thread:
-            return None
-        return self._scores_layer
-
-    def _record_scores(self, tap: Tap, scores: torch.Tensor) -> None:
-        self._keep(tap.address, scores, aliases_model=False)
-
     def _install_linear(self, module: Any, reads: list[Tap], writes: list[Write]) -> None:
-        if self._original_linear is None:
-            self._original_linear = torch.nn.functional.linear
-            original = self._original_linear
-
-            def linear(*args: Any, **kwargs: Any) -> torch.Tensor:
-                output = original(*args, **kwargs)
-                site = self._linear_site
-                if site is None or threading.get_ident() != self._thread:
-                    return output
-                # Only the module's first projection is the site; later ones pass untouched.
-                self._linear_site = None
-                site_reads, site_writes = site
-                if site_writes:
-                    output = self._apply_writes(output, site_writes)
-                self._record(output, site_reads)
-                return output
-
-            torch.nn.functional.linear = linear
-
         def enter(mod: Any, args: Any, kwargs: Any) -> None:
             self._linear_site = (reads, writes)
+            self._enter_mode()
 
         def leave(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
             self._linear_site = None
+            self._leave_mode()
 
         self._handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
         self._handles.append(module.register_forward_hook(leave, with_kwargs=True))
+
+    def _intercepted(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A torch call made while a watched module runs (the mode is off while this runs)."""
+        active = self._scores_layer
+        if func is _SOFTMAX and active is not None and not active.strip_columns:
+            scores = args[0] if args else kwargs.get("input")
+            if isinstance(scores, torch.Tensor) and scores.dim() == 4:
+                self._record_scores(active, scores)
+        elif func is _CAT and active is not None and active.strip_columns:
+            tensors = list(args[0] if args else kwargs.get("tensors", ()))
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+            if (
+                len(tensors) == 2
+                and tensors[0].dim() == 4
+                and dim in (-1, 3)
+                and tensors[1].shape[-1] == active.strip_columns
+            ):
+                self._record_scores(active, tensors[0])
+        output = func(*args, **kwargs)
+        site = self._linear_site
+        if func is _LINEAR and site is not None:
+            # Only the module's first projection is the site; later ones pass untouched.
+            self._linear_site = None
+            site_reads, site_writes = site
+            if site_writes:
+                output = self._apply_writes(output, site_writes)
+            self._record(output, site_reads)
+        return output
+
+    def _record_scores(self, tap: Tap, scores: torch.Tensor) -> None:
+        self._keep(tap.address, scores, aliases_model=False)
 
     # --- results --------------------------------------------------------------------------------
     def check_writes_applied(self) -> None:

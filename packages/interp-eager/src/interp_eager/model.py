@@ -4,22 +4,29 @@
 facts, points and refusals are answerable at once); the weights load on `warmup()` or on the
 first call that needs them. Every work method validates all of its arguments before the forward
 pass starts, so a refusal never leaves the model half-hooked.
+
+One model serves one call at a time. Hooks live on the model's modules, so two forward passes
+running at once would share them; every call that runs the model (capture, generation, the lens,
+`decode_residuals`) therefore holds the model's lock (`threading.RLock`) for its forward passes,
+and calls from several threads queue. A stream holds the lock and its steering only while it
+runs the forward pass of one step, never between yields. After `shutdown()` every such call is
+refused until `warmup()` loads the weights again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
-from interp_core.address import Address, to_address
+from interp_core.address import Address, to_address, to_addresses
 from interp_core.cache import ActivationCache
 from interp_core.compat import known_issues_for
-from interp_core.configs import model_config
-from interp_core.dtypes import accepted_dtype_names, resolve_dtype
 from interp_core.errors import (
     CapabilityUnsupported,
     InterpError,
@@ -29,47 +36,60 @@ from interp_core.errors import (
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.sampling import check_lens_top_k, check_sampling
-from interp_core.steering import SteeringSpec, active_steering, as_specs
+from interp_core.sampling import (
+    check_lens_layers,
+    check_lens_point,
+    check_lens_top_k,
+    check_sampling,
+)
+from interp_core.steering import (
+    SteeringSpec,
+    active_steering,
+    as_specs,
+    check_positions_within,
+)
 from interp_eager.allocator import keep_freed_memory
+from interp_eager.arguments import (
+    capture_budget,
+    check_budget_option,
+    check_capture_budget,
+    check_mask,
+    check_tokens,
+    gen_defaults,
+    position_ids,
+)
 from interp_eager.generation import decode_steps
 from interp_eager.hooks import HookSession, Write
+from interp_eager.loading import (
+    bnb_config,
+    check_gpus,
+    check_quantization,
+    read_config,
+    torch_dtype,
+    transformers_version,
+)
 from interp_eager.taps import Tap, resolve_tap, write_site
 from interp_eager.tree import STREAM_HEADS, ModelTree, bind_tree
-from interp_torch.steering import steering_vector
+from interp_torch.steering import check_steering_fits, steering_vector
 
 __all__ = ["EagerModel"]
 
-# The canonical dtype names of interp_core.dtypes (which also holds their aliases and "auto").
-_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
-# The module a multi-stream trunk collapses its streams with before the final norm (DeepSeek-V4).
-
-
-def _read_config(model_id: str, trust_remote_code: bool) -> dict[str, Any]:
-    def fetch(name: str) -> dict[str, Any]:
-        from transformers import AutoConfig
-
-        return AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code).to_dict()
-
-    return model_config(model_id, fetch=fetch)
-
-
-def _dtype(dtype: Any, stated: str | None) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = resolve_dtype(dtype, stated)
-    if name is not None:
-        return _TORCH_DTYPES[name]
-    message = (
-        f"dtype={dtype!r} is not a dtype the eager backend loads; use one of "
-        f"{', '.join(accepted_dtype_names())}"
-    )
-    raise CapabilityUnsupported(message)
 
 
 class EagerModel:
-    """A HF causal LM served in-process; see `interp_core.protocol.InterpModel`."""
+    """A HF causal LM served in-process; see `interp_core.protocol.InterpModel`.
+
+    One model serves one call at a time: every call that runs the model holds its lock for its
+    forward passes, so calls from several threads queue rather than share hooks, and nothing is
+    patched process-wide. A `generate_stream` holds the lock and its steering only while it runs
+    the forward pass of one step; between yields nothing of it is installed. After `shutdown()`
+    calls are refused until `warmup()`.
+
+    `capture_budget_bytes` bounds the memory one capture may take (the captured tensors, priced
+    from `interp_core.shapes` before any work); None allows `DEFAULT_BUDGET_SHARE` of the memory
+    available on the model's device when the call starts.
+    """
 
     backend_name = "eager"
     binds_event_loop = False
@@ -87,16 +107,17 @@ class EagerModel:
         trust_remote_code: bool = False,
         hf_model: Any = None,
         tokenizer: Any = None,
+        capture_budget_bytes: int | None = None,
         **model_kwargs: Any,
     ) -> None:
         self._model_id = str(model_id)
-        self._config = _read_config(self._model_id, trust_remote_code)
+        self._config = read_config(self._model_id, trust_remote_code)
         self._facts = ModelFacts.from_config(self._config)
         self._device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._dtype = _dtype(dtype, self._facts.torch_dtype)
+        self._dtype = torch_dtype(dtype, self._facts.torch_dtype)
         self.attn_implementation = attn_implementation
         self.requires_grad = bool(requires_grad)
-        self.quantization = _check_quantization(quantization)
+        self.quantization = check_quantization(quantization)
         if not isinstance(num_gpus, int) or isinstance(num_gpus, bool) or num_gpus < 1:
             message = f"num_gpus={num_gpus!r} must be a positive int (it is never inferred)"
             raise CapabilityUnsupported(message)
@@ -107,7 +128,10 @@ class EagerModel:
         self._tokenizer = tokenizer
         self._tree: ModelTree | None = None
         self._taps: dict[Address, Tap] = {}
-        for issue in known_issues_for(self._facts.model_type, _transformers_version()):
+        self.capture_budget_bytes = check_budget_option(capture_budget_bytes)
+        self._lock = threading.RLock()
+        self._shut_down = False
+        for issue in known_issues_for(self._facts.model_type, transformers_version()):
             warnings.warn(issue.message(), stacklevel=2)
 
     # --- identity and facts ---------------------------------------------------------------------
@@ -164,6 +188,7 @@ class EagerModel:
     def _ensure_loaded(self) -> None:
         if self._tree is not None:
             return
+        self._refuse_if_shut_down()
         if self._hf_model is None:
             self._hf_model = self._load_weights()
         self._hf_model.eval()
@@ -184,9 +209,9 @@ class EagerModel:
             **self._model_kwargs,
         }
         if self.quantization is not None:
-            kwargs["quantization_config"] = _bnb_config(self.quantization, self._dtype)
+            kwargs["quantization_config"] = bnb_config(self.quantization, self._dtype)
         if self.num_gpus > 1:
-            _check_gpus(self.num_gpus)
+            check_gpus(self.num_gpus)
             kwargs["device_map"] = "auto"
         model = AutoModelForCausalLM.from_pretrained(self._model_id, **kwargs)
         if self.num_gpus == 1 and self.quantization is None:
@@ -194,12 +219,34 @@ class EagerModel:
         return model
 
     async def warmup(self) -> None:
-        self._ensure_loaded()
+        """Load the weights now; after `shutdown()`, load them again and serve calls again."""
+        with self._lock:
+            self._shut_down = False
+            self._ensure_loaded()
 
     async def shutdown(self) -> None:
-        self._hf_model = None
-        self._tree = None
-        self._taps.clear()
+        """Release the weights; later calls are refused until `warmup()` (idempotent)."""
+        with self._lock:
+            self._hf_model = None
+            self._tree = None
+            self._taps.clear()
+            self._shut_down = True
+
+    def _refuse_if_shut_down(self) -> None:
+        if self._shut_down:
+            error = CapabilityUnsupported.build(
+                f"{self._model_id} was shut down",
+                "shutdown() released its weights, and a call would silently load them again",
+                "call warmup() (interp_core.sync.warmup(model)) to load them and serve again",
+            )
+            raise error
+
+    @contextmanager
+    def _serving(self) -> Iterator[None]:
+        """Hold the model for one call's forward passes (re-entrant within a thread)."""
+        with self._lock:
+            self._refuse_if_shut_down()
+            yield
 
     # --- tokens ---------------------------------------------------------------------------------
     def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> torch.Tensor:
@@ -262,59 +309,24 @@ class EagerModel:
 
     # --- argument checks ------------------------------------------------------------------------
     def _tokens(self, tokens: Any) -> torch.Tensor:
-        if isinstance(tokens, str):
-            message = (
-                "tokens must be token ids, not text; call model.to_tokens(text) first "
-                "(it adds the BOS token the model expects)"
-            )
-            raise CapabilityUnsupported(message)
-        ids = torch.as_tensor(tokens) if not isinstance(tokens, torch.Tensor) else tokens
-        if ids.dim() == 1:
-            ids = ids.unsqueeze(0)
-        # Checked first: `[]` becomes a float tensor, and "empty" is the fix to name.
-        if ids.dim() == 2 and (ids.shape[1] == 0 or ids.shape[0] == 0):
-            message = (
-                "the prompt is empty: there is no token to run the model on; pass at least one"
-            )
-            raise CapabilityUnsupported(message)
-        if ids.dim() != 2 or ids.is_floating_point():
-            message = (
-                f"tokens must be integer ids shaped [seq] or [batch, seq], got "
-                f"{tuple(ids.shape)} of {ids.dtype}; call model.to_tokens(text) to make them"
-            )
-            raise CapabilityUnsupported(message)
-        limit = self._facts.max_position_embeddings
-        if limit is not None and ids.shape[1] > limit:
-            message = (
-                f"the prompt has {ids.shape[1]} tokens but this model's context is {limit}; "
-                f"truncate it (e.g. tokens[:, -{limit}:])"
-            )
-            raise CapabilityUnsupported(message)
-        vocab = self._facts.vocab_size
-        if int(ids.min()) < 0 or int(ids.max()) >= vocab:
-            message = f"token ids must lie in 0..{vocab - 1} (this model's vocabulary)"
-            raise CapabilityUnsupported(message)
-        return ids.to(self.device)
+        return check_tokens(tokens, self._facts).to(self.device)
 
     def _mask(self, mask: Any, ids: torch.Tensor) -> torch.Tensor:
-        if mask is None:
-            return torch.ones_like(ids)
-        mask = torch.as_tensor(mask, device=ids.device)
-        if mask.dim() == 1:
-            mask = mask.unsqueeze(0)
-        if tuple(mask.shape) != tuple(ids.shape):
-            message = f"attention_mask has shape {tuple(mask.shape)}; tokens are {tuple(ids.shape)}"
-            raise CapabilityUnsupported(message)
-        if bool((mask.sum(dim=1) == 0).any()):
-            message = "a row of attention_mask is all zeros: that row has no token to run"
-            raise CapabilityUnsupported(message)
-        return mask.to(torch.long)
+        return check_mask(mask, ids)
 
-    def _writes(self, steering: Any) -> list[Write]:
+    def _writes(self, steering: Any, reach: tuple[int, str] | None = None) -> list[Write]:
+        """Checked writes for `steering` plus the active `steer()` specs.
+
+        `reach` is (how many positions the call's forward passes run, the call in words), or
+        None not to check: a position beyond them would steer nothing, silently, and is refused
+        as an empty positions list is (`interp_core.steering.check_positions_within`).
+        """
         specs = (*active_steering(self), *as_specs(steering))
         writes = []
         for spec in specs:
             spec.validate_for(self._facts)
+            if reach is not None:
+                check_positions_within(spec, *reach)
             tap = self.tap(spec.address)
             if tap.put is None:
                 message = (
@@ -322,7 +334,9 @@ class EagerModel:
                     f"replaced; steer at {_write_hint(spec.address)} instead"
                 )
                 raise SteeringSpecError(message)
-            writes.append(Write(write_site(tap), spec, self._vector(spec)))
+            vector = self._vector(spec)
+            check_steering_fits(spec, self._dtype, vector)
+            writes.append(Write(write_site(tap), spec, vector))
         return writes
 
     def _vector(self, spec: SteeringSpec) -> torch.Tensor:
@@ -330,6 +344,16 @@ class EagerModel:
         # refusals); the width against the point was checked by validate_for, and a path
         # address's width is known only to the hook that meets the tensor.
         return steering_vector(spec).to(self.device)
+
+    def _check_budget(self, addresses: Sequence[Address], batch: int, seq: int) -> None:
+        """Refuse, before any work, a capture whose tensors would exceed the memory budget."""
+        check_capture_budget(
+            addresses,
+            self._facts,
+            self._dtype,
+            (batch, seq),
+            capture_budget(self.capture_budget_bytes, self.device),
+        )
 
     # --- the forward pass -----------------------------------------------------------------------
     def run_with_cache(
@@ -342,13 +366,25 @@ class EagerModel:
         detach: bool = True,
     ) -> ActivationCache:
         """One forward pass with captures (sync; the async `capture` wraps it)."""
+        with self._serving():
+            return self._run_with_cache(tokens, points, attention_mask, steering, detach, True)
+
+    def _run_with_cache(
+        self,
+        tokens: Any,
+        points: Any,
+        attention_mask: Any,
+        steering: Any,
+        detach: bool,
+        check_reach: bool,
+    ) -> ActivationCache:
         if not detach and not self.requires_grad:
             message = (
                 "detach=False keeps the autograd graph through the forward pass, but this model "
                 "was loaded without gradients; load with requires_grad=True"
             )
             raise CapabilityUnsupported(message)
-        addresses = [self._check_address(to_address(p)) for p in points]
+        addresses = [self._check_address(a) for a in to_addresses(points)]
         ids = self._tokens(tokens)
         # Without padding the model runs exactly as a plain HF call does (its own causal mask and
         # positions), so a capture costs only its hooks; with a mask, positions follow it.
@@ -357,10 +393,13 @@ class EagerModel:
             positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
         else:
             mask = self._mask(attention_mask, ids)
-            positions = _position_ids(mask)
+            positions = position_ids(mask)
             inputs.update(attention_mask=mask, position_ids=positions)
         reads = [self.tap(a) for a in dict.fromkeys(addresses)]
-        writes = self._writes(steering)
+        length = int(positions.max()) + 1
+        reach = (length, f"this capture's {length}-token prompt") if check_reach else None
+        writes = self._writes(steering, reach)
+        self._check_budget(addresses, ids.shape[0], ids.shape[1])
         for copy in (False, True):
             session = HookSession(reads, writes, detach=detach, copy=copy)
             with session, torch.set_grad_enabled(not detach):
@@ -403,6 +442,28 @@ class EagerModel:
         seed: int | None,
         steering: Any,
     ) -> Iterator[tuple[int, float, bool]]:
+        with self._serving():
+            return self._prepare_decoding(
+                tokens,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+                steering=steering,
+            )
+
+    def _prepare_decoding(
+        self,
+        tokens: Any,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        seed: int | None,
+        steering: Any,
+    ) -> Iterator[tuple[int, float, bool]]:
         sampling = check_sampling(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
@@ -425,7 +486,13 @@ class EagerModel:
                 f"tokens (e.g. tokens[:, -{limit - 1}:])"
             )
             raise CapabilityUnsupported(message)
-        writes = self._writes(steering)
+        # The last sampled token is never fed back: forwards run prompt + new - 1 positions.
+        length = ids.shape[1] + sampling.max_new_tokens - 1
+        call = (
+            f"this generation of {ids.shape[1]} prompt tokens and up to "
+            f"{sampling.max_new_tokens} new ones (the last is never fed back)"
+        )
+        writes = self._writes(steering, (length, call))
         return decode_steps(
             self.hf_model,
             ids,
@@ -433,11 +500,13 @@ class EagerModel:
             sampling,
             eos=self._eos_ids(),
             context=limit,
+            guard=self._serving,
         )
 
     def generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
-        ids = self._tokens(tokens)
-        steps = list(self._decode_steps(ids, **_gen_defaults(kwargs)))
+        with self._serving():
+            ids = self._tokens(tokens)
+            steps = list(self._decode_steps(ids, **gen_defaults(kwargs)))
         generated = [token for token, _, _ in steps]
         eos = self._eos_ids()
         finish = "stop" if generated and generated[-1] in eos else "length"
@@ -458,7 +527,7 @@ class EagerModel:
         character emits no text yet (decoding it alone gives U+FFFD); its characters arrive
         with the token that completes them, or with the last step.
         """
-        steps = self._decode_steps(tokens, **_gen_defaults(kwargs))
+        steps = self._decode_steps(tokens, **gen_defaults(kwargs))
         eos = self._eos_ids()
         generated: list[int] = []
         emitted = ""
@@ -484,17 +553,24 @@ class EagerModel:
         seed: int | None = None,
         steering: Any = None,
     ) -> tuple[Generation, ActivationCache]:
-        addresses = [self._check_address(to_address(p)) for p in points]
-        generation = self.generate_sync(
-            tokens,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            seed=seed,
-            steering=steering,
-        )
-        # The last sampled token is never fed back, so captures cover prompt + generated - 1.
-        full = [*generation.prompt_token_ids, *generation.token_ids[:-1]]
-        cache = self.run_with_cache([full], addresses, steering=steering)
+        with self._serving():
+            addresses = [self._check_address(a) for a in to_addresses(points)]
+            ids = self._tokens(tokens)
+            if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool):
+                # Priced at the longest the generation can run, before it runs.
+                self._check_budget(addresses, 1, ids.shape[1] + max(max_new_tokens, 1) - 1)
+            generation = self.generate_sync(
+                ids,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                seed=seed,
+                steering=steering,
+            )
+            # The last sampled token is never fed back, so captures cover prompt + generated - 1.
+            # Positions were checked against the longest run; an early end-of-sequence may
+            # leave some of them unreached, as it would in any generation.
+            full = [*generation.prompt_token_ids, *generation.token_ids[:-1]]
+            cache = self._run_with_cache([full], addresses, None, steering, True, False)
         return generation, cache
 
     def _eos_ids(self) -> set[int]:
@@ -512,6 +588,10 @@ class EagerModel:
         On a multi-stream trunk a stream stack `[batch, seq, n_streams, d_model]` is first
         collapsed by the model's own hyper head, exactly as the model does before its final norm.
         """
+        with self._serving():
+            return self._decode_residuals(residuals, raw=raw)
+
+    def _decode_residuals(self, residuals: torch.Tensor, *, raw: bool) -> torch.Tensor:
         tree = self.tree
         facts = self._facts
         if facts.n_streams > 1 and tuple(residuals.shape[-2:]) == (facts.n_streams, self.d_model):
@@ -556,6 +636,12 @@ class EagerModel:
         On a multi-stream trunk resid_post is the stream stack (resid_streams), decoded through
         the model's hyper head: the same read-out the model applies after its last layer.
         """
+        with self._serving():
+            return self._logit_lens(tokens, layers, top_k=top_k, point=point)
+
+    def _logit_lens(
+        self, tokens: Any, layers: Sequence[int] | None, *, top_k: int, point: str
+    ) -> LensResult:
         ids = self._tokens(tokens)
         if ids.shape[0] != 1:
             message = (
@@ -564,7 +650,8 @@ class EagerModel:
             )
             raise CapabilityUnsupported(message)
         top_k = check_lens_top_k(top_k)
-        chosen = list(range(self.n_layers)) if layers is None else [int(x) for x in layers]
+        point = check_lens_point(point)
+        chosen = check_lens_layers(layers, self.n_layers)
         read = point
         if self._facts.n_streams > 1 and point == "resid_post":
             read = "resid_streams"
@@ -574,7 +661,7 @@ class EagerModel:
         rows = []
         with torch.no_grad():
             for layer, address in zip(chosen, addresses, strict=True):
-                logits = self.decode_residuals(cache[address])[0]
+                logits = self._decode_residuals(cache[address], raw=False)[0]
                 rows.append(logits)
                 probs = torch.softmax(logits.float(), dim=-1)
                 values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
@@ -598,75 +685,9 @@ class EagerModel:
 
 
 # --- helpers --------------------------------------------------------------------------------------
-def _transformers_version() -> str:
-    import transformers
-
-    return transformers.__version__
-
-
-def _position_ids(mask: torch.Tensor) -> torch.Tensor:
-    # Positions follow the mask, so a left-padded row numbers its real tokens from 0.
-    return (mask.cumsum(dim=-1) - 1).clamp(min=0)
-
-
 def _write_hint(address: Address) -> str:
     if address.name in _ATTENTION_MATRICES:
         return "z (the attention result) or attn_out"
     if address.name in {"expert_weights", "expert_indices"}:
         return "router_logits"
     return "a writable point (`interp points` marks them)"
-
-
-def _check_quantization(quantization: str | None) -> str | None:
-    if quantization in (None, "bnb-4bit", "bnb-8bit"):
-        return quantization
-    if quantization == "fp8":
-        message = (
-            "quantization='fp8' is not something the eager backend can apply on load; use a vLLM "
-            "backend (load_model(..., backend='vllm', quantization='fp8')) or a checkpoint "
-            "shipped in FP8"
-        )
-        raise CapabilityUnsupported(message)
-    message = f"quantization={quantization!r} is unknown; use 'bnb-4bit', 'bnb-8bit' or None"
-    raise CapabilityUnsupported(message)
-
-
-def _bnb_config(quantization: str, dtype: torch.dtype) -> Any:
-    try:
-        import bitsandbytes  # noqa: F401
-        from transformers import BitsAndBytesConfig
-    except ImportError as error:
-        message = (
-            f"quantization={quantization!r} needs bitsandbytes; "
-            f"pip install 'interp-eager[quant]' (CUDA only)"
-        )
-        raise CapabilityUnsupported(message) from error
-    if quantization == "bnb-4bit":
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype)
-    return BitsAndBytesConfig(load_in_8bit=True)
-
-
-def _check_gpus(num_gpus: int) -> None:
-    available = torch.cuda.device_count()
-    if available < num_gpus:
-        message = (
-            f"num_gpus={num_gpus} but this machine has {available} CUDA device(s); pass "
-            f"num_gpus={max(available, 1)}"
-        )
-        raise CapabilityUnsupported(message)
-
-
-def _gen_defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "steering"}
-    unknown = set(kwargs) - allowed
-    if unknown:
-        message = f"generate() got unknown arguments {sorted(unknown)}; it takes {sorted(allowed)}"
-        raise CapabilityUnsupported(message)
-    return {
-        "max_new_tokens": kwargs.get("max_new_tokens", 64),
-        "temperature": kwargs.get("temperature", 1.0),
-        "top_k": kwargs.get("top_k"),
-        "top_p": kwargs.get("top_p"),
-        "seed": kwargs.get("seed"),
-        "steering": kwargs.get("steering"),
-    }

@@ -172,11 +172,24 @@ def put_input(value: Any, new: torch.Tensor) -> Any:
 def _pick_output(index: int) -> Callable[[Any], torch.Tensor]:
     def pick(value: Any) -> torch.Tensor:
         if isinstance(value, tuple | list):
-            return value[index]
-        if index != 0:
+            picked = value[index] if index < len(value) else None
+        elif index != 0:
             message = f"the module returned one tensor, not a tuple with element {index}"
             raise PointUnsupported(message)
-        return value
+        else:
+            picked = value
+        if not isinstance(picked, torch.Tensor):
+            # e.g. path.model: the trunk returns a ModelOutput; a raw address reads tensors only.
+            what = type(value).__name__
+            if isinstance(value, tuple | list):
+                what += f" whose element {index} is a {type(picked).__name__}"
+            message = (
+                f"the module returned a {what}, not a tensor; address a module that returns a "
+                f"tensor (path.<module> of a decoder layer, a norm or a projection), or a "
+                f"standardized point"
+            )
+            raise PointUnsupported(message)
+        return picked
 
     return pick
 

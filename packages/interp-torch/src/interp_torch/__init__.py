@@ -8,6 +8,8 @@ its forward hooks, the vLLM backends inside their worker processes.
 from interp_torch.__about__ import __version__
 from interp_torch.steering import (
     apply_steering,
+    check_steered_finite,
+    check_steering_fits,
     compute_dtype,
     position_mask,
     steering_delta,
@@ -17,6 +19,8 @@ from interp_torch.steering import (
 __all__ = [
     "__version__",
     "apply_steering",
+    "check_steered_finite",
+    "check_steering_fits",
     "compute_dtype",
     "position_mask",
     "steering_delta",

@@ -26,14 +26,26 @@ operations at one site apply in order, each to the activation the previous ones 
 
 `steering_vector(spec)` turns a spec's vector into a tensor, refusing unusable values with the
 same error and words as the core's check of a list (`interp_core.steering.check_vector_values`).
+
+The overflow rule, also the one every backend follows (finite inputs must not produce inf/NaN
+silently):
+
+    Before any cast, `check_steering_fits(spec, dtype)` refuses a spec whose result must
+    overflow a model running in `dtype` (the arithmetic, in float64: |scale|·max|v| for add, the
+    vector's own size for every op, |scale| for orthogonal, the cap bounds for projection_cap).
+    After a write, `check_steered_finite(rows, spec)` checks the written rows with
+    `torch.isfinite` and refuses naming the point, the scale and the dtype, so a non-finite
+    activation never reaches a later layer, a KV cache or another request.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
+from interp_core.errors import SteeringSpecError
 from interp_core.steering import (
     OPS,
     SteeringSpec,
@@ -44,6 +56,8 @@ from interp_core.steering import (
 
 __all__ = [
     "apply_steering",
+    "check_steered_finite",
+    "check_steering_fits",
     "compute_dtype",
     "position_mask",
     "steering_delta",
@@ -75,6 +89,138 @@ def steering_vector(spec: SteeringSpec) -> torch.Tensor:
     if spec.op != "add" and not bool(vector.any()):
         raise zero_direction(spec.address, spec.op)
     return vector
+
+
+def _overflow(spec: SteeringSpec, dtype: torch.dtype, why: str, instead: str) -> SteeringSpecError:
+    what = f"cannot steer at {spec.address} with {_strength(spec)} on a {_dtype_name(dtype)} model"
+    error = SteeringSpecError.build(what, why, instead)
+    assert isinstance(error, SteeringSpecError)
+    return error
+
+
+def _strength(spec: SteeringSpec) -> str:
+    if spec.op == "projection_cap":
+        return f"projection_cap min={spec.min}, max={spec.max}"
+    return f"{spec.op} scale={spec.scale}"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _largest(spec: SteeringSpec, vector: torch.Tensor | None) -> float:
+    """max|v| in float64 (abs and max are exact in any float dtype, so no cast can overflow)."""
+    if vector is None and isinstance(spec.vector, torch.Tensor):
+        vector = spec.vector
+    if vector is not None:
+        return float(vector.detach().abs().max().to(torch.float64))
+    return max(abs(x) for x in spec.values())
+
+
+def check_steering_fits(
+    spec: SteeringSpec, dtype: torch.dtype, vector: torch.Tensor | None = None
+) -> None:
+    """Refuse (SteeringSpecError), before any work, a spec whose result must overflow `dtype`.
+
+    `dtype` is the dtype of the activations the spec writes (the model dtype); `vector` is the
+    spec's vector as the backend will use it (`steering_vector(spec)`; read from the spec when
+    omitted). Call it after the vector's values were checked (finite, a direction where needed).
+    Every size is computed in float64 from the values as given, before any cast, against the
+    largest finite value of `dtype` (`torch.finfo(dtype).max`) and of the arithmetic's
+    `compute_dtype(dtype)`:
+
+    - every op: max|v| must fit the compute dtype (the vector is cast to it first);
+    - add: |scale|·max|v| must fit `dtype` (that delta is added as it is);
+    - orthogonal and projection_cap: ‖v‖, taken in the compute dtype exactly as the arithmetic
+      takes it, must be finite and non-zero (else the direction is inf/NaN or silently zero);
+    - orthogonal: |scale| must fit `dtype` (any activation with a component along v overflows);
+    - projection_cap: min must not exceed, and max not fall below, ±`dtype` max (the capped
+      component would be beyond the dtype), and both must fit the compute dtype.
+
+    Overflow that depends on the activations (a huge activation times a large scale) cannot be
+    known up front; `check_steered_finite` catches it after the write. The message names the
+    point, the scale (or bounds) and the dtype, and says how to fit.
+    """
+    limit = float(torch.finfo(dtype).max)
+    compute = compute_dtype(dtype)
+    compute_limit = float(torch.finfo(compute).max)
+    largest = _largest(spec, vector)
+    name = _dtype_name(dtype)
+    if largest > compute_limit:
+        raise _overflow(
+            spec,
+            dtype,
+            f"the vector holds {largest:.6g}, beyond the largest finite "
+            f"{_dtype_name(compute)} ({compute_limit:.6g}) the arithmetic casts it to",
+            "rescale the vector (a unit vector times a scale), or load the model in float64",
+        )
+    if spec.op == "add" and abs(spec.scale) * largest > limit:
+        raise _overflow(
+            spec,
+            dtype,
+            f"|scale|·max|v| = {abs(spec.scale) * largest:.6g} exceeds the largest finite "
+            f"{name} ({limit:.6g}), so every steered activation would be inf/NaN",
+            f"keep |scale|·max|v| below {limit:.6g}",
+        )
+    if spec.op in ("orthogonal", "projection_cap"):
+        source = vector if vector is not None else steering_vector(spec)
+        norm = float(torch.linalg.vector_norm(source.detach().to(compute)))
+        if not math.isfinite(norm) or norm == 0.0:
+            raise _overflow(
+                spec,
+                dtype,
+                f"the vector's norm is {norm} in {_dtype_name(compute)} (its largest element "
+                f"is {largest:.6g}), so its direction would be inf/NaN or zero",
+                "pass the direction as a vector of ordinary size, e.g. a unit vector",
+            )
+    if spec.op == "orthogonal" and abs(spec.scale) > limit:
+        raise _overflow(
+            spec,
+            dtype,
+            f"|scale| exceeds the largest finite {name} ({limit:.6g}), so any activation with "
+            f"a component along the vector would become inf/NaN",
+            f"keep |scale| below {limit:.6g}",
+        )
+    if spec.op == "projection_cap":
+        bounds = [b for b in (spec.min, spec.max) if b is not None]
+        low_too_high = spec.min is not None and spec.min > limit
+        high_too_low = spec.max is not None and spec.max < -limit
+        if low_too_high or high_too_low or any(abs(b) > compute_limit for b in bounds):
+            raise _overflow(
+                spec,
+                dtype,
+                f"a bound lies beyond the largest finite {name} ({limit:.6g}), so the capped "
+                f"component could not be represented",
+                f"keep the bounds within ±{limit:.6g}, or leave that side open with None",
+            )
+
+
+def check_steered_finite(
+    written: torch.Tensor, spec: SteeringSpec, before: torch.Tensor | None = None
+) -> None:
+    """Refuse (SteeringSpecError) when a write by `spec` left inf or NaN in `written`.
+
+    `written` is the tensor the write produced (the steered rows, or the whole activation);
+    `before` is the same tensor before the write, when at hand: a value that was already
+    non-finite there is the model's own, not the write's, and is not blamed on it. Call it after
+    each write, before the activation flows on, so a non-finite value never reaches a later
+    layer, a KV cache or another request; it costs one `isfinite` over the tensor (two with
+    `before`). The message names the point, the scale and the dtype of `written`.
+    """
+    broken = ~torch.isfinite(written)
+    if before is not None:
+        broken &= torch.isfinite(before)
+    if not bool(broken.any()):
+        return
+    bad = int(broken.sum())
+    raise _overflow(
+        spec,
+        written.dtype,
+        f"the steered activations hold {bad} non-finite value(s) of {written.numel()}; the "
+        f"result overflowed the largest finite {_dtype_name(written.dtype)} "
+        f"({float(torch.finfo(written.dtype).max):.6g})",
+        "lower the scale (or the vector's size), or load the model in a wider dtype",
+    )
 
 
 def position_mask(

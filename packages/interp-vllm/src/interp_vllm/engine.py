@@ -6,6 +6,14 @@ torch.compile'd code) with the worker extension mixed in; the generate-only mode
 On vLLM's CPU build the environment is prepared first (KV-cache size, one CPU share per worker).
 `start()` warns about vLLM's known issues for the family (`interp_vllm.support`) and returns the
 engine with the processes it started, which `shutdown_engine` reaps.
+
+vLLM is imported on a throwaway thread (`import_vllm`), never on the call stack that builds the
+engine: vLLM keeps some failed optional imports at module level (on the CPU build,
+`vllm.multimodal.media.audio` stores torchcodec's `ModuleNotFoundError`), and a stored traceback
+keeps every frame of the importing stack alive, locals included. Imported from `start()`, the
+new engine stayed referenced by `start`'s frame after `shutdown()`, so vLLM's
+`AsyncLLM.__del__` ran only at interpreter exit, against half-torn-down modules, and printed an
+ignored `TypeError` at every exit.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import multiprocessing
 import os
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +30,7 @@ from interp_core.backends import cuda_available
 from interp_core.errors import InvalidArgument
 from interp_vllm.support import known_issues_for
 
-__all__ = ["QUANTIZATION", "EngineSettings", "cpu_binding", "shutdown_engine"]
+__all__ = ["QUANTIZATION", "EngineSettings", "cpu_binding", "import_vllm", "shutdown_engine"]
 
 _EXTENSION = "interp_vllm.worker.InterpWorkerExtension"
 # vLLM's CPU backend sizes its KV cache from this (GiB); 1 is plenty for the models tests use.
@@ -78,6 +87,9 @@ class EngineSettings:
             os.environ.setdefault(_CPU_KV_ENV, "1")
             if self.num_gpus > 1 and _CPU_BIND_ENV not in os.environ:
                 os.environ[_CPU_BIND_ENV] = cpu_binding(self.num_gpus)
+        # On a stack of its own: see the module docstring (frames kept alive by vLLM's imports).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(import_vllm).result()
         import vllm
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -89,6 +101,13 @@ class EngineSettings:
         # The engine core is our child; its workers are its children and exit when it does.
         children = [p for p in multiprocessing.active_children() if p.pid not in before]
         return engine, children
+
+
+def import_vllm() -> None:
+    """Import the vLLM modules `EngineSettings.start` uses (run it where no engine is held)."""
+    import vllm
+    import vllm.engine.arg_utils
+    import vllm.v1.engine.async_llm  # noqa: F401
 
 
 def cpu_binding(workers: int) -> str:

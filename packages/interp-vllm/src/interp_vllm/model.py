@@ -20,7 +20,11 @@ Three modes share this class (`interp_vllm.backend` registers one backend per mo
 * `generate` (`vllm-generate`) — plain vLLM, no extension: generation only.
 
 Every argument is checked here, before anything reaches a worker: a hook that raised would kill
-the engine for every request in flight.
+the engine for every request in flight. That includes every value a steering spec carries: its
+positions must lie within the forward passes of the call (`check_positions_within`: a capture's
+prompt; a generation's prompt plus `max_new_tokens - 1`), and a spec whose result must overflow
+the model dtype is refused (`interp_torch.steering.check_steering_fits`). What the workers still
+cannot handle fails that request alone (see `interp_vllm.worker`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp_core.address import Address, to_address
+from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
 from interp_core.cache import ActivationCache
 from interp_core.dtypes import canonical_dtype
@@ -39,14 +43,27 @@ from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsu
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, get_point, point_names
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.sampling import check_lens_top_k, check_sampling
-from interp_core.steering import SteeringSpec, active_steering, as_specs, check_vector_values
+from interp_core.sampling import (
+    check_lens_layers,
+    check_lens_point,
+    check_lens_top_k,
+    check_sampling,
+)
+from interp_core.steering import (
+    SteeringSpec,
+    active_steering,
+    as_specs,
+    check_positions_within,
+    check_vector_values,
+)
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
+from interp_vllm.prompts import all_ones, check_prompts
 from interp_vllm.support import INSTEAD, MODES, RECOMPUTED, SHARDED, check_dtype, point_support
 from interp_vllm.wire import (
     address_key,
     as_generation,
     cache,
+    collect,
     needed_keys,
     request_spec,
     run_request,
@@ -138,6 +155,7 @@ class VLLMModel:
             extra=dict(extra_vllm_kwargs or {}),
         )
         self._engine: Any = None
+        self._model_dtype: Any = None  # the torch dtype the engine runs (known once started)
         self._installed: _Installed | None = None
         self._static_reads: frozenset[str] = frozenset()
         self._static_writes: frozenset[str] = frozenset()
@@ -241,6 +259,7 @@ class VLLMModel:
                     self._settings.start, self._facts.model_type
                 )
                 self._children = children
+                self._model_dtype = engine.model_config.dtype
                 try:
                     if self._mode != "generate":
                         self._installed = await self._install(engine)
@@ -389,33 +408,7 @@ class VLLMModel:
 
     # --- checks before anything reaches a worker ------------------------------------------------
     def _prompts(self, tokens: Any) -> list[list[int]]:
-        ids = tokens.tolist() if hasattr(tokens, "tolist") else tokens
-        if isinstance(ids, (list, tuple)) and ids and not isinstance(ids[0], (list, tuple)):
-            ids = [ids]
-        if not isinstance(ids, (list, tuple)) or not ids:
-            msg = "tokens must be a non-empty [seq] or [batch, seq] list or tensor of token ids"
-            raise InvalidArgument(msg)
-        return [self._prompt(row) for row in ids]
-
-    def _prompt(self, row: Any) -> list[int]:
-        if not isinstance(row, (list, tuple)) or not row:
-            msg = "every prompt must be a non-empty list of token ids"
-            raise InvalidArgument(msg)
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in row):
-            msg = f"token ids must be ints, got {sorted({type(i).__name__ for i in row})}"
-            raise InvalidArgument(msg)
-        vocab = self._facts.vocab_size
-        bad = [i for i in row if not 0 <= i < vocab]
-        if bad:
-            msg = f"token ids {bad[:5]} are outside the vocabulary [0, {vocab})"
-            raise InvalidArgument(msg)
-        if len(row) >= self._max_model_len:
-            msg = (
-                f"the prompt has {len(row)} tokens but max_model_len is {self._max_model_len}, "
-                f"leaving no room to run it; shorten it or load with a larger max_model_len"
-            )
-            raise InvalidArgument(msg)
-        return [int(i) for i in row]
+        return check_prompts(tokens, self._facts.vocab_size, self._max_model_len)
 
     def _require_hooks(self, what: str) -> None:
         if self._mode == "generate":
@@ -427,10 +420,8 @@ class VLLMModel:
             )
 
     def _addresses(self, points: Sequence[Any]) -> list[Address]:
-        if isinstance(points, (str, Address)):
-            points = [points]
         addresses = []
-        for point in points:
+        for point in to_addresses(points):
             verdict = self.supports(point)
             if not verdict:
                 raise PointUnsupported(verdict.explain())
@@ -444,10 +435,14 @@ class VLLMModel:
             self._require_hooks("steering")
         return specs
 
-    def _writes(self, specs: list[SteeringSpec]) -> list[dict[str, Any]]:
+    def _writes(self, specs: list[SteeringSpec], length: int, call: str) -> list[dict[str, Any]]:
+        """The specs as the workers read them; `length` positions are run by `call`."""
+        from interp_torch.steering import check_steering_fits
+
         wire: list[dict[str, Any]] = []
         for spec in specs:
             spec.validate_for(self._facts)
+            check_positions_within(spec, length, call)
             address = spec.address
             verdict = self.supports(address)
             if not verdict:
@@ -481,6 +476,7 @@ class VLLMModel:
                     "use op='add' there, steer a residual-width point, or load with num_gpus=1",
                 )
             values = check_vector_values(spec)
+            check_steering_fits(spec, self._model_dtype)
             wire.append(
                 {
                     "key": key,
@@ -559,7 +555,8 @@ class VLLMModel:
     ) -> ActivationCache:
         self._require_hooks("capture")
         prompts = self._prompts(tokens)
-        if attention_mask is not None and not _all_ones(attention_mask):
+        points = to_addresses(points)  # the form before any engine starts; support after
+        if attention_mask is not None and not all_ones(attention_mask):
             msg = "capture with a padding attention_mask is not served by vLLM"
             raise CapabilityUnsupported.build(
                 msg,
@@ -569,7 +566,8 @@ class VLLMModel:
         specs = self._specs(steering)
         await self._ready()
         addresses = self._addresses(points)
-        writes = self._writes(specs)
+        length = len(prompts[0])
+        writes = self._writes(specs, length, f"this capture's {length}-token prompt")
         spec = self._spec(addresses, writes)
         params = [self._sampling(1, 0.0) for _ in prompts]
         results = await asyncio.gather(
@@ -599,7 +597,7 @@ class VLLMModel:
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed)
         specs = self._specs(steering)
         await self._ready()
-        writes = self._writes(specs)
+        writes = self._writes(specs, *_generation_positions(prompt, params.max_tokens))
         final, _ = await self._request(prompt, params, self._spec([], writes))
         return as_generation(final, prompt)
 
@@ -629,12 +627,16 @@ class VLLMModel:
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed, stream=True)
         specs = self._specs(steering)
         engine = await self._ready()
-        writes = self._writes(specs)
+        writes = self._writes(specs, *_generation_positions(prompt, params.max_tokens))
         spec = self._spec([], writes)
         rid, request = submission(prompt, params, spec)
         index = 0
         try:
             async for output in engine.generate(request, params, rid):
+                if output.finished and spec:
+                    # Before the last step: a refusal the workers recorded (a steering write
+                    # that overflowed, say) is raised instead of ending the stream as if sound.
+                    await collect(engine, rid, self._facts)
                 completion = output.outputs[0]
                 ids = list(completion.token_ids)
                 for n, token in enumerate(ids):
@@ -660,11 +662,12 @@ class VLLMModel:
         """Generate and capture in the same pass: prompt rows, then one row per decode step."""
         self._require_hooks("capture_generation")
         prompt = self._one_prompt(tokens, "capture_generation")
+        points = to_addresses(points)  # the form before any engine starts; support after
         params = self._sampling(max_new_tokens, temperature, None, None, seed)
         specs = self._specs(steering)
         await self._ready()
         addresses = self._addresses(points)
-        writes = self._writes(specs)
+        writes = self._writes(specs, *_generation_positions(prompt, params.max_tokens))
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         final, payload = await self._request(prompt, params, spec)
         generation = as_generation(final, prompt)
@@ -685,7 +688,8 @@ class VLLMModel:
         self._require_hooks("logit_lens")
         prompt = self._one_prompt(tokens, "logit_lens")
         top_k = check_lens_top_k(top_k)
-        chosen = list(range(self.n_layers)) if layers is None else [int(x) for x in layers]
+        chosen = check_lens_layers(layers, self.n_layers)
+        point = check_lens_point(point)
         await self._ready()
         addresses = self._addresses([Address(point, layer) for layer in chosen])
         if self._installed is None or "final_norm" not in self._installed.sites:
@@ -697,7 +701,9 @@ class VLLMModel:
             )
         spec = {
             "capture": [],
-            "steer": self._writes(self._specs(None)),
+            "steer": self._writes(
+                self._specs(None), len(prompt), f"this lens's {len(prompt)}-token prompt"
+            ),
             "lens": [address_key(a) for a in addresses],
         }
         _, payload = await self._request(prompt, self._sampling(1, 0.0), spec, lens_top_k=top_k)
@@ -727,14 +733,11 @@ class VLLMModel:
         return f"VLLMModel({self._model_id!r}, {self.backend_name}, {state})"
 
 
-def _all_ones(mask: Any) -> bool:
-    values = mask.tolist() if hasattr(mask, "tolist") else mask
-    flat: list[Any] = []
-    stack = [values]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, (list, tuple)):
-            stack.extend(item)
-        else:
-            flat.append(item)
-    return all(v == 1 for v in flat)
+def _generation_positions(prompt: list[int], max_new_tokens: int) -> tuple[int, str]:
+    """How many positions a generation's forward passes run, and the words for them: the prompt
+    and every generated token but the last, which is sampled and never fed back."""
+    length = len(prompt) + max_new_tokens - 1
+    return length, (
+        f"this generation of {len(prompt)} prompt tokens and up to {max_new_tokens} new ones "
+        f"(the last is never fed back)"
+    )

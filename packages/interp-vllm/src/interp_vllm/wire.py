@@ -18,7 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from interp_core.address import Address
-from interp_core.errors import CapabilityUnsupported
+from interp_core.errors import (
+    CapabilityUnsupported,
+    InterpError,
+    InvalidArgument,
+    SteeringSpecError,
+)
 from interp_core.facts import ModelFacts
 from interp_core.results import Generation
 from interp_vllm.support import INSTEAD, RECOMPUTED
@@ -27,6 +32,7 @@ __all__ = [
     "address_key",
     "as_generation",
     "cache",
+    "collect",
     "needed_keys",
     "request_spec",
     "run_request",
@@ -34,6 +40,10 @@ __all__ = [
     "submission",
 ]
 
+# The library errors a worker may fail one request with, by the class name it sends back.
+_REFUSALS: dict[str, type[InterpError]] = {
+    kind.__name__: kind for kind in (CapabilityUnsupported, InvalidArgument, SteeringSpecError)
+}
 # The worker-side sites attention patterns are rebuilt from: post-RoPE q and k.
 _QK = ("_q_rot", "_k_rot")
 
@@ -110,8 +120,24 @@ async def run_request(
         raise
     if not spec:
         return final, {"captured": {}, "positions": {}, "lens": {}}
+    return final, await collect(engine, rid, facts, lens_top_k=lens_top_k)
+
+
+async def collect(
+    engine: Any, rid: str, facts: ModelFacts, *, lens_top_k: int | None = None
+) -> dict[str, Any]:
+    """What the workers hold for finished request `rid`, or the library error it failed with.
+
+    A refusal the workers recorded for this request alone (a spec they could not read, a
+    steering write that overflowed the model dtype) is raised as its `interp_core.errors` class;
+    any other hook failure voids the request as `CapabilityUnsupported`.
+    """
     lens = None if lens_top_k is None else {"top_k": lens_top_k}
     answers = await engine.collective_rpc("interp_collect", args=(rid, lens))
+    refusals = [answer["refusal"] for answer in answers if answer.get("refusal")]
+    if refusals:
+        kind = _REFUSALS.get(refusals[0]["error"], CapabilityUnsupported)
+        raise kind(refusals[0]["message"])
     errors = [error for answer in answers for error in answer["errors"]]
     if errors:
         msg = "a vLLM worker hook failed on this request; its captures and steering are void"
@@ -123,7 +149,7 @@ async def run_request(
         key: _gather(key, [decode_tensor(*a["captured"][key]) for a in answers], facts)
         for key in result["captured"]
     }
-    return final, {**result, "captured": captured}
+    return {**result, "captured": captured}
 
 
 def _gather(key: str, ranks: list[Any], facts: ModelFacts) -> Any:

@@ -23,7 +23,20 @@ request reassemble correctly: the client gets one row per position.
 
 Nothing here may raise while a forward runs: an exception in a hook kills the engine. The client
 validates every argument before it is sent; the hook bodies still catch everything and record the
-failure against the requests of that step, which the client raises as a library error.
+failure, which the client raises as a library error. A failure that belongs to one request fails
+that request alone, and the step runs for the others as if it were absent:
+
+- a spec the worker cannot read (a value the client should have refused, e.g. a position beyond
+  int64) refuses that request when the plan is built; it then runs hook-free to its end;
+- a steering write whose result is not finite (the model dtype overflowed) is checked on the
+  written rows right after the write (`torch.isfinite`, only the steered requests' rows); the
+  offending request's rows are restored to their unsteered values before the activation flows
+  on, so no inf/NaN reaches a later layer, the KV cache or another request, and the request is
+  refused (`SteeringSpecError`) and runs hook-free to its end;
+- an exception while one request's steering is computed refuses that request alone.
+
+Such a refusal travels back as `{"error": class name, "message": ...}` from `interp_collect`; the
+client raises it as that `interp_core.errors` class.
 """
 
 from __future__ import annotations
@@ -36,7 +49,14 @@ from typing import Any
 
 import torch
 
-from interp_torch.steering import compute_dtype, steering_delta
+from interp_core.errors import (
+    CapabilityUnsupported,
+    InterpError,
+    InvalidArgument,
+    SteeringSpecError,
+)
+from interp_core.steering import POSITION_LIMIT, SteeringSpec
+from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
 
 __all__ = ["InterpWorkerExtension", "decode_tensor", "encode_tensor", "site_key"]
 
@@ -87,15 +107,37 @@ class _Request:
     rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
     lens_rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # A library error that fails this request alone: {"error": class name, "message": text}.
+    refusal: dict[str, str] | None = None
 
     def keys(self) -> set[str]:
         return self.capture | self.lens | set(self.writes)
+
+    def refuse(self, error: InterpError) -> None:
+        """Fail this request alone with `error` (the first refusal wins); it runs hook-free on."""
+        if self.refusal is None:
+            self.refusal = {"error": type(error).__name__, "message": str(error)}
+
+
+def _checked_positions(item: dict[str, Any]) -> list[int] | None:
+    """A write's positions as the int64 tensor will hold them; refuses what cannot fit."""
+    positions = item.get("positions")
+    if positions is None:
+        return None
+    bad = [p for p in positions if not isinstance(p, int) or not 0 <= p < POSITION_LIMIT]
+    if bad:
+        message = (
+            f"steering positions {bad[:5]} at {item.get('key')} do not fit the workers' int64 "
+            f"position index"
+        )
+        raise ValueError(message)
+    return list(positions)
 
 
 def _parse_request(spec: dict[str, Any]) -> _Request:
     writes: dict[str, list[_Write]] = {}
     for item in spec.get("steer", ()):
-        positions = item.get("positions")
+        positions = _checked_positions(item)
         writes.setdefault(str(item["key"]), []).append(
             _Write(
                 op=str(item["op"]),
@@ -193,20 +235,28 @@ class InterpWorkerExtension:
     # --- the step plan --------------------------------------------------------------------------
     def _interp_plan(self, module: Any, args: Any, kwargs: Any) -> None:
         self._interp_step = None
+        segments: list[_Segment] = []
         try:
-            step = self._interp_build_step(args, kwargs)
+            segments = self._interp_segments()
+            step = self._interp_build_step(segments, args, kwargs) if segments else None
             needed = set(self._interp_static)
             if step is not None:
                 needed.update(step.by_key)
                 self._interp_step = step
             self._interp_sync_hooks(needed)
         except Exception as exc:  # never let a hook take the engine down
-            self._interp_orphan_errors.append(f"step plan: {type(exc).__name__}: {exc}")
+            self._interp_step = None
+            message = f"step plan: {type(exc).__name__}: {exc}"
+            if not segments:
+                self._interp_orphan_errors.append(message)
+            for segment in segments:  # the step ran without hooks for each of them
+                segment.request.errors.append(message)
 
-    def _interp_build_step(self, args: Any, kwargs: Any) -> _Step | None:
+    def _interp_segments(self) -> list[_Segment]:
+        """The rows of this step's interpreted requests; a refused request has none."""
         layout = self._interp_layout
         if layout is None:
-            return None
+            return []
         runner = self.model_runner  # type: ignore[attr-defined]
         segments: list[_Segment] = []
         start = 0
@@ -216,14 +266,35 @@ class InterpWorkerExtension:
             extra = getattr(params, "extra_args", None) or {}
             spec = extra.get(SPEC_KEY)
             if spec is not None:
-                request = self._interp_requests.get(spec["id"])
-                if request is None:
-                    request = _parse_request(spec)
-                    self._interp_requests[request.rid] = request
-                segments.append(_Segment(request, start, start + count))
+                request = self._interp_request(spec)
+                if request is not None and request.refusal is None:
+                    segments.append(_Segment(request, start, start + count))
             start += count
-        if not segments:
+        return segments
+
+    def _interp_request(self, spec: Any) -> _Request | None:
+        """The state of the request carrying `spec`, read once; an unreadable spec refuses it."""
+        rid = spec.get("id") if isinstance(spec, dict) else None
+        if rid is None:
+            self._interp_orphan_errors.append(f"a request spec without an id: {spec!r:.200}")
             return None
+        request = self._interp_requests.get(str(rid))
+        if request is not None:
+            return request
+        try:
+            request = _parse_request(spec)
+        except Exception as exc:  # this request alone: the step runs for the others
+            request = _Request(rid=str(rid), capture=set(), writes={}, lens=set())
+            error = InvalidArgument.build(
+                "the vLLM workers could not read this request's interp spec",
+                f"{type(exc).__name__}: {exc}",
+                "the client checks every value before sending; report this as a bug",
+            )
+            request.refuse(error)
+        self._interp_requests[request.rid] = request
+        return request
+
+    def _interp_build_step(self, segments: list[_Segment], args: Any, kwargs: Any) -> _Step | None:
         positions = kwargs.get("positions")
         if positions is None:
             positions = args[1]
@@ -300,7 +371,11 @@ class InterpWorkerExtension:
     ) -> Any:
         changed = False
         for key in keys:
-            segments = [s for s in step.by_key.get(key, ()) if key in s.request.writes]
+            segments = [
+                s
+                for s in step.by_key.get(key, ())
+                if key in s.request.writes and s.request.refusal is None
+            ]
             if not segments:
                 continue
             site = self._interp_sites[key]
@@ -308,14 +383,16 @@ class InterpWorkerExtension:
             delta = self._interp_deltas(step, key, segments, value)
             if delta is None:
                 continue
-            replaced = site.add(args, kwargs, out, delta)
+            replaced = self._interp_finite_write(site, key, segments, delta, (args, kwargs, out))
+            if replaced is None:
+                continue
             if phase == "post":
                 out = replaced
             else:
                 args, kwargs = replaced
             changed = True
         for key in keys:
-            segments = step.by_key.get(key, ())
+            segments = [s for s in step.by_key.get(key, ()) if s.request.refusal is None]
             wanted = [s for s in segments if key in s.request.capture or key in s.request.lens]
             if not wanted:
                 continue
@@ -342,26 +419,68 @@ class InterpWorkerExtension:
         delta = torch.zeros(flat.shape, dtype=compute_dtype(flat.dtype), device=flat.device)
         touched = False
         for segment in segments:
-            rows = flat[segment.start : segment.stop].to(delta.dtype)
-            where = step.positions[segment.start : segment.stop]
-            for write in segment.request.writes[key]:
-                # Each operation sees the rows as the previous ones left them (specs in order).
-                current = rows + delta[segment.start : segment.stop]
-                local = _local(write, flat.shape[-1])
-                delta[segment.start : segment.stop] += steering_delta(
-                    current,
-                    local.vector,
-                    local.op,
-                    scale=local.scale,
-                    lower=local.lower,
-                    upper=local.upper,
-                    row_positions=where,
-                    positions=local.positions,
+            part = slice(segment.start, segment.stop)
+            try:
+                rows = flat[part].to(delta.dtype)
+                where = step.positions[part]
+                for write in segment.request.writes[key]:
+                    # Each operation sees the rows as the previous ones left them (specs in order).
+                    current = rows + delta[part]
+                    local = _local(write, flat.shape[-1])
+                    delta[part] += steering_delta(
+                        current,
+                        local.vector,
+                        local.op,
+                        scale=local.scale,
+                        lower=local.lower,
+                        upper=local.upper,
+                        row_positions=where,
+                        positions=local.positions,
+                    )
+            except Exception as exc:  # this request alone: the others' rows are untouched
+                delta[part] = 0
+                error = CapabilityUnsupported.build(
+                    f"the vLLM workers could not steer this request at {key}",
+                    f"{type(exc).__name__}: {exc}",
+                    "use backend='eager' for this steering",
                 )
-                touched = True
+                segment.request.refuse(error)
+                continue
+            touched = True
         if not touched:
             return None
         return delta.to(value.dtype).reshape(value.shape)
+
+    def _interp_finite_write(
+        self,
+        site: Any,
+        key: str,
+        segments: list[_Segment],
+        delta: torch.Tensor,
+        seen: tuple[Any, Any, Any],
+    ) -> Any:
+        """`site.add` of `delta`, with every steered request's written rows checked finite.
+
+        A request whose rows hold inf/NaN after the write is refused and its rows of `delta`
+        zeroed; the write is then redone from the untouched originals (site adds return
+        replacements and never write into vLLM's tensors), so the activation that flows on, into
+        later layers and the KV cache, holds no non-finite value of ours. None: nothing to write.
+        """
+        args, kwargs, out = seen
+        replaced = site.add(args, kwargs, out, delta)
+        after = site.read(*_seen_after(site.phase, replaced, args, kwargs))
+        # One flag per steered request, read back once (a single device sync per site).
+        flags = torch.stack([torch.isfinite(after[s.start : s.stop]).all() for s in segments])
+        if bool(flags.all()):
+            return replaced
+        bad = [s for s, ok in zip(segments, flags.tolist(), strict=True) if not ok]
+        for segment in bad:
+            written = after[segment.start : segment.stop]
+            segment.request.refuse(_non_finite(key, segment.request.writes[key][-1], written))
+            delta[segment.start : segment.stop] = 0
+        if all(s.request.refusal is not None for s in segments):
+            return None
+        return site.add(args, kwargs, out, delta)
 
     # --- per request ----------------------------------------------------------------------------
     def interp_collect(self, rid: str, lens: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -374,6 +493,15 @@ class InterpWorkerExtension:
         orphans, self._interp_orphan_errors = self._interp_orphan_errors, []
         if request is None:
             return {"captured": {}, "positions": {}, "lens": {}, "errors": orphans, "seen": False}
+        if request.refusal is not None:
+            return {
+                "captured": {},
+                "positions": {},
+                "lens": {},
+                "errors": [*request.errors, *orphans],
+                "refusal": request.refusal,
+                "seen": True,
+            }
         captured: dict[str, Any] = {}
         positions: dict[str, list[int]] = {}
         for key, chunks in request.rows.items():
@@ -404,6 +532,21 @@ class InterpWorkerExtension:
         return len(self._interp_hooks)
 
     def _interp_lens(self, request: _Request, top_k: int) -> dict[str, Any]:
+        """Decode `request`'s lens rows through the plain final norm and unembedding.
+
+        The norm and the head are vLLM's own modules and may carry this worker's hooks; the last
+        step's plan is still set, so a hook would fire on these rows with that step's row ranges
+        (another request's capture at final_norm would take rows of this lens, a steering write
+        there would change it only when it ran alone). The plan is parked while the lens runs:
+        every hook then passes through, and the lens reads an unsteered final norm, as on eager.
+        """
+        step, self._interp_step = self._interp_step, None
+        try:
+            return self._interp_lens_decode(request, top_k)
+        finally:
+            self._interp_step = step
+
+    def _interp_lens_decode(self, request: _Request, top_k: int) -> dict[str, Any]:
         model = self.model_runner.model  # type: ignore[attr-defined]
         norm = self._interp_sites["final_norm"].module
         out: dict[str, Any] = {}
@@ -423,6 +566,37 @@ class InterpWorkerExtension:
                     "probs": values.cpu().tolist(),
                 }
         return out
+
+
+def _seen_after(phase: str, replaced: Any, args: Any, kwargs: Any) -> tuple[Any, Any, Any]:
+    """What a site's reader sees once `replaced` (a site add's return value) is in place."""
+    if phase == "post":
+        return args, kwargs, replaced
+    new_args, new_kwargs = replaced
+    return new_args, new_kwargs, None
+
+
+def _non_finite(key: str, write: _Write, written: torch.Tensor) -> InterpError:
+    """The refusal of a request whose steering at `key` left `written` non-finite.
+
+    Worded by interp_torch's `check_steered_finite` from the spec the write came from (its
+    point, op, scale and the activation dtype).
+    """
+    try:
+        positions = None if write.positions is None else tuple(write.positions.tolist())
+        spec = SteeringSpec(
+            key, write.vector, write.op, write.scale, positions, write.lower, write.upper
+        )
+        check_steered_finite(written, spec)
+    except InterpError as error:
+        return error
+    except Exception:  # rebuilding the spec failed: the plain words below still hold
+        pass
+    return SteeringSpecError.build(
+        f"cannot steer at {key}: the steered activations are not finite",
+        f"the result overflowed the model dtype ({str(written.dtype).removeprefix('torch.')})",
+        "lower the scale (or the vector's size), or load the model in a wider dtype",
+    )
 
 
 def _local(write: _Write, width: int) -> _Write:

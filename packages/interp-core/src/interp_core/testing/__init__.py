@@ -3,10 +3,12 @@
 The conformance kit. `Conformance` is the test suite a backend subclasses; the pytest plugin
 `interp_core.testing.plugin` provides its fixtures (see that module for the three-line setup);
 `checks` holds the individual checks, callable from any runner; `compare` compares tensors of any
-library through `.shape` and `.tolist()`.
+library through `.shape` and `.tolist()`. `hostile` and `hostile_strategies` are the
+hostile-input harness: hypothesis-drawn mixes of valid and malformed requests, and the checks a
+backend's suite runs after each mix (not imported here).
 
 This package imports nothing outside the standard library and interp-core; only the plugin
-module imports pytest.
+module imports pytest, and only the functions of `hostile_strategies` import hypothesis.
 """
 
 from __future__ import annotations
