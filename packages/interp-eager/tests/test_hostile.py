@@ -36,22 +36,11 @@ from interp_core.testing import hostile
 from interp_core.testing.hostile import Numerics, Outcome, Request
 from interp_core.testing.hostile_strategies import Menu, menu_for, mixes, plain_requests
 from interp_testmodels.families import build_family
+from interp_testmodels.tensors import tensor_from
 
 pytestmark = pytest.mark.slow
 
 _SOFTMAX = torch.nn.functional.softmax
-
-
-def _tensor(values: Any, dtype: str) -> torch.Tensor:
-    floats = any(isinstance(x, float) for x in _flat(values))
-    source = torch.tensor(values, dtype=torch.float64 if floats else torch.int64)
-    return source.to(getattr(torch, dtype))
-
-
-def _flat(values: Any) -> list[Any]:
-    if isinstance(values, list | tuple):
-        return [x for v in values for x in _flat(v)]
-    return [values]
 
 
 def _diff(a: Any, b: Any) -> float:
@@ -84,7 +73,7 @@ class Harness:
         return model
 
     def alone(self, request: Request) -> Outcome:
-        mix = hostile.run_mix(self.model, [request], concurrent=False, tensor=_tensor)
+        mix = hostile.run_mix(self.model, [request], concurrent=False, tensor=tensor_from)
         return asyncio.run(mix)[0]
 
     def solo(self, request: Request) -> Outcome:
@@ -136,11 +125,13 @@ def _run(harness: Harness, data: Any, threads: int, seed_value: int) -> None:
             raise AssertionError(hostile.report(fresh, alone, problems, how, seed_value))
     if threads == 1:
         how = "one after another"
-        run = hostile.run_mix(harness.model, mix, concurrent=False, tensor=_tensor)
+        run = hostile.run_mix(harness.model, mix, concurrent=False, tensor=tensor_from)
         outcomes = asyncio.run(run)
     else:
         how = f"from {threads} threads"
-        outcomes = hostile.run_mix_in_threads(harness.model, mix, threads=threads, tensor=_tensor)
+        outcomes = hostile.run_mix_in_threads(
+            harness.model, mix, threads=threads, tensor=tensor_from
+        )
     problems = hostile.judge(mix, outcomes, solos, EXACT) + harness.residue()
     assert not problems, hostile.report(mix, outcomes, problems, how, seed_value)
 

@@ -434,6 +434,10 @@ def test_shutdown_leaves_no_engine_process(engine: VLLMModel) -> None:
         alive = [p for p in alive if _alive(p)]
         time.sleep(0.2)
     assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+    # A call now must not silently start a new engine (it once did); warmup() is the way back.
+    with pytest.raises(CapabilityUnsupported, match=r"shut down.*warmup\(\)"):
+        sync.capture(engine, [[1, 2, 3]], ["resid_post.0"])
+    assert engine.engine is None
 
 
 def _alive(process: psutil.Process) -> bool:

@@ -40,24 +40,13 @@ from interp_core.testing.hostile import Numerics, Outcome, Request
 from interp_core.testing.hostile_strategies import Menu, menu_for, mixes, plain_requests
 from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
+from interp_testmodels.tensors import tensor_from
 
 pytestmark = pytest.mark.slow
 
 RELATIVE = 1e-5  # float32 both ways; batch composition changes the summation order
 HANG = 300.0  # seconds before a mix that never returns is reported as a hang
 RESTARTS = 2
-
-
-def _tensor(values: Any, dtype: str) -> torch.Tensor:
-    floats = any(isinstance(x, float) for x in _flat(values))
-    source = torch.tensor(values, dtype=torch.float64 if floats else torch.int64)
-    return source.to(getattr(torch, dtype))
-
-
-def _flat(values: Any) -> list[Any]:
-    if isinstance(values, list | tuple):
-        return [x for v in values for x in _flat(v)]
-    return [values]
 
 
 def _diff(a: Any, b: Any) -> float:
@@ -94,7 +83,7 @@ class Harness:
 
     def run(self, requests: list[Request] | tuple[Request, ...]) -> list[Outcome]:
         async def mix() -> list[Outcome]:
-            run = hostile.run_mix(self.engine, requests, concurrent=True, tensor=_tensor)
+            run = hostile.run_mix(self.engine, requests, concurrent=True, tensor=tensor_from)
             try:
                 return await asyncio.wait_for(run, HANG)
             except TimeoutError:

@@ -431,27 +431,10 @@ class EagerModel:
         )
 
     # --- generation -----------------------------------------------------------------------------
-    def _decode_steps(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        top_k: int | None,
-        top_p: float | None,
-        seed: int | None,
-        steering: Any,
-    ) -> Iterator[tuple[int, float, bool]]:
+    def _decode_steps(self, tokens: Any, **arguments: Any) -> Iterator[tuple[int, float, bool]]:
+        """Checked decoding steps (see `_prepare_decoding`); checking holds the model."""
         with self._serving():
-            return self._prepare_decoding(
-                tokens,
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                seed=seed,
-                steering=steering,
-            )
+            return self._prepare_decoding(tokens, **arguments)
 
     def _prepare_decoding(
         self,

@@ -162,6 +162,7 @@ class VLLMModel:
         self._static_reads, self._static_writes = self._declare_static(static_points, static_writes)
         self._children: list[Any] = []
         self._starting: asyncio.Lock | None = None
+        self._shut_down = False  # set by shutdown(), cleared by warmup()
         self._tokenizer: Any = None
 
     # --- identity and facts ---------------------------------------------------------------------
@@ -251,6 +252,14 @@ class VLLMModel:
     async def _ready(self) -> Any:
         if self._engine is not None:
             return self._engine
+        if self._shut_down:
+            # Starting again here would silently spend a minute and the memory shutdown() freed.
+            error = CapabilityUnsupported.build(
+                f"{self._model_id} was shut down",
+                "shutdown() stopped its engine, and a call would silently start a new one",
+                "call warmup() (interp_core.sync.warmup(model)) to start it and serve again",
+            )
+            raise error
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
@@ -286,6 +295,7 @@ class VLLMModel:
         )
 
     async def warmup(self) -> None:
+        self._shut_down = False
         await self._ready()
         if self._mode == "static":
             await self._self_test()
@@ -308,6 +318,8 @@ class VLLMModel:
             )
 
     async def shutdown(self) -> None:
+        """Stop the engine; later calls are refused until `warmup()` (idempotent)."""
+        self._shut_down = True
         engine, self._engine = self._engine, None
         children, self._children = self._children, []
         self._installed = None
