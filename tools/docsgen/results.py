@@ -1,13 +1,16 @@
 """The validation and benchmark pages, filled from whatever result files are committed.
 
-The validator writes `packages/interp-validator/results/summary.json` (one record per subject
-backend, reference engine, family or model, point and layer: a status and three metrics), its
-Markdown report (`report.md`: setup, tolerances and a table per family) and a per-layer error plot
-(`errors-by-layer.png`); the benchmarks write JSON next to them. Until those files exist the
-pages say so plainly; once they land, the next build shows them: the summary's tables, the plot
-(published as a generated asset, see `validation_assets`) and the report's sections from its
-setup on. Nothing here invents a number: a field is shown only if a file holds it, and a file of
-an unexpected shape is shown as its raw keys rather than guessed at.
+The validator commits `packages/interp-validator/results/summary.json` in its compact form
+(format 2: status totals, one row per subject backend x reference engine x family or model with
+its status counts and worst metrics, and every record that is not a pass), its Markdown report
+(`report.md`: verdict, counts, matrix, setup, what was not compared and why) and a per-layer error
+plot (`errors-by-layer.png`); the benchmarks write JSON next to them. Until those files exist the
+pages say so plainly; once they land, the next build shows them: a one-line verdict and the
+compact matrix first, then the failures, the plot (published as a generated asset, see
+`validation_assets`) and the report's sections from its setup on. A summary holding every record
+(format 1, or a plain list) is still shown as tables of counts. Nothing here invents a number: a
+field is shown only if a file holds it, and a file of an unexpected shape is shown as its raw
+keys rather than guessed at.
 """
 
 from __future__ import annotations
@@ -137,6 +140,65 @@ def _summary_tables(records: list[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
+def _verdict(totals: Mapping[str, Any]) -> str:
+    """One line: failures first, then every status's count, as the compact summary totals them."""
+    n = sum(int(v) for v in totals.values())
+    fails = int(totals.get("fail", 0))
+    rest = ", ".join(f"{int(v)} {str(k).replace('_', ' ')}" for k, v in totals.items())
+    head = "No comparison failed" if not fails else f"{fails} comparisons failed"
+    return f"{head}: {n} comparisons ({rest or 'none'})."
+
+
+def _compact_sections(data: Mapping[str, Any], records: list[Mapping[str, Any]]) -> tuple[str, str]:
+    """A compact (format 2) summary: the page's opening (the verdict, then the matrix: passes /
+    comparisons per family or model, one table per backend, engines as columns), and the
+    failures section."""
+    cells = [c for c in data["cells"] if isinstance(c, Mapping)]
+    totals = data.get("totals") if isinstance(data.get("totals"), Mapping) else {}
+    out = [f"<p><strong>{esc(_verdict(totals))}</strong></p>\n\n"]
+    out.append("## Matrix\n\n")
+    out.append(
+        f"<p>Passes / comparisons per family or model, from {code(SUMMARY)}; ✗ counts "
+        "failures.</p>\n\n"
+    )
+    backends = sorted({str(c.get("backend")) for c in cells}, key=lambda b: (b != "eager", b))
+    for backend in backends:
+        mine = [c for c in cells if str(c.get("backend")) == backend]
+        engines = sorted({str(c.get("engine")) for c in mine}, key=lambda e: (e != "hf", e))
+        grid = {(str(c.get("model")), str(c.get("engine"))): c.get("counts") or {} for c in mine}
+        rows = []
+        for model in sorted({str(c.get("model")) for c in mine}):
+            row = [code(model)]
+            for engine in engines:
+                counts = grid.get((model, engine), {})
+                text = f"{int(counts.get('pass', 0))}/{sum(int(v) for v in counts.values())}"
+                fails = int(counts.get("fail", 0))
+                row.append(esc(f"{text} ✗{fails}" if fails else text))
+            rows.append(row)
+        out.append(f"### {esc(backend)}\n\n")
+        out.append(table(["family or model", *(code(e) for e in engines)], rows) + "\n\n")
+    opening = "".join(out)
+    out = []
+    failures = [r for r in records if _is_pass(_pick(r, "status")) is False]
+    out.append(f"## Failures ({len(failures)})\n\n")
+    if failures:
+        reasons = data.get("reasons") if isinstance(data.get("reasons"), list) else []
+        rows = []
+        for r in failures[:_MAX_ROWS]:
+            reason = r.get("reason")
+            if isinstance(reason, int) and 0 <= reason < len(reasons):
+                reason = reasons[reason]
+            where = ", ".join(str(a) for a in r.get("addresses", []) or [r.get("point")])
+            metrics = [_fmt(r.get(k)) for k in ("rel_error", "cosine", "max_abs")]
+            rows.append([code(r.get("backend")), code(r.get("engine")), code(r.get("model"))])
+            rows[-1] += [code(where), *metrics, _fmt(reason)]
+        head = ["backend", "engine", "model", "address", "rel_error", "cosine", "max_abs", "reason"]
+        out.append(table(head, rows) + "\n\n")
+    else:
+        out.append("<p>None: every compared point is within tolerance.</p>\n\n")
+    return opening, "".join(out)
+
+
 def _record_table(records: list[Mapping[str, Any]]) -> str:
     columns = ["backend", "engine", "model", "point", "layer", "status", "cosine"]
     columns += ["rel_error", "max_abs"]
@@ -186,6 +248,7 @@ def _load(path: Path) -> tuple[Any, str | None]:
 
 def validation_page(root: Path) -> str:
     out = [_front("Validation results"), "# Validation results\n\n"]
+    intro = len(out)  # a compact summary's verdict and matrix go before the introduction
     out.append(
         "<p>How each backend's captures compare with the reference engines (HF transformers "
         "hooks, TransformerLens, nnsight, nnterp) point by point, as committed by the validator "
@@ -212,6 +275,10 @@ def validation_page(root: Path) -> str:
                 + render_json(data)
                 + "\n"
             )
+        elif isinstance(data, Mapping) and isinstance(data.get("cells"), list):
+            opening, failures = _compact_sections(data, records)
+            out.insert(intro, opening)
+            out.append(failures)
         else:
             out.append(f"<p>{len(records)} comparisons in {code(SUMMARY)}.</p>\n\n")
             out.append(_summary_tables(records))

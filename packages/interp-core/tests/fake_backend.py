@@ -492,6 +492,40 @@ class FakeModel:
             predictions[layer] = tuple(per_position)
         return LensResult(point, chosen, top_k, predictions)
 
+    async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
+        message = "the fake model has no attention pattern to read"
+        raise CapabilityUnsupported(message)
+
+    async def capture_residuals(
+        self, tokens: Any, layers: Sequence[int] | None = None, *, detach: bool = True
+    ) -> Any:
+        chosen = list(range(self.n_layers)) if layers is None else list(layers)
+        points = [Address("resid_post", layer) for layer in chosen]
+        cache = await self.capture(tokens, points)
+        return {
+            layer: FakeTensor(cache[point].tolist()[0])
+            for layer, point in zip(chosen, points, strict=True)
+        }
+
+    async def generate_text(
+        self,
+        prompt: Any,
+        *,
+        max_tokens: int = 200,
+        temperature: float = 1.0,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> str:
+        tokens = self.to_tokens(prompt) if isinstance(prompt, str) else prompt
+        generation = await self.generate(
+            tokens, max_new_tokens=max_tokens, temperature=temperature, seed=seed, **kwargs
+        )
+        return generation.text
+
+    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
+        rows = residuals.tolist()
+        return FakeTensor([self._unembed_row(self._norm(row)) for row in rows])
+
     async def warmup(self) -> None:
         self.warmed = True
 

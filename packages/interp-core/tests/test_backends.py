@@ -90,6 +90,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
     state = {"cuda": True, "vllm": True}
     monkeypatch.setattr(backends, "cuda_available", lambda: state["cuda"])
     monkeypatch.setattr(backends, "vllm_installed", lambda: state["vllm"])
+    monkeypatch.setattr(backends, "_hub_config", lambda model: None)  # offline: no Hub
     return state
 
 
@@ -638,7 +639,10 @@ def test_load_model_logs_what_auto_chose_and_why(
     caplog.clear()
     machine["cuda"] = True
     machine["vllm"] = False
-    with caplog.at_level(logging.INFO, logger="interp_core"):
+    with (
+        caplog.at_level(logging.INFO, logger="interp_core"),
+        pytest.warns(backends.BackendFallbackWarning, match="vLLM is not installed"),
+    ):
         load_model("tiny")
     record = caplog.records[-1]
     assert record.levelno == logging.WARNING  # a faster backend was one install away

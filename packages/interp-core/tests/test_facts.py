@@ -70,6 +70,9 @@ EXPECTED: dict[str, Expected] = {
     "meta-llama/Llama-3.1-70B": Expected(
         80, 8192, 64, 8, 128, 28672, 128256, False, {"full": 80}, max_positions=131072
     ),
+    "meta-llama/Llama-3.3-70B-Instruct": Expected(
+        80, 8192, 64, 8, 128, 28672, 128256, False, {"full": 80}, max_positions=131072
+    ),
     "meta-llama/Llama-3.2-1B": Expected(
         16, 2048, 32, 8, 64, 8192, 128256, True, {"full": 16}, max_positions=131072
     ),
@@ -86,6 +89,19 @@ EXPECTED: dict[str, Expected] = {
         151936,
         False,
         {"full": 36},
+        qk_norm=True,
+        max_positions=40960,
+    ),
+    "Qwen/Qwen3-32B": Expected(
+        64,
+        5120,
+        64,
+        8,
+        128,
+        25600,
+        151936,
+        False,
+        {"full": 64},
         qk_norm=True,
         max_positions=40960,
     ),
@@ -138,6 +154,23 @@ EXPECTED: dict[str, Expected] = {
         28, 3584, 28, 4, 128, 18944, 152064, False, {"full": 28}, max_positions=131072
     ),
     "google/gemma-2-2b": Expected(
+        26,
+        2304,
+        8,
+        4,
+        256,
+        9216,
+        256000,
+        True,
+        {"sliding": 13, "full": 13},
+        window=4096,
+        sandwich=True,
+        softcaps=(50.0, 30.0),
+        embedding_multiplier=48.0,
+        max_positions=8192,
+        dtype="float32",
+    ),
+    "google/gemma-2-2b-it": Expected(
         26,
         2304,
         8,

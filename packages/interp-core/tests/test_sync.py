@@ -9,7 +9,7 @@ import threading
 import warnings
 
 import pytest
-from fake_backend import FakeModel, LoopBoundFakeModel
+from fake_backend import FakeModel, FakeTensor, LoopBoundFakeModel
 
 from interp_core import sync
 from interp_core.address import Address
@@ -26,7 +26,11 @@ POINTS = ["resid_post.1", "lm_head"]
 TWINS = {
     "capture": ("capture", "run_with_cache"),
     "capture_generation": ("capture_generation",),
+    "capture_attention": ("capture_attention",),
+    "capture_residuals": ("capture_residuals",),
     "generate": ("generate",),
+    "generate_text": ("generate_text",),
+    "decode_residuals": ("decode_residuals",),
     "generate_stream": ("generate_stream",),
     "logit_lens": ("logit_lens",),
     "warmup": ("warmup",),
@@ -232,3 +236,50 @@ def test_a_background_loop_thread_is_shared_by_loop_bound_models() -> None:
     sync.capture(one, _tokens(one), [Address("embeddings")])
     sync.capture(two, _tokens(two), [Address("embeddings")])
     assert one.loop is two.loop is sync._BACKGROUND.loop
+
+
+# --- the read-out twins and the facade ----------------------------------------------------------
+def test_readout_twins_match_the_async_methods() -> None:
+    model = FakeModel()
+    tokens = _tokens(model)
+    residuals = sync.capture_residuals(model, tokens, [1, 0])
+    cache = sync.capture(model, tokens, ["resid_post.0", "resid_post.1"])
+    assert list(residuals) == [1, 0]  # keyed by layer, in the order asked
+    for layer in (0, 1):  # one prompt: [seq, d_model], no batch dimension
+        assert residuals[layer].tolist() == cache[f"resid_post.{layer}"].tolist()[0]
+    text = sync.generate_text(model, "alpha beta", max_tokens=3, temperature=0.0)
+    generation = sync.generate(
+        model, model.to_tokens("alpha beta"), max_new_tokens=3, temperature=0.0
+    )
+    assert text == generation.text and len(text) > 0
+    rows = cache["resid_post.1"].tolist()[0]
+    logits = sync.decode_residuals(model, FakeTensor(rows))
+    assert logits.tolist() == [model._unembed_row(model._norm(row)) for row in rows]
+
+
+def test_sync_model_is_cached_and_binds_every_twin() -> None:
+    model, other = FakeModel(), FakeModel()
+    facade = sync.sync_model(model)
+    assert sync.sync_model(model) is facade
+    assert sync.sync_model(facade) is facade
+    assert sync.sync_model(other) is not facade
+    assert facade.model is model and facade.n_layers == model.n_layers
+    tokens = _tokens(model)
+    assert facade.capture(tokens, POINTS)["lm_head"].tolist() == (
+        sync.capture(model, tokens, POINTS)["lm_head"].tolist()
+    )
+    for method, twins in TWINS.items():
+        for twin in twins:
+            assert getattr(facade, twin).__name__ == twin, method
+    facade.shutdown()
+    assert model.shut_down
+
+
+def test_sync_model_refuses_inside_a_loop() -> None:
+    facade = sync.sync_model(FakeModel())
+
+    async def inside() -> None:
+        facade.generate_text("alpha", max_tokens=1)
+
+    with pytest.raises(NestedEventLoop, match="generate_text"):
+        asyncio.run(inside())

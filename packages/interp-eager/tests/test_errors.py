@@ -513,7 +513,7 @@ def test_a_call_after_shutdown_is_refused_naming_warmup_and_warmup_serves_again(
         lambda: list(sync.generate_stream(m, ids, max_new_tokens=2)),
         lambda: next(stream),
         lambda: m.logit_lens_sync(ids),
-        lambda: m.decode_residuals(before),
+        lambda: m.decode_residuals_sync(before),
         lambda: m.hf_model,
     ]
     for call in calls:

@@ -37,7 +37,7 @@ from eager_helpers import (
 from torch.overrides import TorchFunctionMode
 
 from interp_core.address import Address
-from interp_core.steering import SteeringSpec, steer
+from interp_core.steering import SteeringSpec, apply_reference, steer
 from interp_eager.model import EagerModel
 from interp_testmodels.families import FAMILY_NAMES
 
@@ -540,3 +540,68 @@ def test_resid_mid_projection_write_keeps_gradients_usable() -> None:
     spec = SteeringSpec(Address("resid_mid", 0), direction, op="orthogonal", scale=0.0)
     cache = m.run_with_cache(ids, [Address("resid_post", 1)], steering=spec, detach=False)
     cache[Address("resid_post", 1)].sum().backward()  # no in-place version error
+
+
+# --- batches: every row is steered on its own ---------------------------------------------------
+def _batch_rows(m: EagerModel) -> torch.Tensor:
+    """Three different, equally long prompts: the test prompt, reversed, and rotated by 3."""
+    ids = prompt_ids(m)
+    return torch.cat([ids, ids.flip(-1), ids.roll(3, dims=-1)])
+
+
+def _batch_cases(address: Address, plain: torch.Tensor) -> list[tuple[str, SteeringSpec]]:
+    width, seq = plain.shape[-1], plain.shape[1]
+    vector = _direction(width, seed=13)
+    along = (plain @ _unit(vector)).flatten()
+    low, high = (float(q) for q in torch.quantile(along, torch.tensor([0.3, 0.7])))
+    positions = (1, seq - 2)
+    return [
+        ("add", SteeringSpec(address, vector, scale=2.5)),
+        ("orthogonal", SteeringSpec(address, vector, op="orthogonal", scale=0.0)),
+        ("orthogonal-scaled", SteeringSpec(address, vector, op="orthogonal", scale=-1.5)),
+        ("projection_cap", SteeringSpec(address, vector, op="projection_cap", min=low, max=high)),
+        ("add-positions", SteeringSpec(address, vector, scale=1.5, positions=positions)),
+        (
+            "orthogonal-positions",
+            SteeringSpec(address, vector, op="orthogonal", scale=0.5, positions=positions),
+        ),
+        (
+            "projection_cap-positions",
+            SteeringSpec(
+                address, vector, op="projection_cap", min=low, max=high, positions=positions
+            ),
+        ),
+    ]
+
+
+def _reference_rows(spec: SteeringSpec, plain: torch.Tensor) -> torch.Tensor:
+    """`interp_core.steering.apply_reference` (float64) on every row of `plain` [batch, seq, w]."""
+    rows = [
+        [apply_reference(spec, token, position) for position, token in enumerate(row.tolist())]
+        for row in plain.to(torch.float64)
+    ]
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen3_next", "deepseek_v4"])
+def test_each_row_of_a_batch_is_steered_as_if_alone(family: str) -> None:
+    # Every op's projection is per row: a batch of three different prompts under one spec gives
+    # each row the steered activation that row gets alone, and the float64 reference applied to
+    # that row's own unsteered activation. (A projection averaged over the batch moves the rows
+    # by the spread of their projections, O(1) here.)
+    m = model(family)
+    batch = _batch_rows(m)
+    address = resid_address(m, m.n_layers // 2)
+    plain = m.run_with_cache(batch, [address])[address]
+    tolerance = 1e-5 * max(1.0, plain.abs().max().item())
+    for name, spec in _batch_cases(address, plain):
+        steered = m.run_with_cache(batch, [address], steering=spec)[address]
+        expected = _reference_rows(spec, plain)
+        what = f"{family} {name} at {address}"
+        assert (steered.to(torch.float64) - expected).abs().max().item() <= tolerance, what
+        assert (steered - plain).abs().max().item() > 1e-3, f"{what} changed nothing"
+        for row in range(batch.shape[0]):
+            alone = m.run_with_cache(batch[row : row + 1], [address], steering=spec)[address]
+            torch.testing.assert_close(
+                steered[row : row + 1], alone, atol=tolerance, rtol=0, msg=f"{what}, row {row}"
+            )

@@ -49,7 +49,18 @@ def test_recurrent_layers_cost_state_per_sequence_not_per_token() -> None:
     attending = [layer for layer in layout.layers if layer.kind != "state"]
     assert len(attending) == 12  # one full-attention layer in four
     assert layout.bytes_per_token == 12 * 2 * 2 * 256 * 2
-    assert layout.state_bytes_per_sequence > 0
+    # The 36 gated delta-net layers each hold, per sequence (config: 16 key heads and 32 value
+    # heads of 128, a causal conv of kernel 4): the conv window of the mixed q/k/v channels,
+    # (4 - 1)·(2·16·128 + 32·128) = 24_576 values, and the recurrent state, one 128 x 128 matrix
+    # per value head, 32·128·128 = 524_288 values; at 2 bytes per value.
+    conv = (4 - 1) * (2 * 16 * 128 + 32 * 128)
+    recurrent = 32 * 128 * 128
+    assert (conv, recurrent) == (24_576, 524_288)
+    assert layout.state_bytes_per_sequence == 36 * (conv + recurrent) * 2 == 39_518_208
+    # vLLM shards the heads over tensor-parallel ranks; eager keeps each layer whole on one card.
+    sharded = kv_layout(facts, 2, "vllm", tensor_parallel=4).state_bytes_per_sequence
+    assert sharded == 36 * ((conv + recurrent) // 4) * 2 == 9_879_552
+    assert kv_layout(facts, 2, "eager", tensor_parallel=4).state_bytes_per_sequence == 39_518_208
     assert layout.sequence_bytes(1) == layout.state_bytes_per_sequence + layout.bytes_per_token
 
 

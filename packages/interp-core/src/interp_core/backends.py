@@ -34,10 +34,12 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
+from interp_core.backend_keywords import check_backend_keywords
 from interp_core.configs import hf_cache_snapshot, local_config, model_config
 from interp_core.errors import (
     BackendNotInstalled,
@@ -59,6 +61,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "ENV_VAR",
     "FIRST_PARTY",
+    "BackendFallbackWarning",
     "BackendSelection",
     "available_backends",
     "cuda_available",
@@ -376,19 +379,33 @@ def cuda_available() -> bool:
 
 
 # --- choosing -----------------------------------------------------------------------------------
+class BackendFallbackWarning(UserWarning):
+    """backend="auto" settled for eager although a vLLM backend could serve after a fix."""
+
+
 @dataclass(frozen=True)
 class BackendSelection:
-    """Which backend will serve a model, and why, in one sentence.
+    """Which backend will serve a model, on which device and in which dtype, and why.
 
     `requested` is what the caller asked for ("auto", a name, or "INTERP_BACKEND=..."); `fell_back`
-    is True when auto settled for eager although a faster backend could serve after a fix the
-    reason names (install vLLM, ...).
+    is True when auto settled for eager although a vLLM backend could serve after a fix the reason
+    names (install vLLM, ...). `device` and `dtype` are what the load will use: the requested ones,
+    else "cuda" where a GPU is visible (else "cpu") and the checkpoint's own dtype ("auto" read
+    from its config; "auto" itself when no config could be read, left for the backend to resolve).
+    They are informative and not part of equality.
     """
 
     name: str
     reason: str
     requested: str = AUTO
     fell_back: bool = False
+    device: str | None = field(default=None, compare=False)
+    dtype: str | None = field(default=None, compare=False)
+
+    @property
+    def use_vllm(self) -> bool:
+        """Whether the chosen backend is one of the vLLM backends."""
+        return FIRST_PARTY.get(self.name) == "interp-vllm"
 
     def __str__(self) -> str:
         return f"{self.name}: {self.reason}"
@@ -400,15 +417,44 @@ def _is_cuda_device(device: object) -> bool:
     return str(device).split(":", 1)[0].strip().lower() == "cuda"
 
 
-def _architecture_for(model_id_or_path: str) -> str | None:
-    """The architecture named by the model's on-disk config, or None when there is none."""
-    config = local_config(model_id_or_path)
-    if config is None:
+def _hub_config(model: str) -> dict[str, Any] | None:
+    """config.json of a hub repo through huggingface_hub when it is installed and reachable.
+
+    None when it is not installed, the id is not a hub repo id, or the Hub cannot be reached (the
+    caller then says the architecture is unknown); the download lands in the HF cache, where
+    `local_config` finds it next time.
+    """
+    if model.count("/") != 1 or os.path.exists(model):
         return None
+    try:
+        if importlib.util.find_spec("huggingface_hub") is None:
+            return None
+        hub = importlib.import_module("huggingface_hub")
+        path = hub.hf_hub_download(model, "config.json")
+    except Exception as exc:  # offline, gated, no such repo: the config stays unknown
+        logger.debug("interp_core: the Hub has no config for %s: %s", model, exc)
+        return None
+    return local_config(path)
+
+
+def _config_for(model: str, *, online: bool = True) -> dict[str, Any] | None:
+    """The model's config: disk (a folder or the HF cache), the bundled configs, then the Hub."""
+    config = local_config(model)
+    if config is not None:
+        return config
+    from interp_core.known_models import known_model_ids, load_known_config
+
+    if model in known_model_ids():
+        return load_known_config(model)
+    return _hub_config(model) if online else None
+
+
+def _architecture_in(config: Mapping[str, Any]) -> str | None:
+    """The architecture a config names, or None."""
     from interp_core.facts import ModelFacts
 
     try:
-        return ModelFacts.from_config(config).architecture
+        return ModelFacts.from_config(dict(config)).architecture
     except ConfigError:
         # Facts this core cannot derive do not change which class the config names; the
         # backend that loads the model will refuse what it cannot serve.
@@ -418,24 +464,111 @@ def _architecture_for(model_id_or_path: str) -> str | None:
         raise
 
 
+def _architecture_for(model_id_or_path: str) -> str | None:
+    """The architecture named by the model's config (disk, bundled, Hub), or None."""
+    config = _config_for(model_id_or_path)
+    return None if config is None else _architecture_in(config)
+
+
 def _explicit(name: str, requested: str, reason: str) -> BackendSelection:
     get_backend(name)  # refuse an unknown or missing backend now, not at load time
     return BackendSelection(name, reason, requested)
 
 
+def _one_of(first: Any, second: Any, names: str, default: Any) -> Any:
+    """The value of two spellings of one argument; both given and different is refused."""
+    given = [value for value in (first, second) if value is not None and value != default]
+    if len(given) == 2 and given[0] != given[1]:
+        error = _build(
+            InvalidArgument,
+            f"{names} disagree ({given[0]!r} and {given[1]!r})",
+            "they are two spellings of one argument",
+            "pass only one of them",
+        )
+        raise error
+    return given[0] if given else default
+
+
 def select_backend(
     model_id_or_path: str | os.PathLike[str],
+    requested_device: object = None,
+    requested_dtype: object = "auto",
+    force_backend: str | None = None,
+    vllm_available: bool | None = None,
     *,
     backend: str | None = AUTO,
     device: object = None,
     facts: ModelFacts | None = None,
+    cuda: bool | None = None,
 ) -> BackendSelection:
-    """Choose the backend for a model and say why; builds nothing and loads no weights.
+    """Choose the backend, device and dtype for a model and say why; loads no weights.
 
-    `facts` (or a config.json found on disk) supplies the architecture that vLLM must support.
+    `force_backend` (or `backend`) names a backend instead of the "auto" ladder;
+    `requested_device` (or `device`) and `requested_dtype` are what load_model would be given.
+    `vllm_available` and `cuda` answer "is vLLM installed" and "is a CUDA GPU visible" instead of
+    `vllm_installed()` and `cuda_available()` (None asks them). `facts` (or the model's config:
+    on disk, bundled with interp-core, or from the Hub when huggingface_hub is installed and
+    online) supplies the architecture vLLM must support and the dtype "auto" means.
     """
-    requested = AUTO if backend is None else backend
+    from interp_core.dtypes import accepted_dtype_names, canonical_dtype, resolve_dtype
+
+    chosen_device = _one_of(requested_device, device, "requested_device= and device=", None)
+    wanted = canonical_dtype(requested_dtype)
+    if wanted is None:
+        error = _build(
+            InvalidArgument,
+            f"requested_dtype={requested_dtype!r} is not a dtype load_model accepts",
+            None,
+            f"use one of {', '.join(accepted_dtype_names())}",
+        )
+        raise error
+    has_cuda = cuda_available() if cuda is None else bool(cuda)
     model = os.fspath(model_id_or_path)
+    # Read once: the ladder needs its architecture and "auto" its dtype.
+    config = _config_for(model) if facts is None and wanted == "auto" else None
+    selection = _choose(
+        model,
+        _one_of(force_backend, backend, "force_backend= and backend=", AUTO),
+        chosen_device,
+        facts,
+        vllm_installed() if vllm_available is None else bool(vllm_available),
+        has_cuda,
+        config,
+    )
+    if chosen_device is not None and chosen_device != AUTO:
+        where = f"cuda:{chosen_device}" if isinstance(chosen_device, int) else str(chosen_device)
+    else:
+        where = "cuda" if has_cuda else "cpu"
+    dtype = wanted
+    if wanted == "auto":
+        if facts is not None:
+            dtype = resolve_dtype(wanted, facts.torch_dtype) or wanted
+        else:
+            if config is not None:
+                from interp_core.facts import ModelFacts
+
+                try:
+                    stated = ModelFacts.from_config(config).torch_dtype
+                except ConfigError:
+                    stated = config.get("torch_dtype") or config.get("dtype")
+                dtype = resolve_dtype(wanted, stated) or wanted
+    return replace(selection, device=where, dtype=dtype)
+
+
+def _choose(
+    model: str,
+    requested: str | None,
+    device: object,
+    facts: ModelFacts | None,
+    has_vllm: bool,
+    has_cuda: bool,
+    config: Mapping[str, Any] | None = None,
+) -> BackendSelection:
+    """The backend `select_backend` and `load_model` use, with its reason (no device or dtype).
+
+    `config` is the model's config when the caller has read it already.
+    """
+    requested = AUTO if requested is None else requested
     if requested != AUTO:
         return _explicit(requested, requested, f"backend={requested!r} was asked for explicitly.")
     override = os.environ.get(ENV_VAR, "").strip()
@@ -462,9 +595,9 @@ def select_backend(
         return eager(
             f"device={str(device)!r} is not a CUDA device, so auto uses the eager backend."
         )
-    if not cuda_available():
+    if not has_cuda:
         return eager("no CUDA GPU is visible here, so auto uses the eager backend.")
-    if not vllm_installed():
+    if not has_vllm:
         return eager(
             "CUDA is available but vLLM is not installed, so auto uses the eager backend; "
             f"for the faster vLLM backend, {_install_hint('vllm')}.",
@@ -490,14 +623,19 @@ def select_backend(
             fell_back=True,
         )
     instance = vllm_backend()
-    architecture = facts.architecture if facts is not None else _architecture_for(model)
+    if facts is not None:
+        architecture = facts.architecture
+    elif config is not None:
+        architecture = _architecture_in(config)
+    else:
+        architecture = _architecture_for(model)
     supports_architecture = getattr(instance, "supports_architecture", None)
     if architecture is not None and callable(supports_architecture):
         if not supports_architecture(architecture):
             return eager(
                 f"the vllm backend does not take {architecture} under auto (it says "
                 f"supports_architecture() is False), so auto uses eager.",
-                fell_back=False,
+                fell_back=True,
             )
         reason = f"CUDA and vLLM are available and vLLM supports {architecture}."
         return BackendSelection("vllm", reason, AUTO)
@@ -505,11 +643,14 @@ def select_backend(
     if architecture is None and callable(supports_model):
         # The backend can read a hub config itself (it has transformers); the core cannot.
         if not supports_model(model):
-            return eager(f"the vllm backend does not support {model}, so auto uses eager.")
+            return eager(
+                f"the vllm backend does not support {model}, so auto uses eager.", fell_back=True
+            )
         return BackendSelection("vllm", f"CUDA and vLLM are available and vLLM supports {model}.")
     if architecture is None and callable(supports_architecture):
         return eager(
-            f"the architecture of {model} is unknown without downloading its config, so auto "
+            f"the architecture of {model} is unknown without downloading its config (it is not "
+            "on disk, not bundled with interp-core, and the Hub could not provide it), so auto "
             "cannot check that vLLM supports it and uses eager; pass backend='vllm' to use vLLM, "
             "or facts= to let auto check.",
             fell_back=True,
@@ -548,7 +689,10 @@ def load_model(
     """
     _check_num_gpus(num_gpus)
     model = os.fspath(model_id_or_path)
-    selection = select_backend(model, backend=backend, device=device)
+    selection = _choose(model, backend, device, None, vllm_installed(), cuda_available())
+    if selection.name in FIRST_PARTY:
+        # Refuse a keyword the chosen backend does not take before anything is probed or built.
+        check_backend_keywords(selection.name, ["num_gpus", "device", *kwargs])
     backend_cls = get_backend(selection.name)
     instance = backend_cls()
     verdict = _probe(backend_cls)
@@ -566,6 +710,9 @@ def load_model(
             model,
             selection.reason,
         )
+        if selection.fell_back:
+            notice = f"load_model({model!r}) fell back to the eager backend: {selection.reason}"
+            warnings.warn(notice, BackendFallbackWarning, stacklevel=2)
     else:
         logger.info(
             "interp_core: loading %s on the %s backend (%s)",

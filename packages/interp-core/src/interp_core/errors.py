@@ -14,10 +14,13 @@ __all__ = [
     "CapabilityUnsupported",
     "ConfigError",
     "DuplicateBackend",
+    "GradientsUnsupported",
+    "HubKernelUnsupported",
     "InterpError",
     "InvalidArgument",
     "InvalidBackend",
     "NestedEventLoop",
+    "NoChatTemplateError",
     "PointNotCaptured",
     "PointUnsupported",
     "SteeringSpecError",
@@ -111,3 +114,23 @@ class InvalidArgument(InterpError, ValueError):
 
 class NestedEventLoop(InterpError, RuntimeError):
     """A sync free function called from inside a running event loop."""
+
+
+class GradientsUnsupported(CapabilityUnsupported):
+    """Gradients asked of a model or backend that cannot produce them.
+
+    E.g. `detach=False` on an eager model loaded without `requires_grad=True`, or gradients through
+    a vLLM forward pass (its workers run under inference mode).
+    """
+
+
+class HubKernelUnsupported(CapabilityUnsupported):
+    """A checkpoint whose forward reaches for a hub kernel that cannot run on this GPU.
+
+    E.g. DeepSeek-V4's FP8 paths on the eager backend off Hopper: transformers loads the
+    `kernels-community/deep-gemm` build, which targets compute capability 9.0 only.
+    """
+
+
+class NoChatTemplateError(CapabilityUnsupported):
+    """A chat rendering asked of a tokenizer that carries no chat template."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -18,7 +19,7 @@ from typing import Any
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 
-__all__ = ["facts_for", "known_model_ids", "load_known_config"]
+__all__ = ["bundled_first", "facts_for", "known_model_ids", "load_known_config"]
 
 _CONFIG_DIR = "model_configs"
 _SUFFIX = ".json"
@@ -57,6 +58,28 @@ def load_known_config(model_id: str) -> dict[str, Any]:
         raise ConfigError(_unknown_model_message(model_id))
     text = _config_dir().joinpath(_file_name(model_id)).read_text(encoding="utf-8")
     return json.loads(text)
+
+
+def bundled_first(
+    fetch: Callable[[str], Mapping[str, Any]] | None,
+) -> Callable[[str], Mapping[str, Any]]:
+    """A `fetch` for `interp_core.configs.model_config`: the bundled config of a known repo id,
+    else `fetch(name)` (the Hub), else an `OSError` that `model_config` turns into its refusal.
+
+    `model_config` reads a local folder or the HF cache before calling it, so a downloaded model's
+    own config always wins; a known id then needs no network at construction (the backends read
+    the checkpoint's own config again when they load weights).
+    """
+
+    def fetch_config(name: str) -> Mapping[str, Any]:
+        if name in known_model_ids():
+            return load_known_config(name)
+        if fetch is None:
+            message = f"{name!r} is not on disk and not one of the bundled configs"
+            raise OSError(message)
+        return fetch(name)
+
+    return fetch_config
 
 
 def facts_for(model_id: str) -> ModelFacts:

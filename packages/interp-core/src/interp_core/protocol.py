@@ -173,6 +173,44 @@ class InterpModel(Protocol):
         """Decode `point` at each layer (default: all) through final norm and unembedding."""
         ...
 
+    async def capture_attention(
+        self, tokens: Tokens, layers: Sequence[int]
+    ) -> dict[int, dict[str, Tensor]]:
+        """One prompt (`[seq]` or `[1, seq]`; a batch is refused): per layer `{"scores",
+        "probs", "value"}` with attention logits and weights `[heads, query, key]` and the values
+        per kv head `[pos, kv_heads, v_head_dim]`, such that for query head `h` and group size
+        `g = heads // kv_heads`, `z[q, h] == probs[h, q, :] @ value[:, h // g]`; a family where
+        that identity fails (an output gate) is refused."""
+        ...
+
+    async def capture_residuals(
+        self, tokens: Tokens, layers: Sequence[int] | None = None, *, detach: bool = True
+    ) -> dict[int, Tensor]:
+        """One prompt: `{layer: resid_post [seq, d_model]}` at `layers` (default: all);
+        refused on multi-stream trunks."""
+        ...
+
+    async def generate_text(
+        self,
+        prompt: str | Tokens,
+        *,
+        max_tokens: int = 200,
+        temperature: float = 1.0,
+        seed: int | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        steering: Steering = None,
+    ) -> str:
+        """The text of one generation of up to `max_tokens` tokens (the leading engine's
+        spelling); a string prompt is tokenized first (with BOS)."""
+        ...
+
+    async def decode_residuals(self, residuals: Tensor, *, raw: bool = False) -> Tensor:
+        """Logits of residuals `[..., d_model]` through the final norm and the unembedding, with
+        the model's logit multiplier and final softcap applied unless `raw` (a backend that can
+        only decode the normalized way refuses `raw=True`)."""
+        ...
+
     async def warmup(self) -> None:
         """Do the expensive part of loading now (weights, engine start, kernel JIT)."""
         ...

@@ -1,9 +1,11 @@
 """How does code without an event loop call the async model API?
 
 Every async method of `InterpModel` has a blocking twin here taking the model as first argument:
-`capture` (alias `run_with_cache`), `capture_generation`, `generate`, `generate_stream` (a plain
-iterator), `logit_lens`, `warmup` and `shutdown`. `steer` and `active_steering` are re-exported
-from `interp_core.steering` so sync code finds everything in one module.
+`capture` (alias `run_with_cache`), `capture_generation`, `capture_attention`,
+`capture_residuals`, `generate`, `generate_text`, `generate_stream` (a plain iterator),
+`logit_lens`, `decode_residuals`, `warmup` and `shutdown`. `sync_model(model)` returns the same
+twins as methods of one object (`SyncModel`), cached per model. `steer` and `active_steering`
+are re-exported from `interp_core.steering` so sync code finds everything in one module.
 
 Where the coroutine runs:
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
@@ -49,16 +52,22 @@ if TYPE_CHECKING:
     from interp_core.results import Generation, GenerationStep, LensResult
 
 __all__ = [
+    "SyncModel",
     "active_steering",
     "capture",
+    "capture_attention",
     "capture_generation",
+    "capture_residuals",
+    "decode_residuals",
     "generate",
     "generate_stream",
+    "generate_text",
     "logit_lens",
     "run",
     "run_with_cache",
     "shutdown",
     "steer",
+    "sync_model",
     "warmup",
 ]
 
@@ -406,3 +415,154 @@ def run(model: InterpModel, make: Callable[[], Awaitable[T]]) -> T:
         return await make()
 
     return _guarded("run", "...", model, body)
+
+
+def capture_attention(
+    model: InterpModel, tokens: Tokens, layers: Sequence[int]
+) -> dict[int, dict[str, Tensor]]:
+    """Blocking `model.capture_attention(...)`: one prompt's scores, probs and per-kv-head
+    values per layer."""
+    return cast(
+        "dict[int, dict[str, Tensor]]",
+        _guarded(
+            "capture_attention",
+            "capture_attention",
+            model,
+            lambda: model.capture_attention(tokens, layers),
+        ),
+    )
+
+
+def capture_residuals(
+    model: InterpModel,
+    tokens: Tokens,
+    layers: Sequence[int] | None = None,
+    *,
+    detach: bool = True,
+) -> dict[int, Tensor]:
+    """Blocking `model.capture_residuals(...)`: one prompt's `{layer: resid_post [seq, d]}`."""
+    return cast(
+        "dict[int, Tensor]",
+        _guarded(
+            "capture_residuals",
+            "capture_residuals",
+            model,
+            lambda: model.capture_residuals(tokens, layers, detach=detach),
+        ),
+    )
+
+
+def generate_text(
+    model: InterpModel,
+    prompt: str | Tokens,
+    *,
+    max_tokens: int = 200,
+    temperature: float = 1.0,
+    seed: int | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    steering: Steering = None,
+) -> str:
+    """Blocking `model.generate_text(...)`: the generated text of a string or token prompt."""
+    return cast(
+        "str",
+        _guarded(
+            "generate_text",
+            "generate_text",
+            model,
+            lambda: model.generate_text(
+                prompt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                top_k=top_k,
+                top_p=top_p,
+                steering=steering,
+            ),
+        ),
+    )
+
+
+def decode_residuals(model: InterpModel, residuals: Tensor, *, raw: bool = False) -> Tensor:
+    """Blocking `model.decode_residuals(...)`: logits of residuals through norm and unembedding."""
+    return _guarded(
+        "decode_residuals",
+        "decode_residuals",
+        model,
+        lambda: model.decode_residuals(residuals, raw=raw),
+    )
+
+
+# --- the facade ---------------------------------------------------------------------------------
+_TWINS: dict[str, Callable[..., Any]] = {
+    "capture": capture,
+    "run_with_cache": run_with_cache,
+    "capture_generation": capture_generation,
+    "capture_attention": capture_attention,
+    "capture_residuals": capture_residuals,
+    "generate": generate,
+    "generate_text": generate_text,
+    "generate_stream": generate_stream,
+    "logit_lens": logit_lens,
+    "decode_residuals": decode_residuals,
+    "warmup": warmup,
+    "shutdown": shutdown,
+}
+
+
+class SyncModel:
+    """A model whose work methods block: each is the free function of the same name with the
+    model bound (so `sync_model(m).capture(tokens, points)` is `capture(m, tokens, points)`).
+    Every other attribute (`to_tokens`, `facts`, `n_layers`, ...) is the model's own."""
+
+    def __init__(self, model: InterpModel) -> None:
+        self._model = model
+
+    @property
+    def model(self) -> InterpModel:
+        """The async model behind the facade."""
+        return self._model
+
+    def __getattr__(self, name: str) -> Any:
+        twin = _TWINS.get(name)
+        if twin is not None:
+            bound = _bind(twin, self._model)
+            self.__dict__[name] = bound
+            return bound
+        return getattr(self._model, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *_TWINS, *dir(self._model)})
+
+    def __repr__(self) -> str:
+        return f"SyncModel({self._model!r})"
+
+
+def _bind(twin: Callable[..., Any], model: InterpModel) -> Callable[..., Any]:
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return twin(model, *args, **kwargs)
+
+    method.__name__ = twin.__name__
+    method.__doc__ = twin.__doc__
+    return method
+
+
+_FACADE_ATTRIBUTE = "_interp_sync_model"
+_FACADES_LOCK = threading.Lock()
+
+
+def sync_model(model: InterpModel) -> SyncModel:
+    """The blocking facade of `model`; the same object on every call for the same model.
+
+    The facade is kept on the model itself (a reference cycle the collector frees with the model),
+    so caching it never keeps a model alive.
+    """
+    if isinstance(model, SyncModel):
+        return model
+    with _FACADES_LOCK:
+        facade = getattr(model, _FACADE_ATTRIBUTE, None)
+        if not isinstance(facade, SyncModel) or facade.model is not model:
+            facade = SyncModel(model)
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(model, _FACADE_ATTRIBUTE, facade)
+        return facade

@@ -11,6 +11,7 @@ import importlib.util
 from typing import Any, ClassVar
 
 from interp_core.address import to_address
+from interp_core.backend_keywords import check_backend_keywords
 from interp_core.errors import InterpError
 from interp_core.facts import ModelFacts
 from interp_core.points import absence_reason
@@ -47,6 +48,7 @@ class EagerBackend:
         return True  # anything transformers can load; unsupported points are refused per point
 
     def load(self, model_id: str, **kwargs: Any) -> Any:
+        check_backend_keywords(self.name, kwargs)  # a misplaced keyword names its backend
         from interp_eager.model import EagerModel
 
         return EagerModel(model_id, **kwargs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from interp_core.cache import ActivationCache
 from interp_core.compat import known_issues_for
 from interp_core.errors import (
     CapabilityUnsupported,
+    GradientsUnsupported,
     InterpError,
     PointUnsupported,
     SteeringSpecError,
@@ -58,11 +59,13 @@ from interp_eager.arguments import (
     gen_defaults,
     position_ids,
 )
+from interp_eager.conveniences import EagerConveniences
 from interp_eager.generation import decode_steps
 from interp_eager.hooks import HookSession, Write
 from interp_eager.loading import (
     bnb_config,
     check_gpus,
+    check_hub_kernels_here,
     check_quantization,
     read_config,
     torch_dtype,
@@ -74,10 +77,22 @@ from interp_torch.steering import check_steering_fits, steering_vector
 
 __all__ = ["EagerModel"]
 
+# from_pretrained arguments the backend derives from its own keywords (see _load_weights).
+_OWN_FROM_PRETRAINED = frozenset(
+    {
+        "dtype",
+        "torch_dtype",
+        "attn_implementation",
+        "trust_remote_code",
+        "quantization_config",
+        "device_map",
+    }
+)
+
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
 
 
-class EagerModel:
+class EagerModel(EagerConveniences):
     """A HF causal LM served in-process; see `interp_core.protocol.InterpModel`.
 
     One model serves one call at a time: every call that runs the model holds its lock for its
@@ -108,7 +123,7 @@ class EagerModel:
         hf_model: Any = None,
         tokenizer: Any = None,
         capture_budget_bytes: int | None = None,
-        **model_kwargs: Any,
+        from_pretrained_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self._model_id = str(model_id)
         self._config = read_config(self._model_id, trust_remote_code)
@@ -123,7 +138,16 @@ class EagerModel:
             raise CapabilityUnsupported(message)
         self.num_gpus = num_gpus
         self.trust_remote_code = trust_remote_code
-        self._model_kwargs = model_kwargs
+        # Arguments for from_pretrained travel in one explicit dict; bare keywords are refused.
+        self._model_kwargs = dict(from_pretrained_kwargs or {})
+        owned = sorted(set(self._model_kwargs) & _OWN_FROM_PRETRAINED)
+        if owned:
+            message = (
+                f"from_pretrained_kwargs sets {', '.join(owned)}, which the eager backend sets "
+                f"from its own keywords; pass dtype=, attn_implementation=, trust_remote_code=, "
+                f"quantization= or num_gpus= to load_model instead"
+            )
+            raise CapabilityUnsupported(message)
         self._hf_model = hf_model
         self._tokenizer = tokenizer
         self._tree: ModelTree | None = None
@@ -213,6 +237,7 @@ class EagerModel:
         if self.num_gpus > 1:
             check_gpus(self.num_gpus)
             kwargs["device_map"] = "auto"
+        check_hub_kernels_here(self._config, kwargs, self._device, self.num_gpus)
         model = AutoModelForCausalLM.from_pretrained(self._model_id, **kwargs)
         if self.num_gpus == 1 and self.quantization is None:
             model = model.to(self._device)
@@ -383,7 +408,7 @@ class EagerModel:
                 "detach=False keeps the autograd graph through the forward pass, but this model "
                 "was loaded without gradients; load with requires_grad=True"
             )
-            raise CapabilityUnsupported(message)
+            raise GradientsUnsupported(message)
         addresses = [self._check_address(a) for a in to_addresses(points)]
         ids = self._tokens(tokens)
         # Without padding the model runs exactly as a plain HF call does (its own causal mask and
@@ -565,7 +590,7 @@ class EagerModel:
         return set(eos) if isinstance(eos, list | tuple) else {int(eos)}
 
     # --- logit lens -----------------------------------------------------------------------------
-    def decode_residuals(self, residuals: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
+    def decode_residuals_sync(self, residuals: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
         """final_norm -> lm_head on residuals; the model's multiplier and softcap unless raw.
 
         On a multi-stream trunk a stream stack `[batch, seq, n_streams, d_model]` is first

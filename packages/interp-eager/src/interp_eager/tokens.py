@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from interp_core.chat import check_chat_template
 from interp_core.errors import CapabilityUnsupported
 
 __all__ = ["ChatTokens", "chat_tokens", "decode", "encode", "str_tokens"]
@@ -97,11 +98,7 @@ def chat_tokens(
     tokenizer: Any, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = False
 ) -> ChatTokens:
     """Render `messages` with the chat template and locate every message's tokens."""
-    if getattr(tokenizer, "chat_template", None) is None:
-        message = (
-            "this tokenizer has no chat template; format the prompt yourself and use to_tokens"
-        )
-        raise CapabilityUnsupported(message)
+    check_chat_template(tokenizer)
     if not messages:
         message = "a chat needs at least one message"
         raise CapabilityUnsupported(message)

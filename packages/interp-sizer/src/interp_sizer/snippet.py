@@ -53,7 +53,9 @@ def snippet(model: ResolvedModel, request: SizingRequest, s: Settings, fit: GpuF
             request.max_num_batched_tokens is not None
             or fit.max_num_batched_tokens != default_batched_tokens(fit.gpu)
         ):
-            args.append(f"max_num_batched_tokens={fit.max_num_batched_tokens}")
+            # Not a keyword of load_model: vLLM engine arguments travel in extra_vllm_kwargs.
+            batched = f'{{"max_num_batched_tokens": {fit.max_num_batched_tokens}}}'
+            args.append(f"extra_vllm_kwargs={batched}")
     else:
         args.append(f"attn_implementation={_q(s.attn_implementation or 'sdpa')}")
     if s.backend == "vllm-static":

@@ -5,13 +5,15 @@
     interp-validate --backend eager --engine hf --family llama --family gemma2
     interp-validate --model path/to/model        a saved HF model folder (repeatable)
     interp-validate --setup                      build the reference engines' environments, exit
-    interp-validate --baseline results/summary.json   also fail on any status that got worse
+    interp-validate --baseline results/summary.json   also fail on a regression from it
 
 Options take one name each and repeat (`--engine hf --engine nnsight`) or a comma list
 (`--engine hf,nnsight`). Naming families or models limits the sweep to them; add
 `--real-model` to include SmolLM2 as well. Exit status: 0 when every comparison passed or was
 honestly not made (not expressible, refused, unsupported); 1 when any failed, a reference engine
-crashed, or a status got worse than the baseline; 2 when the sweep cannot start as asked.
+crashed, or the sweep regressed from the baseline (a family x backend x engine cell with fewer
+passes, or a non-pass record the baseline does not hold as one); 2 when the sweep cannot start
+as asked.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="interp-validate",
         description=(
             "Compare interp-engine backends with reference engines (HF hooks, TransformerLens, "
-            "nnsight, nnterp) point by point, and write summary.json, per-run JSON, report.md "
-            "and errors-by-layer.png."
+            "nnsight, nnterp) point by point, and write the compact summary.json and report.md, "
+            "errors-by-layer.png, and every record under full/."
         ),
     )
     parser.add_argument(
@@ -65,8 +67,8 @@ def _parser() -> argparse.ArgumentParser:
         "--baseline",
         type=Path,
         help=(
-            "a committed summary.json (may be the one --out rewrites); exit 1 when any status "
-            "is worse than there"
+            "a committed (compact) summary.json, may be the one --out rewrites; exit 1 when a "
+            "cell has fewer passes than there or a new non-pass record appears"
         ),
     )
     parser.add_argument(
@@ -124,11 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from interp_validator.records import load_summary, regressions
+    from interp_validator.records import load_baseline, regressions
     from interp_validator.report import write_results
 
     # Read before the sweep: --baseline may name the summary.json this run rewrites.
-    baseline = load_summary(args.baseline) if args.baseline is not None else None
+    baseline = load_baseline(args.baseline) if args.baseline is not None else None
     narrowed = bool(args.family or args.model)
     options = SweepOptions(
         backends=_names(args.backend),
@@ -165,7 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 1
     if baseline is not None:
         pairs = {(r.backend, r.engine) for r in result.records}
-        worse = regressions(baseline, result.records, pairs=pairs)
+        # The models asked for (a model skipped here still loses its committed passes).
+        models = {p.target.name for p in result.plans} | set(result.skipped_models)
+        worse = regressions(baseline, result.records, pairs=pairs, models=models)
         for line in worse:
             print(f"WORSE {line}")
         if worse:

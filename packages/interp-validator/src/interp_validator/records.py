@@ -2,9 +2,12 @@
 
 A `Record` is one (subject backend, reference engine, family or model, point, layer[, stream])
 with its status, the three metrics when the tensors were compared, and the reason when the
-status is not a pass. `summary.json` holds every record of a sweep (plus the tolerances and the
-prompt), sorted so that two sweeps of the same code give the same file. This module needs no
-tensor library: the report, the docs build and the regression check read records only.
+status is not a pass. A sweep is stored twice, sorted so that two sweeps of the same code give
+the same files: `full/summary.json` (format 1, every record; a build artefact, git-ignored) and
+the committed `summary.json` (format 2, `Compact`: per backend x engine x model cell the status
+counts and worst metrics, plus every non-pass record), from which `regressions` decides whether
+a fresh sweep is worse. This module needs no tensor library: the report, the docs build and the
+regression check read records only.
 """
 
 from __future__ import annotations
@@ -17,20 +20,26 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from interp_core.address import Address
+from interp_core.address import Address, to_address
 from interp_core.points import point_names
 
 __all__ = [
+    "COMPACT_FORMAT",
     "SUMMARY_FORMAT",
+    "Compact",
     "Record",
     "Status",
+    "compact_document",
+    "compact_from_document",
+    "load_baseline",
     "load_summary",
     "regressions",
     "sort_records",
     "summary_document",
 ]
 
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 1  # every record: the build artefact
+COMPACT_FORMAT = 2  # aggregates and every non-pass record: what is committed
 
 
 class Status(StrEnum):
@@ -137,7 +146,8 @@ def sort_records(records: Iterable[Record]) -> list[Record]:
 
 
 def summary_document(records: Iterable[Record], **context: Any) -> dict[str, Any]:
-    """The `summary.json` object: format, the given context (prompt, tolerances), the records."""
+    """The full summary (the build artefact `full/summary.json`): format, the given context
+    (prompt, tolerances), every record."""
     return {
         "format": SUMMARY_FORMAT,
         **context,
@@ -145,43 +155,182 @@ def summary_document(records: Iterable[Record], **context: Any) -> dict[str, Any
     }
 
 
-def load_summary(path: str | Path) -> list[Record]:
-    """The records of a `summary.json` written by `summary_document`."""
+CellKey = tuple[str, str, str]  # (backend, engine, model)
+_GROUP_FIELDS = ("backend", "engine", "model", "status", "reason")
+
+
+def _worse_of(old: float | None, new: float | None, pick: Any) -> float | None:
+    return new if old is None else old if new is None else pick(old, new)
+
+
+@dataclass
+class Compact:
+    """A sweep as committed: per (backend, engine, model) cell the status counts and the worst
+    metrics, plus every record that is not a pass (with its reason, and metrics for a fail)."""
+
+    counts: dict[CellKey, dict[str, int]]
+    worst: dict[CellKey, dict[str, float | None]]
+    non_pass: list[Record]
+
+    @classmethod
+    def from_records(cls, records: Iterable[Record]) -> Compact:
+        counts: dict[CellKey, dict[str, int]] = {}
+        worst: dict[CellKey, dict[str, float | None]] = {}
+        non_pass = []
+        for r in sort_records(records):
+            cell = (r.backend, r.engine, r.model)
+            tally = counts.setdefault(cell, {})
+            tally[r.status.value] = tally.get(r.status.value, 0) + 1
+            if r.status is not Status.PASS:
+                non_pass.append(r)
+            w = worst.setdefault(cell, {"rel_error": None, "cosine": None, "max_abs": None})
+            w["rel_error"] = _worse_of(w["rel_error"], _round(r.rel_error), max)
+            w["max_abs"] = _worse_of(w["max_abs"], _round(r.max_abs), max)
+            w["cosine"] = _worse_of(w["cosine"], _round(r.cosine), min)
+        return cls(counts, worst, non_pass)
+
+    def passes(self, cell: CellKey) -> int:
+        return self.counts.get(cell, {}).get(Status.PASS.value, 0)
+
+    def totals(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for tally in self.counts.values():
+            for status, n in tally.items():
+                total[status] = total.get(status, 0) + n
+        return {s.value: total[s.value] for s in Status if s.value in total}
+
+
+def compact_document(records: Iterable[Record], **context: Any) -> dict[str, Any]:
+    """The committed `summary.json`: format 2, the context, totals, one row per cell (counts and
+    worst metrics), and every non-pass record with its reason as an index into `reasons`."""
+    compact = Compact.from_records(records)
+    reasons = sorted({r.reason or "" for r in compact.non_pass})
+    index = {text: i for i, text in enumerate(reasons)}
+    cells = []
+    for cell in sorted(compact.counts):
+        backend, engine, model = cell
+        tally = compact.counts[cell]
+        row: dict[str, Any] = {"backend": backend, "engine": engine, "model": model}
+        row["counts"] = {s.value: tally[s.value] for s in Status if s.value in tally}
+        row["worst"] = {k: v for k, v in compact.worst[cell].items() if v is not None}
+        cells.append(row)
+    # A failure keeps its metrics, one row each; the other non-passes are grouped by cell,
+    # status and reason, with their addresses listed (thousands of refusals share a reason).
+    rows: list[dict[str, Any]] = []
+    groups: dict[tuple[str, str, str, str, int], list[str]] = {}
+    for r in compact.non_pass:
+        if r.status is Status.FAIL:
+            data = {k: v for k, v in r.to_json().items() if k not in ("point", "layer", "stream")}
+            rows.append({**data, "reason": index[r.reason or ""], "addresses": [r.address]})
+            continue
+        group = (r.backend, r.engine, r.model, r.status.value, index[r.reason or ""])
+        if group not in groups:
+            groups[group] = []
+            rows.append(dict(zip(_GROUP_FIELDS, group, strict=True)))
+            rows[-1]["addresses"] = groups[group]
+        groups[group].append(r.address)
+    return {
+        "format": COMPACT_FORMAT,
+        **context,
+        "totals": compact.totals(),
+        "cells": cells,
+        "reasons": reasons,
+        "records": rows,
+    }
+
+
+def compact_from_document(data: Mapping[str, Any]) -> Compact:
+    """The `Compact` of a committed (format 2) summary object."""
+    reasons = data["reasons"]
+    non_pass = []
+    for row in data["records"]:
+        reason = reasons[row["reason"]] if isinstance(row.get("reason"), int) else row.get("reason")
+        for text in row["addresses"]:
+            address = to_address(text)
+            place = {"point": address.name, "layer": address.layer, "stream": address.stream}
+            non_pass.append(Record.from_json({**row, **place, "reason": reason or None}))
+    counts: dict[CellKey, dict[str, int]] = {}
+    worst: dict[CellKey, dict[str, float | None]] = {}
+    for row in data["cells"]:
+        cell = (str(row["backend"]), str(row["engine"]), str(row["model"]))
+        counts[cell] = {str(k): int(v) for k, v in row["counts"].items()}
+        worst[cell] = {k: row.get("worst", {}).get(k) for k in ("rel_error", "cosine", "max_abs")}
+    return Compact(counts, worst, sort_records(non_pass))
+
+
+def _read(path: str | Path) -> Mapping[str, Any]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, Mapping) or data.get("format") != SUMMARY_FORMAT:
+    if not isinstance(data, Mapping) or data.get("format") not in (SUMMARY_FORMAT, COMPACT_FORMAT):
         message = (
-            f"{path} is not a format-{SUMMARY_FORMAT} validator summary; regenerate it with "
-            "interp-validate"
+            f"{path} is not a validator summary (format {SUMMARY_FORMAT}, every record, or "
+            f"{COMPACT_FORMAT}, the committed compact form); regenerate it with interp-validate"
+        )
+        raise ValueError(message)
+    return data
+
+
+def load_summary(path: str | Path) -> list[Record]:
+    """Every record of a full `summary.json` (format 1, written by `summary_document`)."""
+    data = _read(path)
+    if data["format"] != SUMMARY_FORMAT:
+        message = (
+            f"{path} is the compact summary, which keeps only the non-pass records; read it "
+            f"with load_baseline, or read the full records from the sweep's full/summary.json"
         )
         raise ValueError(message)
     return [Record.from_json(r) for r in data["records"]]
 
 
+def load_baseline(path: str | Path) -> Compact:
+    """The `Compact` of a summary of either format: what `regressions` compares with."""
+    data = _read(path)
+    if data["format"] == COMPACT_FORMAT:
+        return compact_from_document(data)
+    return Compact.from_records(Record.from_json(r) for r in data["records"])
+
+
 def regressions(
-    committed: Sequence[Record],
+    committed: Compact,
     fresh: Sequence[Record],
     *,
     pairs: Iterable[tuple[str, str]] | None = None,
+    models: Iterable[str] | None = None,
 ) -> list[str]:
-    """Every comparison whose status got worse from `committed` to `fresh`, as sentences.
+    """What got worse from the `committed` summary to the `fresh` records, as sentences.
 
-    Worse means a lower rank: pass > (not expressible, refused, unsupported) > fail. A committed
-    pass that the fresh sweep no longer makes at all is worse too. `pairs` limits the check to
-    those (backend, engine) pairs, e.g. the ones the fresh sweep ran.
+    Decidable from the compact form: a (backend, engine, model) cell whose pass count dropped
+    (a cell the fresh sweep no longer makes counts as 0 passes), and any fresh non-pass record
+    that the committed summary did not hold as a non-pass of the same or a lower rank (pass >
+    not expressible = refused = unsupported > fail; moving between the three "not compared"
+    statuses is neither progress nor a regression). `pairs` limits the check to those
+    (backend, engine) pairs and `models` to those families or models, e.g. the ones the fresh
+    sweep ran or was asked for.
     """
     scope = set(pairs) if pairs is not None else None
-    latest = {r.key: r for r in fresh}
+    wanted = set(models) if models is not None else None
+
+    def within(backend: str, engine: str, model: str) -> bool:
+        in_pairs = scope is None or (backend, engine) in scope
+        return in_pairs and (wanted is None or model in wanted)
+
+    now = Compact.from_records(fresh)
     found = []
-    for old in committed:
-        if scope is not None and (old.backend, old.engine) not in scope:
+    for cell in sorted(committed.counts):
+        backend, engine, model = cell
+        was, is_ = committed.passes(cell), now.passes(cell)
+        if within(backend, engine, model) and is_ < was:
+            found.append(f"{backend} vs {engine} on {model}: {is_} passes, was {was}")
+    before = {r.key: r for r in committed.non_pass}
+    for new in now.non_pass:
+        if not within(new.backend, new.engine, new.model):
             continue
-        where = f"{old.backend} vs {old.engine} on {old.model} at {old.address}"
-        new = latest.get(old.key)
-        if new is None:
-            if old.status is Status.PASS:
-                found.append(f"{where}: was pass, is no longer compared")
+        old = before.get(new.key)
+        if old is not None and _RANK[new.status] >= _RANK[old.status]:
             continue
-        if _RANK[new.status] < _RANK[old.status]:
-            why = f" ({new.reason})" if new.reason else ""
+        where = f"{new.backend} vs {new.engine} on {new.model} at {new.address}"
+        why = f" ({new.reason})" if new.reason else ""
+        if old is None:
+            found.append(f"{where}: newly {new.status.value}{why}")
+        else:
             found.append(f"{where}: was {old.status.value}, is now {new.status.value}{why}")
     return found

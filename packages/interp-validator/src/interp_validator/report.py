@@ -1,22 +1,24 @@
-"""A sweep written out: `summary.json`, one JSON per run, a Markdown report and an error plot.
+"""A sweep written out: a compact summary and report (committed), an error plot, and the full
+records as a build artefact under `full/`.
 
 Files under the output folder:
 
-- `summary.json`: every record (subject backend, reference engine, family or model, point,
-  layer[, stream]: status and the three metrics), the prompt, the tolerances, and which backends
-  and engines ran (their versions, or why they were skipped or crashed). Sorted and free of
-  timings, so a sweep of unchanged code rewrites it byte for byte; the docs site and the
-  regression test read it.
-- `runs/<backend>--<engine>.json`: one per (backend, engine) run — the versions on both sides,
-  the tolerance, per-model token ids, layers and status counts, and timings (the records
-  themselves are in the summary).
-- `report.md`: a summary table, then a table per family or model and backend (addresses as
-  rows, reference engines as columns: ✓, ✗ with its metrics, not expressible or unsupported, each
-  with its reason in numbered notes), followed by the addresses the backend refused, grouped by
-  its reason (a refusal is the backend's, the same for every engine).
+- `summary.json`: the compact form (`records.compact_document`, format 2): per backend x
+  engine x family or model the status counts and worst metrics, every record that is not a
+  pass (reasons stored once), the prompt, the tolerances, and which backends and engines ran
+  (their versions, or why they were skipped or crashed). Sorted and free of timings, so a sweep
+  of unchanged code rewrites it byte for byte; the docs site and `--baseline` read it.
+- `report.md`: rendered from that summary alone: a verdict line, counts per backend and engine,
+  the failures, a matrix of passes per family, the setup, and what was not compared and why.
 - `errors-by-layer.png`: the relative error of every comparison by relative depth, one panel
   per backend, one colour per engine (matplotlib, Agg backend; skipped with a note when
   matplotlib is not installed).
+- `full/summary.json`: every record (format 1) with the same context; `full/report.md`: a
+  table per family or model and backend (addresses as rows, reference engines as columns: ✓, ✗
+  with its metrics, not expressible or unsupported, each with its reason in numbered notes) and
+  the addresses each backend refused, grouped by reason; `full/runs/<backend>--<engine>.json`:
+  one per run, with versions, per-model token ids, layers, status counts and timings. Where the
+  results are committed, `full/` is git-ignored.
 """
 
 from __future__ import annotations
@@ -29,15 +31,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from interp_validator.records import Record, Status, sort_records, summary_document
+from interp_validator.records import (
+    Record,
+    Status,
+    compact_document,
+    compact_from_document,
+    sort_records,
+    summary_document,
+)
 
 __all__ = [
+    "FULL_DIR",
     "PLOT_NAME",
     "REPORT_NAME",
     "RUNS_DIR",
     "SUMMARY_NAME",
     "cell",
+    "render_compact_report",
     "render_report",
+    "write_compact",
     "write_plot",
     "write_results",
 ]
@@ -46,6 +58,7 @@ SUMMARY_NAME = "summary.json"
 REPORT_NAME = "report.md"
 PLOT_NAME = "errors-by-layer.png"
 RUNS_DIR = "runs"
+FULL_DIR = "full"  # every record: a build artefact, git-ignored where the results are committed
 _STATUS_ORDER = [s.value for s in Status]
 _LABEL = {
     Status.PASS: "pass",
@@ -65,12 +78,11 @@ def _dump(path: Path, data: Mapping[str, Any]) -> None:
     items = list(data.items())
     for index, (key, value) in enumerate(items):
         comma = "," if index < len(items) - 1 else ""
-        if key == "records" and isinstance(value, list):
+        if key in ("records", "cells") and isinstance(value, list):
             rows = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in value]
             body = ",\n  ".join(rows)
-            lines.append(
-                f' "records": [\n  {body}\n ]{comma}' if rows else f' "records": []{comma}'
-            )
+            name = json.dumps(key)
+            lines.append(f" {name}: [\n  {body}\n ]{comma}" if rows else f" {name}: []{comma}")
         else:
             text = json.dumps(value, indent=1, ensure_ascii=False).replace("\n", "\n ")
             lines.append(f" {json.dumps(key)}: {text}{comma}")
@@ -91,20 +103,21 @@ def _tolerances_json(result: Any) -> dict[str, Any]:
 
 
 def write_results(result: Any, out: Path, *, command: Sequence[str] | None = None) -> list[Path]:
-    """Write every file of a sweep under `out`; returns the paths written."""
+    """Write every file of a sweep under `out` (the compact summary and report, the plot, and the
+    full records under `full/`); returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
+    context = {
+        "prompt": result.prompt,
+        "dtype": result.dtype,
+        "tolerances": _tolerances_json(result),
+        "backends": _untimed(result.backends),
+        "engines": _untimed(result.engines),
+    }
+    full = out / FULL_DIR
     written = []
-    summary = summary_document(
-        result.records,
-        prompt=result.prompt,
-        dtype=result.dtype,
-        tolerances=_tolerances_json(result),
-        backends=_untimed(result.backends),
-        engines=_untimed(result.engines),
-    )
-    _dump(out / SUMMARY_NAME, summary)
-    written.append(out / SUMMARY_NAME)
-    runs = out / RUNS_DIR
+    _dump(full / SUMMARY_NAME, summary_document(result.records, **context))
+    written.append(full / SUMMARY_NAME)
+    runs = full / RUNS_DIR
     for stale in runs.glob("*.json") if runs.is_dir() else ():
         stale.unlink()  # runs of backends or engines left out this time must not linger
     by_run: dict[tuple[str, str], list[Record]] = defaultdict(list)
@@ -117,10 +130,32 @@ def write_results(result: Any, out: Path, *, command: Sequence[str] | None = Non
     plot = write_plot(result.records, out / PLOT_NAME, result.tolerances)
     if plot is not None:
         written.append(plot)
-    report = render_report(result, command=command, plot=plot is not None)
-    (out / REPORT_NAME).write_text(report, encoding="utf-8")
-    written.append(out / REPORT_NAME)
+    report = render_report(result, command=command, plot=False)
+    (full / REPORT_NAME).write_text(report, encoding="utf-8")
+    written.append(full / REPORT_NAME)
+    extra = {"skipped_models": dict(sorted(result.skipped_models.items()))}
+    written += write_compact(
+        result.records, out, context={**context, **extra}, command=command, plot=plot is not None
+    )
     return written
+
+
+def write_compact(
+    records: Sequence[Record],
+    out: Path,
+    *,
+    context: Mapping[str, Any],
+    command: Sequence[str] | None = None,
+    plot: bool = True,
+) -> list[Path]:
+    """The committed pair under `out`: `summary.json` (format 2, `records.compact_document`)
+    and `report.md` rendered from it. Neither holds a timing: unchanged results rewrite them
+    byte for byte."""
+    document = compact_document(records, **context)
+    _dump(out / SUMMARY_NAME, document)
+    text = render_compact_report(document, command=command, plot=plot)
+    (out / REPORT_NAME).write_text(text, encoding="utf-8")
+    return [out / SUMMARY_NAME, out / REPORT_NAME]
 
 
 def _run_document(result: Any, backend: str, engine: str, records: list[Record]) -> dict:
@@ -321,6 +356,145 @@ def render_report(result: Any, *, command: Sequence[str] | None = None, plot: bo
     for plan in result.plans:
         out.append(_model_section(plan, by_model.get(plan.target.name, []), engines))
     return "".join(out)
+
+
+# --- the compact report ------------------------------------------------------------------------
+def verdict(totals: Mapping[str, int]) -> str:
+    """One line: how many comparisons, how many failed, and the rest by status."""
+    n = sum(totals.values())
+    fails = totals.get(Status.FAIL.value, 0)
+    rest = ", ".join(f"{totals[s.value]} {_LABEL[s]}" for s in Status if totals.get(s.value))
+    head = "No comparison failed" if not fails else f"{fails} comparisons failed"
+    return f"{head}: {n} comparisons ({rest or 'none'})."
+
+
+def _cell_text(counts: Mapping[str, int]) -> str:
+    """`passes/compared` of one cell, then ✗ and the failure count when any failed."""
+    text = f"{counts.get('pass', 0)}/{sum(counts.values())}"
+    fails = counts.get(Status.FAIL.value, 0)
+    return f"{text} ✗{fails}" if fails else text
+
+
+def _matrix(cells: Sequence[Mapping[str, Any]]) -> str:
+    """Per backend, families and models as rows, engines as columns, passes/comparisons."""
+    out = []
+    for backend in sorted({c["backend"] for c in cells}, key=lambda b: (b != "eager", b)):
+        mine = [c for c in cells if c["backend"] == backend]
+        engines = sorted({c["engine"] for c in mine}, key=lambda e: (e != "hf", e))
+        grid = {(c["model"], c["engine"]): c["counts"] for c in mine}
+        rows = [
+            [f"`{model}`", *(_cell_text(grid.get((model, e), {})) for e in engines)]
+            for model in sorted({c["model"] for c in mine})
+        ]
+        out.append(f"**{backend}**\n\n" + _table(["model", *(f"`{e}`" for e in engines)], rows))
+        out.append("\n")
+    return "".join(out)
+
+
+def render_compact_report(
+    document: Mapping[str, Any], *, command: Sequence[str] | None = None, plot: bool = True
+) -> str:
+    """The committed `report.md`, rendered from the compact summary alone (see
+    `records.compact_document`): verdict, counts, failures, the matrix, setup, and what was
+    not compared and why. The per-address tables are in `full/report.md` of a sweep's output."""
+    compact = compact_from_document(document)
+    shown = shlex.join(command) if command is not None else "interp-validate"
+    out = ["# Validation report\n\n", f"**{verdict(compact.totals())}**\n\n"]
+    out.append(
+        "Each subject backend's captures are compared with each reference engine's at every "
+        "point the model has, at the first, middle and last layers (and three quarters deep on "
+        f"models of 8 layers or more), on the prompt {json.dumps(document.get('prompt'))} in "
+        f"{document.get('dtype')} with eager attention. A comparison passes when its relative "
+        "error and its smallest per-position cosine are both within the tolerance below. This "
+        "is the committed, compact form: counts per cell and every comparison that is not a "
+        f"pass; a sweep writes every record under `{FULL_DIR}/` of its output folder.\n\n"
+    )
+    out.append(f"Written by `{_md(shown)}`.\n\n")
+    records = compact.non_pass
+    out.append("## Summary\n\n")
+    rows = []
+    by_pair: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    worst: dict[tuple[str, str], float] = {}
+    for (backend, engine, _), tally in compact.counts.items():
+        by_pair[(backend, engine)].update(tally)
+    for (backend, engine, _model), metrics in compact.worst.items():
+        rel = metrics.get("rel_error")
+        if rel is not None:
+            worst[(backend, engine)] = max(worst.get((backend, engine), 0.0), rel)
+    for (b, e), counter in sorted(by_pair.items()):
+        w = worst.get((b, e))
+        rows.append(
+            [
+                f"`{b}`",
+                f"`{e}`",
+                *(str(counter.get(s, 0)) for s in _STATUS_ORDER),
+                "" if w is None else f"{w:.3g}",
+            ]
+        )
+    header = ["backend", "reference engine", *(_LABEL[Status(s)] for s in _STATUS_ORDER)]
+    out.append(_table([*header, "worst rel error"], rows) + "\n")
+    failures = [r for r in records if r.status is Status.FAIL]
+    if failures:
+        out.append(f"## Failures ({len(failures)})\n\n")
+        fail_rows = [
+            [
+                f"`{r.backend}`",
+                f"`{r.engine}`",
+                f"`{r.model}`",
+                f"`{r.address}`",
+                "" if r.rel_error is None else f"{r.rel_error:.3g}",
+                "" if r.cosine is None else f"{r.cosine:.6g}",
+                _md(r.reason or ""),
+            ]
+            for r in failures
+        ]
+        head = ["backend", "engine", "model", "address", "rel error", "cosine", "reason"]
+        out.append(_table(head, fail_rows) + "\n")
+    if plot:
+        out.append(f"![Relative error by layer]({PLOT_NAME})\n\n")
+    out.append("## Matrix\n\n")
+    out.append("Passes / comparisons per family or model, backend and reference engine.\n\n")
+    out.append(_matrix(document.get("cells", [])))
+    out.append("## Setup\n\n")
+    out.append(_versions_table(document.get("backends", {}), "subject backend") + "\n")
+    out.append(_versions_table(document.get("engines", {}), "reference engine") + "\n")
+    tol_rows = [
+        [
+            f"`{pair}`",
+            f"{tol.get('max_rel_error', 0):g}",
+            f"{tol.get('min_cosine', 0):.7g}",
+            _md(tol.get("basis", "")),
+        ]
+        for pair, tol in sorted(document.get("tolerances", {}).items())
+    ]
+    out.append(_table(["backend/engine", "max rel error", "min cosine", "why"], tol_rows) + "\n")
+    skipped = document.get("skipped_models") or {}
+    if skipped:
+        out.append("Models not compared:\n\n")
+        out.append("".join(f"- `{name}`: {_md(why)}\n" for name, why in sorted(skipped.items())))
+        out.append("\n")
+    out.append(_not_compared(records))
+    return "".join(out)
+
+
+def _not_compared(records: Sequence[Record]) -> str:
+    """The comparisons not made (not expressible, refused, unsupported), grouped by status and
+    reason, with the cells and the number of addresses in each."""
+    groups: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for r in records:
+        if r.status is not Status.FAIL:
+            where = f"{r.backend}/{r.engine} on {r.model}"
+            groups[(r.status.value, r.reason or "")][where] += 1
+    if not groups:
+        return ""
+    out = ["## Not compared\n\n"]
+    order = sorted(groups, key=lambda k: (_STATUS_ORDER.index(k[0]), k[1]))
+    for status, reason in order:
+        tally = groups[(status, reason)]
+        cells = ", ".join(f"{where} ({n})" for where, n in sorted(tally.items()))
+        count = sum(tally.values())
+        out.append(f"- **{_LABEL[Status(status)]}** ({count}): {_md(reason)} — {_md(cells)}\n")
+    return "".join(out) + "\n"
 
 
 # --- the plot ------------------------------------------------------------------------------------

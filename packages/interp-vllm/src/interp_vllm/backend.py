@@ -19,10 +19,11 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, ClassVar
 
+from interp_core.backend_keywords import check_backend_keywords
 from interp_core.compat import KnownIssue
 from interp_core.facts import ModelFacts
 from interp_core.results import Support
-from interp_vllm.support import KNOWN_ISSUES, point_support
+from interp_vllm.support import GENERATE_ISSUES, KNOWN_ISSUES, point_support
 
 __all__ = ["VLLMBackend", "VLLMGenerateBackend", "VLLMStaticBackend", "install_hint"]
 
@@ -67,11 +68,10 @@ class _VLLMBase:
         return architecture in set(ModelRegistry.get_supported_archs())
 
     def load(self, model_id: str, **kwargs: Any) -> Any:
+        # mode= is chosen by the backend name, so the table refuses it like any unknown keyword.
+        check_backend_keywords(self.name, kwargs)
         from interp_vllm.model import VLLMModel
 
-        if "mode" in kwargs:
-            msg = f"mode= is chosen by the backend name; this is backend={self.name!r}"
-            raise TypeError(msg)
         return VLLMModel(model_id, mode=self.mode, **kwargs)
 
 
@@ -97,6 +97,7 @@ class VLLMGenerateBackend(_VLLMBase):
 
     name: ClassVar[str] = "vllm-generate"
     mode: ClassVar[str] = "generate"
+    known_issues: ClassVar[tuple[KnownIssue, ...]] = KNOWN_ISSUES + GENERATE_ISSUES
 
     def supports_architecture(self, architecture: str) -> bool:
         return False  # never chosen by "auto": it cannot capture

@@ -94,7 +94,7 @@ class EngineSettings:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        for issue in known_issues_for(model_type, vllm.__version__):
+        for issue in known_issues_for(model_type, vllm.__version__, self.mode):
             warnings.warn(issue.message(), stacklevel=3)
         before = {p.pid for p in multiprocessing.active_children()}
         engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs()))

@@ -38,9 +38,11 @@ from typing import Any
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
 from interp_core.cache import ActivationCache
+from interp_core.chat import check_chat_template
 from interp_core.dtypes import canonical_dtype
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
 from interp_core.facts import ModelFacts
+from interp_core.known_models import bundled_first
 from interp_core.points import PointSpec, get_point, point_names
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.sampling import (
@@ -56,6 +58,7 @@ from interp_core.steering import (
     check_positions_within,
     check_vector_values,
 )
+from interp_vllm.conveniences import VLLMConveniences
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.prompts import all_ones, check_prompts
 from interp_vllm.support import INSTEAD, MODES, RECOMPUTED, SHARDED, check_dtype, point_support
@@ -80,7 +83,7 @@ def _read_config(model_id: str) -> dict[str, Any]:
 
         return AutoConfig.from_pretrained(name).to_dict()
 
-    return model_config(model_id, fetch=fetch)
+    return model_config(model_id, fetch=bundled_first(fetch))  # known ids work offline
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ class _Installed:
     refused: dict[str, str]
 
 
-class VLLMModel:
+class VLLMModel(VLLMConveniences):
     """A causal LM served by a vLLM engine; see `InterpModel` and the module docstring."""
 
     binds_event_loop = True  # AsyncLLM's output handler belongs to the loop that started it
@@ -374,6 +377,7 @@ class VLLMModel:
         return self.tokenizer.decode(ids)
 
     def apply_chat_template(self, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
+        check_chat_template(self.tokenizer)
         kwargs.setdefault("add_generation_prompt", True)
         return self.tokenizer.apply_chat_template(list(messages), **kwargs)
 

