@@ -19,7 +19,13 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "interp-torch": ("interp-core",),
     "interp-testmodels": ("interp-core",),
     # The eager suite compares with the validator's independent HF-hooks reference.
-    "interp-eager": ("interp-core", "interp-torch", "interp-testmodels", "interp-validator"),
+    "interp-eager": (
+        "interp-core",
+        "interp-torch",
+        "interp-testmodels",
+        "interp-validator",
+        "interp-sizer",
+    ),
     # The vLLM suite compares with the eager backend, reached through the registry.
     "interp-vllm": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
     # The validator's sweeps run the eager backend (found through the registry) on test models.

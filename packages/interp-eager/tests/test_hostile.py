@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from interp_core.backends import load_model
 from interp_core.testing import hostile
 from interp_core.testing.hostile import Numerics, Outcome, Request
-from interp_core.testing.hostile_strategies import Menu, menu_for, mixes, plain_requests
+from interp_core.testing.hostile_strategies import Menu, bounded, menu_for, mixes, plain_requests
 from interp_testmodels.families import build_family
 from interp_testmodels.tensors import tensor_from
 
@@ -137,17 +137,7 @@ def _run(harness: Harness, data: Any, threads: int, seed_value: int) -> None:
 
 
 def _hostile_test(seed_value: int, examples: int, threads: int) -> Any:
-    @seed(seed_value)
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        suppress_health_check=[
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.large_base_example,
-        ],
-    )
+    @bounded(seed_value, examples)
     @given(data=st.data())
     def test(harness: Harness, data: Any) -> None:
         _run(harness, data, threads, seed_value)

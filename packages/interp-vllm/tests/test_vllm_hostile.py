@@ -30,14 +30,14 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.testing import hostile
 from interp_core.testing.hostile import Numerics, Outcome, Request
-from interp_core.testing.hostile_strategies import Menu, menu_for, mixes, plain_requests
+from interp_core.testing.hostile_strategies import Menu, bounded, menu_for, mixes, plain_requests
 from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
 from interp_testmodels.tensors import tensor_from
@@ -156,17 +156,7 @@ def _run(harness: Harness, data: Any, seed_value: int) -> None:
 
 
 def _hostile_test(seed_value: int, examples: int) -> Any:
-    @seed(seed_value)
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        suppress_health_check=[
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.large_base_example,
-        ],
-    )
+    @bounded(seed_value, examples)
     @given(data=st.data())
     def test(harness: Harness, data: Any) -> None:
         _run(harness, data, seed_value)

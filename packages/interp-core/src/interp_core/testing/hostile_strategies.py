@@ -12,8 +12,8 @@ abandoned after a step and a task cancelled mid-request. `menu_for(model)` lists
 requests may use on a model; `plain_requests(menu)` are the baseline requests; `requests(menu)`
 gives the valid and the hostile single-request strategies.
 
-hypothesis is imported inside `mixes()` and `requests()` only: importing this module needs nothing
-outside the standard library, as everything in interp-core.
+hypothesis is imported inside `mixes()`, `requests()` and `bounded()` only: importing this module
+needs nothing outside the standard library, as everything in interp-core.
 """
 
 from __future__ import annotations
@@ -114,6 +114,28 @@ def mixes(menu: Menu, *, min_size: int = 2, max_size: int = 6) -> Any:
         return (*others[:at], good, *others[at:])
 
     return mix()
+
+
+def bounded(seed_value: int, examples: int) -> Any:
+    """The hypothesis settings every backend's harness runs under: `examples` examples from
+    `seed_value`, no deadline and no example database (a CI run is bounded and reproducible from
+    the seed alone), and no health check that fails a slow engine or a large mix."""
+    from hypothesis import HealthCheck, seed, settings
+
+    def apply(test: Any) -> Any:
+        limited = settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=[
+                HealthCheck.too_slow,
+                HealthCheck.data_too_large,
+                HealthCheck.large_base_example,
+            ],
+        )
+        return seed(seed_value)(limited(test))
+
+    return apply
 
 
 def requests(menu: Menu) -> tuple[Any, Any]:
