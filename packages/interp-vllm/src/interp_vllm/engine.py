@@ -1,8 +1,10 @@
 """How is a `VLLMModel`'s engine configured, started and stopped?
 
 `EngineSettings` holds what the caller chose at load and turns it into vLLM's `AsyncEngineArgs`:
-the hooked and static modes run eagerly (Python hooks never fire under CUDA-graph replay or in
-torch.compile'd code) with the worker extension mixed in; the generate-only mode is plain vLLM.
+the hooked mode runs eagerly (Python hooks added to a compiled model never fire) with the worker
+extension mixed in; the static mode keeps vLLM's compilation (and CUDA graphs) and uses its own
+worker class, which traces the declared taps into the compiled forward; the generate-only mode is
+plain vLLM.
 On vLLM's CPU build the environment is prepared first (KV-cache size, one CPU share per worker).
 `start()` warns about vLLM's known issues for the family (`interp_vllm.support`) and returns the
 engine with the processes it started, which `shutdown_engine` reaps.
@@ -33,6 +35,12 @@ from interp_vllm.support import known_issues_for
 __all__ = ["QUANTIZATION", "EngineSettings", "cpu_binding", "import_vllm", "shutdown_engine"]
 
 _EXTENSION = "interp_vllm.worker.InterpWorkerExtension"
+# The platform's worker with the static taps (interp_vllm.static_worker), by "is there CUDA".
+_STATIC_WORKERS = {
+    False: "interp_vllm.static_worker.CPUStaticWorker",
+    True: "interp_vllm.static_worker.GPUStaticWorker",
+}
+STATIC_CONFIG_KEY = "interp_static"  # the additional_config entry the static workers read
 # vLLM's CPU backend sizes its KV cache from this (GiB); 1 is plenty for the models tests use.
 _CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 # vLLM's CPU build binds one worker per NUMA node unless told otherwise; on a one-node machine
@@ -58,6 +66,18 @@ class EngineSettings:
     quantization: str | None = None
     kv_cache_dtype: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # vllm-static: the taps its workers trace into the compiled forward (site keys to read and
+    # to write, write slots, the model's config); see interp_vllm.static_worker.
+    static: Mapping[str, Any] | None = None
+
+    @property
+    def execution(self) -> str:
+        """How the engine runs the forward: "eager" (Python hooks, the hooked backend),
+        "compiled" (torch.compile; vLLM's CPU build) or "cuda-graphs" (compiled and replayed as
+        CUDA graphs, vLLM's default on GPUs)."""
+        if self.mode == "hooked" or self.extra.get("enforce_eager"):
+            return "eager"
+        return "cuda-graphs" if cuda_available() else "compiled"
 
     def engine_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -66,10 +86,14 @@ class EngineSettings:
             "max_model_len": self.max_model_len,
             "tensor_parallel_size": self.num_gpus,
         }
-        if self.mode != "generate":
-            # Python hooks never fire under CUDA-graph replay or inside torch.compile'd code.
+        if self.mode == "hooked":
+            # Python hooks added to a compiled model never fire (torch.compile, CUDA graphs).
             kwargs["enforce_eager"] = True
             kwargs["worker_extension_cls"] = _EXTENSION
+        elif self.mode == "static":
+            # Taps installed before vLLM compiles, so the compiled forward carries them.
+            kwargs["worker_extension_cls"] = _EXTENSION
+            kwargs["worker_cls"] = _STATIC_WORKERS[cuda_available()]
         if self.gpu_memory_utilization is not None:
             kwargs["gpu_memory_utilization"] = self.gpu_memory_utilization
         elif not cuda_available():
@@ -79,6 +103,9 @@ class EngineSettings:
         if self.kv_cache_dtype is not None:
             kwargs["kv_cache_dtype"] = self.kv_cache_dtype
         kwargs.update(self.extra)  # last: anything vLLM takes can be overridden
+        if self.mode == "static" and self.static is not None:
+            extra_config = dict(kwargs.get("additional_config") or {})
+            kwargs["additional_config"] = {**extra_config, STATIC_CONFIG_KEY: dict(self.static)}
         return kwargs
 
     def start(self, model_type: str) -> tuple[Any, list[Any]]:

@@ -40,7 +40,12 @@ from interp_core.backends import cuda_available, model_config
 from interp_core.cache import ActivationCache
 from interp_core.chat import check_chat_template
 from interp_core.dtypes import canonical_dtype
-from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
+from interp_core.errors import (
+    CapabilityUnsupported,
+    InvalidArgument,
+    PointUnsupported,
+    SteeringSpecError,
+)
 from interp_core.facts import ModelFacts
 from interp_core.known_models import bundled_first
 from interp_core.points import PointSpec, get_point, point_names
@@ -61,7 +66,15 @@ from interp_core.steering import (
 from interp_vllm.conveniences import VLLMConveniences
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.prompts import all_ones, check_prompts
-from interp_vllm.support import INSTEAD, MODES, RECOMPUTED, SHARDED, check_dtype, point_support
+from interp_vllm.support import (
+    INSTEAD,
+    MODES,
+    RECOMPUTED,
+    SHARDED,
+    STATIC_WRITE_SLOTS,
+    check_dtype,
+    point_support,
+)
 from interp_vllm.wire import (
     address_key,
     as_generation,
@@ -146,6 +159,10 @@ class VLLMModel(VLLMConveniences):
         limit = self._facts.max_position_embeddings
         self._max_model_len = max_model_len or (min(limit, 4096) if limit else 4096)
         self._num_gpus = num_gpus
+        self._installed: _Installed | None = None
+        self._static_reads: frozenset[str] = frozenset()
+        self._static_writes: frozenset[str] = frozenset()
+        self._static_reads, self._static_writes = self._declare_static(static_points, static_writes)
         self._settings = EngineSettings(
             model_id=self._model_id,
             mode=mode,
@@ -156,13 +173,10 @@ class VLLMModel(VLLMConveniences):
             quantization=quantization,
             kv_cache_dtype=kv_cache_dtype,
             extra=dict(extra_vllm_kwargs or {}),
+            static=self._static_taps() if mode == "static" else None,
         )
         self._engine: Any = None
         self._model_dtype: Any = None  # the torch dtype the engine runs (known once started)
-        self._installed: _Installed | None = None
-        self._static_reads: frozenset[str] = frozenset()
-        self._static_writes: frozenset[str] = frozenset()
-        self._static_reads, self._static_writes = self._declare_static(static_points, static_writes)
         self._children: list[Any] = []
         self._starting: asyncio.Lock | None = None
         self._shut_down = False  # set by shutdown(), cleared by warmup()
@@ -204,6 +218,14 @@ class VLLMModel(VLLMConveniences):
     @property
     def static_writes(self) -> tuple[str, ...] | None:
         return None if self._mode != "static" else tuple(sorted(self._static_writes))
+
+    @property
+    def execution(self) -> str:
+        """How this backend runs the forward: "eager" (the hooked backend: Python hooks),
+        "compiled" (torch.compile, the default on vLLM's CPU build) or "cuda-graphs" (compiled
+        and replayed as CUDA graphs, vLLM's default on GPUs). `vllm-static` and `vllm-generate`
+        run as vanilla vLLM does unless extra_vllm_kwargs say enforce_eager=True."""
+        return self._settings.execution
 
     @property
     def tokenizer(self) -> Any:
@@ -282,14 +304,30 @@ class VLLMModel(VLLMConveniences):
                 self._engine = engine
         return self._engine
 
+    def _static_taps(self) -> dict[str, Any]:
+        """What the static workers trace into the compiled forward (EngineSettings.static)."""
+        reads = [to_address(k) for k in self._static_reads]
+        # Attention patterns are rebuilt from q and k: those (and any sinks) are the taps. A
+        # sink site the model lacks is skipped by the workers.
+        keys = {*needed_keys(reads, lambda _key: False), *sink_keys(reads)}
+        return {
+            "reads": sorted(keys),
+            "writes": sorted(self._static_writes),
+            "slots": STATIC_WRITE_SLOTS,
+            "config": self._config,
+        }
+
     async def _install(self, engine: Any) -> _Installed:
-        static = None
-        if self._mode == "static":
-            declared = [to_address(k) for k in self._static_reads | self._static_writes]
-            # Attention patterns are rebuilt from q and k: those (and any sinks) are the taps.
-            static = sorted({*needed_keys(declared, self._has_site), *sink_keys(declared)})
-        answers = await engine.collective_rpc("interp_install", args=(self._config, static))
+        answers = await engine.collective_rpc("interp_install", args=(self._config, None))
         first = answers[0]
+        failed = next((a["static_error"] for a in answers if a.get("static_error")), None)
+        if self._mode == "static" and (failed or first.get("compiled_taps") is None):
+            what = f"vllm-static could not install its taps on {self._model_id}"
+            raise CapabilityUnsupported.build(
+                what,
+                failed or "the engine's workers are not the static workers",
+                "load with backend='vllm' (hooked), or declare fewer static_points",
+            )
         return _Installed(
             sites=frozenset(first["sites"]),
             writable=frozenset(first["writable"]),
@@ -304,21 +342,56 @@ class VLLMModel(VLLMConveniences):
             await self._self_test()
 
     async def _self_test(self) -> None:
-        """Prove every declared tap fires: one short request must return a row at each."""
-        prompt = [1, 2]  # any two in-vocabulary tokens: the test is that rows arrive
+        """Prove the taps work under compilation before serving, or refuse to start.
+
+        Reads: a 3-token request must get one finite row per position at every declared read.
+        Writes: at each declared write a sentinel request adds a vector twice (two slots) whose
+        sum overflows float32; the compiled forward must compute it on that request's rows and
+        flag them non-finite, which the workers turn into a SteeringSpecError. A write tap that
+        never ran would let the request succeed.
+        """
+        prompt = [1, 2, 3]  # any in-vocabulary tokens: what is checked is where rows land
         served = self._installed.sites if self._installed is not None else frozenset()
         declared = [to_address(k) for k in self._static_reads]
         keys = sorted(k for k in needed_keys(declared, self._has_site) if k in served)
         _, payload = await self._request(prompt, self._sampling(1, 0.0), {"capture": keys})
-        dead = sorted(k for k in keys if k not in payload["captured"])
-        if dead:
-            msg = f"the static taps {dead} returned nothing during warmup"
-            raise CapabilityUnsupported.build(
-                msg,
-                "the engine ran without firing them (CUDA-graph replay or compiled code skips "
-                "Python hooks)",
-                "load with backend='vllm', or keep extra_vllm_kwargs free of enforce_eager=False",
+        bad = [
+            k
+            for k in keys
+            if payload["positions"].get(k) != [0, 1, 2]
+            or not bool(payload["captured"][k].isfinite().all())
+        ]
+        if bad:
+            self._refuse_start(
+                f"the static taps {bad} did not return one finite row per position in warmup"
             )
+        writable = self._installed.writable if self._installed is not None else frozenset()
+        writes = sorted(k for k in self._static_writes if k in writable)
+        outcomes = await asyncio.gather(
+            *(self._sentinel(prompt, key) for key in writes), return_exceptions=True
+        )
+        dead = [k for k, o in zip(writes, outcomes, strict=True) if not _sentinel_refused(o)]
+        if dead:
+            self._refuse_start(f"the static writes {dead} did not act in warmup")
+
+    async def _sentinel(self, prompt: list[int], key: str) -> Any:
+        width = self._write_width(key)
+        huge = [3.0e38] * width  # finite in float32; two of them overflow it
+        steer = [{"key": key, "op": "add", "vector": huge, "scale": 1.0}] * STATIC_WRITE_SLOTS
+        return await self._request(prompt, self._sampling(1, 0.0), {"capture": [], "steer": steer})
+
+    def _write_width(self, key: str) -> int:
+        """The full width a write vector at `key` has (the workers slice it per rank)."""
+        from interp_core.shapes import point_width
+
+        return point_width(to_address(key), self._facts)
+
+    def _refuse_start(self, what: str) -> None:
+        raise CapabilityUnsupported.build(
+            what,
+            "the compiled forward ran without them, so their answers would be wrong",
+            "load with backend='vllm' (hooked), and report this with the family and the points",
+        )
 
     async def shutdown(self) -> None:
         """Stop the engine; later calls are refused until `warmup()` (idempotent)."""
@@ -460,10 +533,16 @@ class VLLMModel(VLLMConveniences):
             spec.validate_for(self._facts)
             check_positions_within(spec, length, call)
             address = spec.address
-            verdict = self.supports(address)
+            key = address_key(address)
+            # A declared static write need not be a declared read: only the family decides.
+            declared_write = self._mode == "static" and key in self._static_writes
+            verdict = (
+                point_support(address, self._facts, mode=self._mode, num_gpus=self._num_gpus)
+                if declared_write
+                else self.supports(address)
+            )
             if not verdict:
                 raise PointUnsupported(verdict.explain())
-            key = address_key(address)
             installed = self._installed
             if address.name in RECOMPUTED or (
                 installed is not None and key not in installed.writable
@@ -479,6 +558,16 @@ class VLLMModel(VLLMConveniences):
                     msg,
                     f"static_writes={sorted(self._static_writes)}",
                     f"load with static_writes=[..., {str(address)!r}], or use backend='vllm'",
+                )
+            if declared_write and sum(address_key(o.address) == key for o in specs) > (
+                STATIC_WRITE_SLOTS
+            ):
+                what = f"more than {STATIC_WRITE_SLOTS} steering operations at {address}"
+                raise CapabilityUnsupported.build(
+                    what,
+                    f"vllm-static traces {STATIC_WRITE_SLOTS} write slots per point into its "
+                    f"compiled forward",
+                    "combine the operations (e.g. sum the add vectors), or use backend='vllm'",
                 )
             if self._num_gpus > 1 and spec.op != "add" and get_point(address.name).width in SHARDED:
                 msg = (
@@ -747,6 +836,10 @@ class VLLMModel(VLLMConveniences):
     def __repr__(self) -> str:
         state = "running" if self._engine is not None else "not started"
         return f"VLLMModel({self._model_id!r}, {self.backend_name}, {state})"
+
+
+def _sentinel_refused(outcome: Any) -> bool:
+    return isinstance(outcome, SteeringSpecError) and "not finite" in str(outcome)
 
 
 def _generation_positions(prompt: list[int], max_new_tokens: int) -> tuple[int, str]:

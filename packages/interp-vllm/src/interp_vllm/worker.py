@@ -41,9 +41,10 @@ client raises it as that `interp_core.errors` class.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +124,13 @@ class _Request:
         """Fail this request alone with `error` (the first refusal wins); it runs hook-free on."""
         if self.refusal is None:
             self.refusal = {"error": type(error).__name__, "message": str(error)}
+
+    def keep(self, key: str, where: torch.Tensor, rows: torch.Tensor) -> None:
+        """Keep rows read at `key` (at absolute positions `where`) for capture and/or the lens."""
+        if key in self.capture:
+            self.rows.setdefault(key, []).append((where, rows.detach().to("cpu", copy=True)))
+        if key in self.lens:
+            self.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
 
 
 def _checked_positions(item: dict[str, Any]) -> list[int] | None:
@@ -223,9 +231,15 @@ class InterpWorkerExtension:
 
         runner = self.model_runner  # type: ignore[attr-defined]
         model = runner.model
+        # vllm-static: taps traced into the compiled forward at load (interp_vllm.static_worker).
+        taps = getattr(self, "_interp_taps", None)
+        failed = getattr(self, "_interp_static_error", None)
         if not getattr(self, "_interp_ready", False):
-            faithful_activations(model, config)
-            resolution = resolve_sites(model, config)
+            if taps is None:
+                faithful_activations(model, config)
+                resolution = resolve_sites(model, config)
+            else:
+                resolution = self._interp_resolution
             self._interp_sites = {
                 site_key(name, layer): site for (name, layer), site in resolution.sites.items()
             }
@@ -236,12 +250,13 @@ class InterpWorkerExtension:
             self._interp_hooks: dict[tuple[int, str], tuple[Any, list[str]]] = {}
             self._interp_static: set[str] = set()
             self._interp_orphan_errors: list[str] = []
-            self._interp_wrap_prepare(runner)
-            self._interp_model_hook = model.register_forward_pre_hook(
-                self._interp_plan, with_kwargs=True
-            )
+            if taps is None and failed is None:
+                self._interp_wrap_prepare(runner)
+                self._interp_model_hook = model.register_forward_pre_hook(
+                    self._interp_plan, with_kwargs=True
+                )
             self._interp_ready = True
-        if static is not None:
+        if static is not None and taps is None:
             self._interp_static = set(static)
             self._interp_sync_hooks(self._interp_static)
         writable = sorted(k for k, s in self._interp_sites.items() if s.add is not None)
@@ -251,6 +266,8 @@ class InterpWorkerExtension:
             "writable": writable,
             "write_refusals": refusals,
             "refused": self._interp_refused,
+            "static_error": failed,
+            "compiled_taps": None if taps is None else sorted(set(taps.reads) | set(taps.writes)),
         }
 
     def _interp_wrap_prepare(self, runner: Any) -> None:
@@ -433,15 +450,8 @@ class InterpWorkerExtension:
                 continue
             value = self._interp_sites[key].read(args, kwargs, out)
             for segment in wanted:
-                rows = value[segment.start : segment.stop]
-                where = step.positions[segment.start : segment.stop]
-                request = segment.request
-                if key in request.capture:
-                    request.rows.setdefault(key, []).append(
-                        (where, rows.detach().to("cpu", copy=True))
-                    )
-                if key in request.lens:
-                    request.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
+                part = slice(segment.start, segment.stop)
+                segment.request.keep(key, step.positions[part], value[part])
         if not changed:
             return None
         return out if phase == "post" else (args, kwargs)
@@ -575,11 +585,23 @@ class InterpWorkerExtension:
         there would change it only when it ran alone). The plan is parked while the lens runs:
         every hook then passes through, and the lens reads an unsteered final norm, as on eager.
         """
-        step, self._interp_step = self._interp_step, None
-        try:
+        with self._interp_parked():
             return self._interp_lens_decode(request, top_k)
+
+    @contextlib.contextmanager
+    def _interp_parked(self) -> Iterator[None]:
+        """No hook of this worker acts while the block runs: the step plan is parked, and the
+        static tier's traced taps are disarmed for eager calls (the compiled code keeps them)."""
+        step, self._interp_step = self._interp_step, None
+        taps = getattr(self, "_interp_taps", None)
+        if taps is not None:
+            taps.armed = False
+        try:
+            yield
         finally:
             self._interp_step = step
+            if taps is not None:
+                taps.armed = True
 
     def interp_decode_rows(self, encoded: Any) -> tuple[bytes, list[int], str] | None:
         """Logits `[n, vocab]` of residual rows `[n, d_model]` sent by the client (as
@@ -592,14 +614,10 @@ class InterpWorkerExtension:
         like = next(iter(norm.parameters()), None)
         like = next(iter(model.parameters())) if like is None else like
         rows = decode_tensor(*encoded).to(device=like.device, dtype=like.dtype)
-        step, self._interp_step = self._interp_step, None
-        try:
-            with torch.no_grad():
-                normed = norm(rows.contiguous())
-                normed = normed[0] if isinstance(normed, tuple) else normed
-                logits = model.compute_logits(normed)
-        finally:
-            self._interp_step = step
+        with self._interp_parked(), torch.no_grad():
+            normed = norm(rows.contiguous())
+            normed = normed[0] if isinstance(normed, tuple) else normed
+            logits = model.compute_logits(normed)
         return None if logits is None else encode_tensor(logits)
 
     def _interp_lens_decode(self, request: _Request, top_k: int) -> dict[str, Any]:

@@ -1,0 +1,278 @@
+"""The vLLM worker of `vllm-static`: taps installed before compilation, one plan per step.
+
+vLLM builds its worker from a class named by `worker_cls`. `CPUStaticWorker` and
+`GPUStaticWorker` are the platform's own worker classes with one change: once `load_model` has
+loaded the weights, and before the first forward (vLLM's profiling and warm-up) compiles the
+model, they install the declared taps (`interp_vllm.static_taps`). The declaration travels in
+`additional_config["interp_static"]` (site keys to read and to write, write slots, the model's
+config), which also makes vLLM's compilation hash differ per tap set.
+
+A failure while installing is not raised there (vLLM would report only that the engine core
+failed to start): it is kept and `interp_install` returns it, so the client refuses with the
+failing point and the reason.
+
+Per step, on the host, around the compiled forward (`wrap_runner`):
+
+- after vLLM's `_prepare_inputs` has laid out the batch (request order, token counts, absolute
+  positions), the step plan is built exactly as the hooked backend builds it, and the per-row
+  steering parameters of this step's steered requests are written into the taps' buffers;
+- after the runner's `execute_model`, the rows of every interpreted request are sliced out of the
+  read buffers, and any request whose steered rows were not finite is refused.
+
+vLLM's compile cache (AOT artifacts keyed by the config hash) is switched off in this worker's
+process: a cached artifact would be replayed without re-tracing, and our hooks' tensors must be
+the ones this process allocated. The inductor kernel cache stays on.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from interp_core.errors import CapabilityUnsupported
+from interp_vllm.engine import STATIC_CONFIG_KEY
+from interp_vllm.static_taps import StaticTaps
+
+# Also CPUStaticWorker and GPUStaticWorker, built on first use (module __getattr__).
+__all__ = [
+    "collect_step",
+    "install_static_taps",
+    "plan_step",
+    "wrap_runner",
+]
+
+_PARENTS = {
+    "CPUStaticWorker": "vllm.v1.worker.cpu_worker.CPUWorker",
+    "GPUStaticWorker": "vllm.v1.worker.gpu_worker.Worker",
+}
+_BUILT: dict[str, type] = {}
+# How many rows the probe forward runs with (any small count: only per-row shapes are kept).
+_PROBE_TOKENS = 4
+
+
+def __getattr__(name: str) -> type:
+    """The worker classes are built on first use, each from its platform's parent only."""
+    if name not in _PARENTS:
+        message = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(message)
+    if name not in _BUILT:
+        _BUILT[name] = _static_worker_class(name, _PARENTS[name])
+    return _BUILT[name]
+
+
+def _static_worker_class(name: str, parent_path: str) -> type:
+    import importlib
+
+    module, _, attribute = parent_path.rpartition(".")
+    parent = getattr(importlib.import_module(module), attribute)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        os.environ["VLLM_DISABLE_COMPILE_CACHE"] = "1"  # see the module docstring
+        parent.__init__(self, *args, **kwargs)
+
+    def load_model(self: Any, *args: Any, **kwargs: Any) -> None:
+        parent.load_model(self, *args, **kwargs)
+        install_static_taps(self)
+
+    cls = type(name, (parent,), {"__init__": __init__, "load_model": load_model})
+    cls.__module__ = __name__
+    cls.__qualname__ = name
+    return cls
+
+
+def install_static_taps(worker: Any) -> None:
+    """Resolve the declared sites, probe their shapes eagerly, allocate, hook (before compile)."""
+    from interp_vllm.sites import resolve_sites
+    from interp_vllm.worker import faithful_activations, site_key
+
+    declared = (worker.vllm_config.additional_config or {}).get(STATIC_CONFIG_KEY)
+    if not declared:
+        return
+    worker._interp_static_error = None
+    try:
+        runner = worker.model_runner
+        model = runner.model
+        config = dict(declared["config"])
+        faithful_activations(model, config)  # module swaps must precede the trace
+        resolution = resolve_sites(model, config)
+        sites = {site_key(n, layer): s for (n, layer), s in resolution.sites.items()}
+        reads = {k for k in declared["reads"] if k in sites}
+        writes = {k for k in declared["writes"] if k in sites and sites[k].add is not None}
+        shapes = _probe(runner, model, {k: sites[k] for k in reads | writes})
+        missing = sorted((reads | writes) - set(shapes))
+        if missing:
+            worker._interp_static_error = (
+                f"the static taps {missing} saw no tensor in a probe forward before compilation"
+            )
+            return
+        capacity = int(worker.vllm_config.scheduler_config.max_num_batched_tokens)
+        taps = StaticTaps(capacity=capacity, slots=int(declared["slots"]))
+        taps.allocate(shapes, reads, writes)
+        taps.install(sites)
+        worker._interp_taps = taps
+        worker._interp_resolution = resolution
+        wrap_runner(worker, runner)
+    except Exception as exc:  # reported by interp_install, where the client can refuse
+        worker._interp_static_error = f"{type(exc).__name__}: {exc}"
+
+
+def _probe(runner: Any, model: Any, sites: dict[str, Any]) -> dict[str, Any]:
+    """Per-row shape, dtype and device of each site, from one eager forward before compilation.
+
+    vLLM's compiled modules run their plain `forward` while `do_not_compile` is set, so this
+    forward traces nothing and the probe hooks fire as Python.
+    """
+    shapes: dict[str, Any] = {}
+    groups: dict[tuple[int, str], tuple[Any, str, list[str]]] = {}
+    for key, site in sites.items():
+        groups.setdefault((id(site.module), site.phase), (site.module, site.phase, []))[2].append(
+            key
+        )
+
+    def record(keys: list[str]) -> Any:
+        def seen(args: Any, kwargs: Any, out: Any) -> None:
+            for key in keys:
+                value = sites[key].read(args, kwargs, out)
+                shapes[key] = (tuple(value.shape[1:]), value.dtype, value.device)
+
+        return seen
+
+    handles = []
+    for module, phase, keys in groups.values():
+        seen = record(keys)
+        if phase == "pre":
+            handles.append(
+                module.register_forward_pre_hook(
+                    lambda m, a, kw, seen=seen: seen(a, kw, None), with_kwargs=True
+                )
+            )
+        else:
+            handles.append(
+                module.register_forward_hook(
+                    lambda m, a, kw, o, seen=seen: seen(a, kw, o), with_kwargs=True
+                )
+            )
+    compiled = [m for m in model.modules() if hasattr(m, "do_not_compile")]
+    saved = [m.do_not_compile for m in compiled]
+    try:
+        for module in compiled:
+            module.do_not_compile = True
+        with torch.no_grad():
+            runner._dummy_run(_PROBE_TOKENS)
+    finally:
+        for module, value in zip(compiled, saved, strict=True):
+            module.do_not_compile = value
+        for handle in handles:
+            handle.remove()
+    return shapes
+
+
+def wrap_runner(worker: Any, runner: Any) -> None:
+    """Plan each step after vLLM lays out its batch, collect after the forward ran.
+
+    Until `interp_install` has set up the request state (the client calls it once the engine is
+    up), steps run with every row neutral: vLLM's own warm-up and profiling forwards.
+    """
+    prepare = runner._prepare_inputs
+    execute = runner.execute_model
+    taps: StaticTaps = worker._interp_taps
+
+    def prepare_inputs(scheduler_output: Any, num_scheduled_tokens: Any, *a: Any, **k: Any) -> Any:
+        result = prepare(scheduler_output, num_scheduled_tokens, *a, **k)
+        if not getattr(worker, "_interp_ready", False):
+            return result
+        try:
+            counts = [int(n) for n in num_scheduled_tokens]
+            worker._interp_layout = (list(runner.input_batch.req_ids[: len(counts)]), counts)
+            plan_step(worker, taps, runner.positions[: sum(counts)])
+        except Exception as exc:  # never let bookkeeping take the engine down
+            worker._interp_step = None
+            for params in taps.writes.values():
+                params.reset()
+            worker._interp_orphan_errors.append(f"step plan: {type(exc).__name__}: {exc}")
+        return result
+
+    def execute_model(*a: Any, **k: Any) -> Any:
+        try:
+            return execute(*a, **k)
+        finally:
+            if getattr(worker, "_interp_ready", False):
+                try:
+                    collect_step(worker, taps)
+                except Exception as exc:  # never let bookkeeping take the engine down
+                    worker._interp_orphan_errors.append(f"collect: {type(exc).__name__}: {exc}")
+                worker._interp_step = None
+
+    runner._prepare_inputs = prepare_inputs
+    runner.execute_model = execute_model
+
+
+def plan_step(worker: Any, taps: StaticTaps, positions: torch.Tensor) -> None:
+    """This step's plan (as the hooked backend's), and its steered rows' parameters filled."""
+    from interp_vllm.worker import _local
+
+    for params in taps.writes.values():
+        params.reset()
+    worker._interp_step = None
+    segments = worker._interp_segments()
+    if not segments:
+        return
+    step = worker._interp_build_step(segments, (), {"positions": positions})
+    worker._interp_step = step
+    for key, params in taps.writes.items():
+        width = params.add.shape[-1]
+        for segment in step.by_key.get(key, ()):
+            request = segment.request
+            ops = request.writes.get(key)
+            if not ops or request.refusal is not None:
+                continue
+            rows = step.positions[segment.start : segment.stop]
+            try:
+                if len(ops) > taps.slots:
+                    message = f"{len(ops)} operations at {key}; the static taps hold {taps.slots}"
+                    raise ValueError(message)
+                for slot, write in enumerate(ops):
+                    local = _local(write, width)
+                    mask = None if local.positions is None else torch.isin(rows, local.positions)
+                    taps.fill(key, slot, segment.start, segment.stop, mask, local)
+            except Exception as exc:  # this request alone: its rows go back to neutral
+                taps.neutral(key, segment.start, segment.stop)
+                request.refuse(
+                    CapabilityUnsupported.build(
+                        f"the vLLM workers could not steer this request at {key}",
+                        f"{type(exc).__name__}: {exc}",
+                        "use backend='vllm' for this steering",
+                    )
+                )
+
+
+def collect_step(worker: Any, taps: StaticTaps) -> None:
+    """After the forward: refuse requests whose steered rows overflowed, keep everyone's rows."""
+    from interp_vllm.worker import _non_finite
+
+    step = worker._interp_step
+    if step is None:
+        return
+    for key, segments in step.by_key.items():
+        params = taps.writes.get(key)
+        steered = [
+            s
+            for s in segments
+            if params is not None and key in s.request.writes and s.request.refusal is None
+        ]
+        if steered:
+            flags = torch.stack([params.finite[s.start : s.stop].all() for s in steered])
+            for segment, ok in zip(steered, flags.tolist(), strict=True):
+                if not ok:
+                    written = torch.zeros(1, dtype=taps.dtypes[key])
+                    request = segment.request
+                    request.refuse(_non_finite(key, request.writes[key][-1], written))
+        if key not in taps.reads:
+            continue
+        for segment in segments:
+            request = segment.request
+            if request.refusal is None and (key in request.capture or key in request.lens):
+                part = slice(segment.start, segment.stop)
+                request.keep(key, step.positions[part], taps.rows(key, part.start, part.stop))
