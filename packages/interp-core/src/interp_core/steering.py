@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OPS",
     "POSITION_LIMIT",
+    "STATIC_WRITE_SLOTS",
     "SteeringSpec",
     "active_steering",
     "apply_reference",
@@ -66,6 +67,10 @@ OPS = ("add", "orthogonal", "projection_cap")
 # Positions travel to the backends as int64 index tensors; anything at or past this is refused
 # when a spec is built, before any backend sees it.
 POSITION_LIMIT = 2**63
+# How many steering operations one request may apply at one point of a backend whose writes are
+# traced into a compiled graph (vllm-static): each slot is one set of per-row parameters, two
+# float vectors per row in the steering arithmetic's float32. The sizer prices the buffers.
+STATIC_WRITE_SLOTS = 2
 
 
 def _fail(what: str, why: str | None = None, instead: str | None = None) -> SteeringSpecError:

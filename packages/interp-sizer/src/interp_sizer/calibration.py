@@ -154,17 +154,10 @@ CUDA_GRAPH_POOL = _c(
     0.4,
     "GiB per GPU",
     """CUDA-graph memory vLLM estimates and subtracts inside the pool when graphs are on
-    (vllm-generate). Off for the hooked `vllm` backend, which runs eagerly.""",
+    (vllm-generate, and vllm-static, whose taps are traced into vLLM's own graphs). Off for the
+    hooked `vllm` backend, which runs eagerly.""",
     """vLLM >= 0.21 logs 'Estimated CUDA graph memory: 0.36 GiB total' (gpustack/runner PR #251),
     0.17 GiB per rank at TP=4 (club-3090 issue #127); rounded up""",
-)
-STATIC_GRAPH_POOL = _c(
-    "static_graph_pool",
-    3.0,
-    "GiB per GPU",
-    "Graph allowance of the static-tap backend: breakable graphs plus its own tap machinery.",
-    """decoderesearch/interp-engine `interp_engine/memory.py` (`graph_pool_gib` 3.0), the graph
-    allowance its static-tap backend reserves in `vllm_capture/static.py`""",
 )
 HYBRID_KV_OVERHEAD = _c(
     "hybrid_kv_overhead",

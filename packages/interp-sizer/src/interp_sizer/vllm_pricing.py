@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from interp_core.steering import STATIC_WRITE_SLOTS
 from interp_sizer import calibration as cal
 from interp_sizer.activations import site_bytes_per_token, vllm_activation_peak_bytes
 from interp_sizer.gpus import GpuSpec
@@ -87,7 +88,8 @@ def _vllm_fit_at(
             "NCCL buffers included" if tp > 1 else "",
         )
     )
-    if s.backend == "vllm-generate":
+    if s.backend in ("vllm-generate", "vllm-static"):
+        # The static taps are traced into vLLM's own graphs: the same graph memory as vanilla.
         terms.append(
             Term(
                 "cuda_graphs",
@@ -99,19 +101,14 @@ def _vllm_fit_at(
                 "estimated and subtracted by vLLM",
             )
         )
-    elif s.backend == "vllm-static":
-        terms.append(
-            Term(
-                "cuda_graphs",
-                "graph pool (static taps)",
-                gib(cal.STATIC_GRAPH_POOL.value),
-                "overhead",
-                "pool",
-                "calibrated",
-            )
+    if s.backend == "vllm-static":
+        # Reads keep rows at the model's dtype; each write slot holds two float32 vectors per row
+        # (the steering arithmetic's per-row parameters, interp_vllm.static_taps).
+        write_bytes = STATIC_WRITE_SLOTS * 2 * 4
+        static_bytes = mnbt * (
+            site_bytes_per_token(s.static_reads, s.value_bytes, tp)
+            + site_bytes_per_token(s.static_writes, write_bytes, tp)
         )
-        static_sites = (*s.static_reads, *s.static_writes)
-        static_bytes = mnbt * site_bytes_per_token(static_sites, s.value_bytes, tp)
         terms.append(
             Term(
                 "static_buffers",

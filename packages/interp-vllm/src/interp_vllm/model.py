@@ -44,7 +44,6 @@ from interp_core.errors import (
     CapabilityUnsupported,
     InvalidArgument,
     PointUnsupported,
-    SteeringSpecError,
 )
 from interp_core.facts import ModelFacts
 from interp_core.known_models import bundled_first
@@ -57,6 +56,7 @@ from interp_core.sampling import (
     check_sampling,
 )
 from interp_core.steering import (
+    STATIC_WRITE_SLOTS,
     SteeringSpec,
     active_steering,
     as_specs,
@@ -66,12 +66,12 @@ from interp_core.steering import (
 from interp_vllm.conveniences import VLLMConveniences
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.prompts import all_ones, check_prompts
+from interp_vllm.static_client import StaticTier
 from interp_vllm.support import (
     INSTEAD,
     MODES,
     RECOMPUTED,
     SHARDED,
-    STATIC_WRITE_SLOTS,
     check_dtype,
     point_support,
 )
@@ -83,7 +83,6 @@ from interp_vllm.wire import (
     needed_keys,
     request_spec,
     run_request,
-    sink_keys,
     submission,
 )
 
@@ -109,7 +108,7 @@ class _Installed:
     refused: dict[str, str]
 
 
-class VLLMModel(VLLMConveniences):
+class VLLMModel(StaticTier, VLLMConveniences):
     """A causal LM served by a vLLM engine; see `InterpModel` and the module docstring."""
 
     binds_event_loop = True  # AsyncLLM's output handler belongs to the loop that started it
@@ -241,38 +240,6 @@ class VLLMModel(VLLMConveniences):
         return self._engine
 
     # --- static declaration ---------------------------------------------------------------------
-    def _declare_static(self, reads: Any, writes: Any) -> tuple[frozenset[str], frozenset[str]]:
-        if self._mode != "static":
-            if reads is not None or writes is not None:
-                msg = (
-                    "static_points / static_writes declare the fixed tap set of backend="
-                    "'vllm-static'; the hooked backend taps whatever each request asks for"
-                )
-                raise InvalidArgument(msg)
-            return frozenset(), frozenset()
-        auto = frozenset(f"resid_post.{layer}" for layer in range(self.n_layers))
-        declared_reads = auto if reads in (None, "auto") else self._static_set(reads, "points")
-        declared_writes = (
-            declared_reads if writes in (None, "auto") else self._static_set(writes, "writes")
-        )
-        return declared_reads, declared_writes
-
-    def _static_set(self, points: Any, which: str) -> frozenset[str]:
-        if isinstance(points, str) or not isinstance(points, Sequence):
-            msg = f"static_{which} must be 'auto' or a list of addresses, got {points!r}"
-            raise InvalidArgument(msg)
-        keys = set()
-        for point in points:
-            address = to_address(point)
-            if which == "writes" and address.name in RECOMPUTED:
-                msg = f"{address} cannot be a static write: attention patterns are read-only"
-                raise InvalidArgument(msg)
-            verdict = self.supports(address)
-            if not verdict:
-                raise PointUnsupported(verdict.explain())
-            keys.add(address_key(address))
-        return frozenset(keys)
-
     # --- engine ---------------------------------------------------------------------------------
     async def _ready(self) -> Any:
         if self._engine is not None:
@@ -304,19 +271,6 @@ class VLLMModel(VLLMConveniences):
                 self._engine = engine
         return self._engine
 
-    def _static_taps(self) -> dict[str, Any]:
-        """What the static workers trace into the compiled forward (EngineSettings.static)."""
-        reads = [to_address(k) for k in self._static_reads]
-        # Attention patterns are rebuilt from q and k: those (and any sinks) are the taps. A
-        # sink site the model lacks is skipped by the workers.
-        keys = {*needed_keys(reads, lambda _key: False), *sink_keys(reads)}
-        return {
-            "reads": sorted(keys),
-            "writes": sorted(self._static_writes),
-            "slots": STATIC_WRITE_SLOTS,
-            "config": self._config,
-        }
-
     async def _install(self, engine: Any) -> _Installed:
         answers = await engine.collective_rpc("interp_install", args=(self._config, None))
         first = answers[0]
@@ -340,58 +294,6 @@ class VLLMModel(VLLMConveniences):
         await self._ready()
         if self._mode == "static":
             await self._self_test()
-
-    async def _self_test(self) -> None:
-        """Prove the taps work under compilation before serving, or refuse to start.
-
-        Reads: a 3-token request must get one finite row per position at every declared read.
-        Writes: at each declared write a sentinel request adds a vector twice (two slots) whose
-        sum overflows float32; the compiled forward must compute it on that request's rows and
-        flag them non-finite, which the workers turn into a SteeringSpecError. A write tap that
-        never ran would let the request succeed.
-        """
-        prompt = [1, 2, 3]  # any in-vocabulary tokens: what is checked is where rows land
-        served = self._installed.sites if self._installed is not None else frozenset()
-        declared = [to_address(k) for k in self._static_reads]
-        keys = sorted(k for k in needed_keys(declared, self._has_site) if k in served)
-        _, payload = await self._request(prompt, self._sampling(1, 0.0), {"capture": keys})
-        bad = [
-            k
-            for k in keys
-            if payload["positions"].get(k) != [0, 1, 2]
-            or not bool(payload["captured"][k].isfinite().all())
-        ]
-        if bad:
-            self._refuse_start(
-                f"the static taps {bad} did not return one finite row per position in warmup"
-            )
-        writable = self._installed.writable if self._installed is not None else frozenset()
-        writes = sorted(k for k in self._static_writes if k in writable)
-        outcomes = await asyncio.gather(
-            *(self._sentinel(prompt, key) for key in writes), return_exceptions=True
-        )
-        dead = [k for k, o in zip(writes, outcomes, strict=True) if not _sentinel_refused(o)]
-        if dead:
-            self._refuse_start(f"the static writes {dead} did not act in warmup")
-
-    async def _sentinel(self, prompt: list[int], key: str) -> Any:
-        width = self._write_width(key)
-        huge = [3.0e38] * width  # finite in float32; two of them overflow it
-        steer = [{"key": key, "op": "add", "vector": huge, "scale": 1.0}] * STATIC_WRITE_SLOTS
-        return await self._request(prompt, self._sampling(1, 0.0), {"capture": [], "steer": steer})
-
-    def _write_width(self, key: str) -> int:
-        """The full width a write vector at `key` has (the workers slice it per rank)."""
-        from interp_core.shapes import point_width
-
-        return point_width(to_address(key), self._facts)
-
-    def _refuse_start(self, what: str) -> None:
-        raise CapabilityUnsupported.build(
-            what,
-            "the compiled forward ran without them, so their answers would be wrong",
-            "load with backend='vllm' (hooked), and report this with the family and the points",
-        )
 
     async def shutdown(self) -> None:
         """Stop the engine; later calls are refused until `warmup()` (idempotent)."""
@@ -836,10 +738,6 @@ class VLLMModel(VLLMConveniences):
     def __repr__(self) -> str:
         state = "running" if self._engine is not None else "not started"
         return f"VLLMModel({self._model_id!r}, {self.backend_name}, {state})"
-
-
-def _sentinel_refused(outcome: Any) -> bool:
-    return isinstance(outcome, SteeringSpecError) and "not finite" in str(outcome)
 
 
 def _generation_positions(prompt: list[int], max_new_tokens: int) -> tuple[int, str]:

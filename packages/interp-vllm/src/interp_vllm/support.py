@@ -46,7 +46,6 @@ __all__ = [
     "MULTI_STREAM",
     "RECOMPUTED",
     "SHARDED",
-    "STATIC_WRITE_SLOTS",
     "FamilySupport",
     "check_dtype",
     "family_support",
@@ -55,9 +54,6 @@ __all__ = [
 ]
 
 MODES = ("hooked", "static", "generate")
-# How many steering operations one request may apply at one point under vllm-static: each slot
-# is a set of per-row parameters traced into the compiled forward (interp_vllm.static_taps).
-STATIC_WRITE_SLOTS = 2
 INSTEAD = "Use backend='eager', which serves every standardized point"
 
 # The attention patterns: never a tensor in vLLM (its kernels keep no [q, k] matrix), rebuilt on

@@ -8,8 +8,10 @@ warm-up. Workloads:
   float32, eager attention): ours (eager backend) and each reference engine, each against a
   plain forward in its own process.
 * P2 — the same with every point the engine can read.
-* P3 — vLLM generation of 128 tokens with resid_post captured at every layer vs vanilla vLLM
-  generation of the same request (same engine settings; `vllm-generate` with eager mode).
+* P3 — vLLM generation of 128 tokens against vanilla vLLM as users run it (compiled), with
+  vanilla in eager mode beside it: the hooked backend and the compiled `vllm-static` tier with
+  resid_post captured at every layer, steering at one point, and 8 concurrent requests
+  (`interp_validator.bench.static_tier`, which also states the goals the rows are judged by).
 * P4 — 8 concurrent requests with capture: aggregate generated tokens/s, vLLM vs eager.
 * L — steering and logit-lens latency vs a plain capture, eager and vLLM.
 

@@ -12,11 +12,13 @@ stream and 8 concurrent requests, in tokens/s, for:
 * `vanilla vLLM` — plain vLLM with CUDA graphs and compile (vLLM's defaults),
 * `vllm-generate` — our generate-only backend (the same engine, through our API),
 * `vllm` — hooked, eager mode, resid_post captured at every layer,
-* `vllm-static` — declared resid_post taps,
+* `vllm-static` — declared resid_post taps traced into vLLM's compiled forward, so it runs
+  under CUDA graphs like vanilla vLLM (`model.execution == "cuda-graphs"`),
 * `eager` — HF transformers in-process (one stream; 8 requests run one after another).
 
 Every engine is shut down before the next starts, so each gets the whole GPU. The default model
-list is sized to finish within 8 minutes on one H200; extra models are opt-in.
+list is sized to finish within 8 minutes on one H200; extra models are opt-in. The whole GPU check
+is one script, `tools/gpu_check.sh`.
 """
 
 from __future__ import annotations

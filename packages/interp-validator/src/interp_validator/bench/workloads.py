@@ -24,6 +24,7 @@ __all__ = [
     "Row",
     "build_bench_model",
     "interleave",
+    "prompt_tokens",
     "run_benchmarks",
 ]
 
@@ -45,6 +46,7 @@ class Row:
     baseline: str
     ratio: float | None
     note: str = ""
+    goal: float | None = None  # the least ratio this row is meant to reach, where one is set
 
 
 @dataclass
@@ -69,6 +71,9 @@ class BenchResult:
         for row in self.rows:
             value = f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} tok/s"
             ratio = "" if row.ratio is None else f"{row.ratio:.3f}×"
+            if row.goal is not None and row.ratio is not None:
+                verdict = "met" if row.ratio >= row.goal else "MISSED"
+                ratio += f" (goal ≥ {row.goal:g}×: {verdict})"
             note = f" ({row.note})" if row.note else ""
             lines.append(
                 f"| {row.workload} | {row.subject} | {row.variant}{note} | {value} | "
@@ -116,7 +121,7 @@ def build_bench_model(folder: str | os.PathLike[str]) -> Path:
     return target
 
 
-def _prompt(length: int = PROMPT_TOKENS, seed: int = 0) -> list[int]:
+def prompt_tokens(length: int = PROMPT_TOKENS, seed: int = 0) -> list[int]:
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -162,7 +167,7 @@ def bench_eager_capture(folder: Path, *, repeats: int, warmup: int) -> list[Row]
 
     model = load_model(str(folder), backend="eager")
     hf = model.hf_model
-    ids = torch.tensor([_prompt()])
+    ids = torch.tensor([prompt_tokens()])
     resid = [Address("resid_post", layer) for layer in range(model.n_layers)]
     every: list[Address] = []
     for spec in model.points():
@@ -216,7 +221,7 @@ def bench_reference_engines(
                 json.dumps(
                     {
                         "model_dir": str(folder),
-                        "tokens": _prompt(),
+                        "tokens": prompt_tokens(),
                         "repeats": repeats,
                         "warmup": warmup,
                         "engines": names,
@@ -260,68 +265,12 @@ def _engine_version(engine: str, versions: dict[str, str]) -> str:
 
 
 # --- P3 / P4 / latency: vLLM ----------------------------------------------------------------------
-def _vllm_models(folder: Path) -> tuple[Any, Any]:
+def _hooked_model(folder: Path) -> Any:
     from interp_core import load_model, sync
 
-    common = {"dtype": "float32", "max_model_len": 512}
-    hooked = load_model(str(folder), backend="vllm", **common)
-    vanilla = load_model(
-        str(folder),
-        backend="vllm-generate",
-        extra_vllm_kwargs={"enforce_eager": True},  # the same engine settings as hooked
-        **common,
-    )
+    hooked = load_model(str(folder), backend="vllm", dtype="float32", max_model_len=512)
     sync.warmup(hooked)
-    sync.warmup(vanilla)
-    return hooked, vanilla
-
-
-def bench_vllm_stream(
-    hooked: Any, vanilla: Any, *, repeats: int, warmup: int, new_tokens: int = 128
-) -> list[Row]:
-    """P3: one stream, generation of `new_tokens` with resid_post captured at every layer."""
-    from interp_core import sync
-
-    prompt = [_prompt()]
-    layers = [f"resid_post.{layer}" for layer in range(hooked.n_layers)]
-    produced: dict[str, int] = {}
-
-    def gen(model: Any, name: str) -> Callable[[], None]:
-        def run() -> None:
-            produced[name] = len(
-                sync.generate(model, prompt, max_new_tokens=new_tokens, temperature=0.0).token_ids
-            )
-
-        return run
-
-    def captured() -> None:
-        generation, _ = sync.capture_generation(
-            hooked, prompt, layers, max_new_tokens=new_tokens, temperature=0.0
-        )
-        produced["captured"] = len(generation.token_ids)
-
-    times = interleave(
-        {
-            "vanilla vLLM generate": gen(vanilla, "vanilla"),
-            "hooked backend, no capture": gen(hooked, "plain"),
-            "resid_post every layer, during generation": captured,
-        },
-        repeats=repeats,
-        warmup=warmup,
-    )
-    base = new_tokens / statistics.median(times["vanilla vLLM generate"])
-    rows = []
-    for name, samples in times.items():
-        if name == "vanilla vLLM generate":
-            continue
-        rate = new_tokens / statistics.median(samples)
-        rows.append(
-            Row("P3", "vllm (ours)", name, rate, "tok/s", "vanilla vLLM generate", rate / base)
-        )
-    short = {k: v for k, v in produced.items() if v != new_tokens}
-    if short:
-        rows = [Row(**{**asdict(r), "note": f"generated lengths differ: {short}"}) for r in rows]
-    return rows
+    return hooked
 
 
 def bench_concurrent(
@@ -332,7 +281,7 @@ def bench_concurrent(
 
     from interp_core import sync
 
-    prompts = [[_prompt(64, seed)] for seed in range(requests)]
+    prompts = [[prompt_tokens(64, seed)] for seed in range(requests)]
     layers = [f"resid_post.{layer}" for layer in range(hooked.n_layers)]
 
     def on_vllm() -> int:
@@ -372,7 +321,7 @@ def bench_latency(models: dict[str, Any], *, repeats: int, warmup: int) -> list[
     from interp_core import SteeringSpec, sync
 
     rows: list[Row] = []
-    prompt = [_prompt(32)]
+    prompt = [prompt_tokens(32)]
     for name, model in models.items():
         point = f"resid_post.{model.n_layers - 1}"
         spec = SteeringSpec(f"resid_post.{model.n_layers // 2}", [0.1] * model.d_model)
@@ -440,20 +389,31 @@ def run_benchmarks(
                 model_dir, repeats=repeats, warmup=warmup, engines=engines, errors=result.errors
             )
         if chosen & {"P3", "P4", "L"}:
-            hooked = vanilla = None
+            hooked = None
+            extra: dict[str, Any] = {}
             eager = load_model(str(model_dir), backend="eager")
             if "L" in chosen:
                 # Before any vLLM engine starts: its idle processes still take CPU time here.
                 say("L: steering and lens latency, eager")
                 result.rows += bench_latency({"eager": eager}, repeats=repeats, warmup=warmup)
             try:
-                say("starting two vLLM engines (hooked and generate-only)")
-                hooked, vanilla = _vllm_models(model_dir)
+                say("starting the hooked vLLM engine")
+                hooked = _hooked_model(model_dir)
                 if "P3" in chosen:
-                    say("P3: one stream, 128 new tokens, capture vs vanilla vLLM")
-                    result.rows += bench_vllm_stream(
-                        hooked, vanilla, repeats=max(3, repeats // 2), warmup=1
+                    from interp_validator.bench.static_tier import (
+                        bench_static_concurrent,
+                        bench_static_stream,
+                        static_models,
                     )
+
+                    say("P3: starting vanilla (compiled and eager) and vllm-static (compiled)")
+                    extra = static_models(model_dir, hooked)
+                    say("P3: one stream, 128 new tokens, against vanilla vLLM compiled")
+                    result.rows += bench_static_stream(
+                        extra, repeats=max(3, repeats // 2), warmup=1
+                    )
+                    say("P3: 8 concurrent requests, vllm-static vs vanilla vLLM compiled")
+                    result.rows += bench_static_concurrent(extra, repeats=max(3, repeats // 3))
                 if "P4" in chosen:
                     say("P4: 8 concurrent requests with capture, vLLM vs eager")
                     result.rows += bench_concurrent(hooked, eager, repeats=max(3, repeats // 3))
@@ -463,7 +423,7 @@ def run_benchmarks(
             except Exception as exc:  # vLLM missing or failing: say so in the report
                 result.errors["vllm"] = f"{type(exc).__name__}: {exc}"
             finally:
-                for model in (hooked, vanilla):
+                for model in (hooked, *extra.values()):
                     if model is not None:
                         sync.shutdown(model)
     return result

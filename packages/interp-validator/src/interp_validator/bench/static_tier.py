@@ -1,0 +1,166 @@
+"""P3 as users run vLLM: the compiled `vllm-static` tier against compiled vanilla vLLM.
+
+Vanilla vLLM compiles its model by default (torch.compile; on GPUs also CUDA graphs), so that is
+the baseline every P3 row is a ratio to; vanilla vLLM with `enforce_eager=True` (what the hooked
+backend must run as) is reported beside it. Four engines on the bench model, started once:
+
+- vanilla vLLM, compiled (the baseline) and eager;
+- the hooked backend (`vllm`, eager, Python hooks per step);
+- `vllm-static`, compiled, with resid_post at every layer declared as reads and one write point.
+
+One stream generates `new_tokens` greedily; the concurrent rows run `requests` at once and report
+aggregate tokens/s. The issue's goals are stated on the rows they judge (`Row.goal`): static with
+resid_post captured at every layer ≥ 0.95× vanilla compiled (one stream and 8 concurrent), and
+≥ 1.1× the hooked backend's capture on one stream. A missed goal is reported, never hidden.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from interp_validator.bench.workloads import Row, interleave, prompt_tokens
+
+__all__ = ["bench_static_concurrent", "bench_static_stream", "static_models"]
+
+BASELINE = "vanilla vLLM, compiled"
+STREAM_GOAL = 0.95  # static capture vs vanilla compiled
+HOOKED_GOAL = 1.1  # static capture vs the hooked backend's capture
+
+
+def static_models(folder: Path, hooked: Any) -> dict[str, Any]:
+    """The engines P3 compares, started and warmed (the hooked one is passed in)."""
+    from interp_core import load_model, sync
+
+    common = {"dtype": "float32", "max_model_len": 512}
+    layers = [f"resid_post.{layer}" for layer in range(hooked.n_layers)]
+    models = {
+        "compiled": load_model(str(folder), backend="vllm-generate", **common),
+        "eager": load_model(
+            str(folder),
+            backend="vllm-generate",
+            extra_vllm_kwargs={"enforce_eager": True},
+            **common,
+        ),
+        "static": load_model(
+            str(folder),
+            backend="vllm-static",
+            static_points=layers,
+            static_writes=[f"resid_post.{hooked.n_layers // 2}"],
+            **common,
+        ),
+        "hooked": hooked,
+    }
+    for model in models.values():
+        sync.warmup(model)
+    return models
+
+
+def bench_static_stream(
+    models: dict[str, Any], *, repeats: int, warmup: int, new_tokens: int = 128
+) -> list[Row]:
+    """One stream: generation alone, with capture of resid_post at every layer, with steering."""
+    from interp_core import SteeringSpec, sync
+
+    prompt = [prompt_tokens()]
+    static, hooked = models["static"], models["hooked"]
+    layers = [f"resid_post.{layer}" for layer in range(static.n_layers)]
+    spec = SteeringSpec(f"resid_post.{static.n_layers // 2}", [0.05] * static.d_model)
+
+    def generate(model: Any, **kwargs: Any) -> Callable[[], None]:
+        return lambda: sync.generate(
+            model, prompt, max_new_tokens=new_tokens, temperature=0.0, **kwargs
+        )
+
+    def capture(model: Any) -> Callable[[], None]:
+        return lambda: sync.capture_generation(
+            model, prompt, layers, max_new_tokens=new_tokens, temperature=0.0
+        )
+
+    variants = {
+        BASELINE: generate(models["compiled"]),
+        "vanilla vLLM, enforce_eager": generate(models["eager"]),
+        "hooked backend (eager), resid_post every layer": capture(hooked),
+        "vllm-static (compiled), no capture": generate(static),
+        "vllm-static (compiled), resid_post every layer": capture(static),
+        "vllm-static (compiled), steering at one point": generate(static, steering=spec),
+    }
+    times = interleave(variants, repeats=repeats, warmup=warmup)
+    rate = {name: new_tokens / statistics.median(samples) for name, samples in times.items()}
+    base = rate[BASELINE]
+    rows = []
+    for name, value in rate.items():
+        if name == BASELINE:
+            rows.append(Row("P3", "vllm", name, value, "tok/s", BASELINE, 1.0))
+            continue
+        goal = STREAM_GOAL if name == "vllm-static (compiled), resid_post every layer" else None
+        subject = "vllm (vanilla)" if name.startswith("vanilla") else "vllm (ours)"
+        rows.append(Row("P3", subject, name, value, "tok/s", BASELINE, value / base, goal=goal))
+    captured = rate["vllm-static (compiled), resid_post every layer"]
+    hooked_rate = rate["hooked backend (eager), resid_post every layer"]
+    rows.append(
+        Row(
+            "P3",
+            "vllm (ours)",
+            "vllm-static (compiled) vs hooked, resid_post every layer",
+            captured,
+            "tok/s",
+            "hooked backend (eager), resid_post every layer",
+            captured / hooked_rate,
+            goal=HOOKED_GOAL,
+        )
+    )
+    return rows
+
+
+def bench_static_concurrent(
+    models: dict[str, Any], *, repeats: int, requests: int = 8, new_tokens: int = 32
+) -> list[Row]:
+    """`requests` at once: vanilla compiled generation vs static capture of every layer."""
+    from interp_core import sync
+
+    static, vanilla = models["static"], models["compiled"]
+    prompts = [[prompt_tokens(64, seed)] for seed in range(requests)]
+    layers = [f"resid_post.{layer}" for layer in range(static.n_layers)]
+
+    def run(model: Any, capture: bool) -> int:
+        async def all_at_once() -> list[Any]:
+            if capture:
+                captures = [
+                    model.capture_generation(p, layers, max_new_tokens=new_tokens) for p in prompts
+                ]
+                return [g for g, _ in await asyncio.gather(*captures)]
+            plain = [model.generate(p, max_new_tokens=new_tokens, temperature=0.0) for p in prompts]
+            return await asyncio.gather(*plain)
+
+        return sum(len(g.token_ids) for g in sync.run(model, all_at_once))
+
+    variants = {"vanilla": lambda: run(vanilla, False), "static": lambda: run(static, True)}
+    for go in variants.values():
+        go()  # warm-up
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, go in variants.items():
+            start = time.perf_counter()
+            tokens = go()
+            rates[name].append(tokens / (time.perf_counter() - start))
+    base = statistics.median(rates["vanilla"])
+    mine = statistics.median(rates["static"])
+    shape = f"{requests} concurrent, {new_tokens} new tokens each"
+    return [
+        Row("P3", "vllm", f"{BASELINE}, {shape}", base, "tok/s", BASELINE, 1.0),
+        Row(
+            "P3",
+            "vllm (ours)",
+            f"vllm-static (compiled), resid_post every layer, {shape}",
+            mine,
+            "tok/s",
+            BASELINE,
+            mine / base,
+            goal=STREAM_GOAL,
+        ),
+    ]

