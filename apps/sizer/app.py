@@ -6,6 +6,10 @@ chart, KV tokens, estimated speeds and the `load_model(...)` call to copy. Every
 mirrored into the URL's query parameters, so `?model=Qwen/Qwen3-8B&backend=vllm-static` reopens
 the same sizing. Bad input shows a message, never a traceback.
 
+Defaults differ from `interp-size` on purpose, and the sidebar says so: the app starts at a
+context of 8,192 tokens (the CLI prices the model's maximum unless `--max-model-len` is given),
+and GPUs = 0 means "the fewest that fit" (the CLI's default when `--num-gpus` is not given).
+
 Run it with `make sizer` (or `streamlit run apps/sizer/app.py`).
 """
 
@@ -110,7 +114,12 @@ def _inputs() -> dict[str, Any]:
         "GPU", gpu_options, index=_choice(gpu_options, _param("gpu"), SMALLEST), key="gpu"
     )
     num_gpus = side.number_input(
-        "GPUs", min_value=0, max_value=64, value=_int_param("num_gpus", 1), key="num_gpus"
+        "GPUs (0 = the fewest that fit)",
+        min_value=0,
+        max_value=64,
+        value=max(0, _int_param("num_gpus", 0)),
+        key="num_gpus",
+        help="A count other than 0 is kept: the table, the verdict and the snippet use it.",
     )
     utilization = side.slider(
         "gpu_memory_utilization",
@@ -128,6 +137,8 @@ def _inputs() -> dict[str, Any]:
         min_value=0,
         value=_int_param("max_model_len", 8192),
         key="max_model_len",
+        help="Starts at 8,192 tokens here; `interp-size` prices the model's maximum unless "
+        "--max-model-len is given.",
     )
     concurrency = side.number_input(
         "Concurrent sequences",
@@ -143,7 +154,7 @@ def _inputs() -> dict[str, Any]:
         "quantization": None if quantization == NO_QUANT else quantization,
         "kv_cache_dtype": "auto" if backend == "eager" else kv_cache_dtype,
         "gpu": None if gpu == SMALLEST else gpu,
-        "num_gpus": int(num_gpus),
+        "num_gpus": int(num_gpus) or None,
         "gpu_memory_utilization": None if backend == "eager" else float(utilization),
         "max_model_len": int(max_model_len) or None,
         "concurrency": int(concurrency),
@@ -179,7 +190,7 @@ def _sync_url(inputs: Mapping[str, Any], capture: list[str], steer: list[str]) -
         "quantization": inputs["quantization"] or "",
         "kv_cache_dtype": inputs["kv_cache_dtype"],
         "gpu": inputs["gpu"] or "",
-        "num_gpus": str(inputs["num_gpus"]),
+        "num_gpus": str(inputs["num_gpus"] or ""),
         "util": ""
         if inputs["gpu_memory_utilization"] is None
         else f"{inputs['gpu_memory_utilization']:g}",
@@ -214,7 +225,7 @@ def _gib(value: float) -> str:
 def _show(report: SizingReport) -> None:
     fit = report.selected
     model = report.model
-    st.subheader(f"{model.model_id} · {report.request.backend} · {report.dtype}")
+    st.subheader(f"{model.model_id} · {report.request.backend} · {report.precision}")
     st.caption(
         f"{model.facts.architecture}, {model.facts.n_layers} layers, read from {model.origin}; "
         f"weights from {'safetensors headers (exact)' if model.weights_exact else 'the config'}"
@@ -235,9 +246,16 @@ def _show(report: SizingReport) -> None:
     speed = fit.throughput
     cols[4].metric(
         "Decode tok/s",
-        "-" if speed is None else f"{speed.decode_tokens_per_s:,.0f}",
+        "-" if speed is None or not fit.fits else f"{speed.decode_tokens_per_s:,.0f}",
         help=None if speed is None else f"limited by {speed.limiter}",
     )
+    if speed is not None and fit.fits:
+        low, high = speed.range(speed.decode_tokens_per_s)
+        st.caption(
+            f"Speeds are roofline estimates, not measurements: decode {low:,.0f}–{high:,.0f} "
+            f"tok/s over {speed.sequences} sequence(s) at {speed.context:,} tokens of context, "
+            f"limited by {speed.limiter}. Real runs vary with kernels, drivers and batching."
+        )
 
     where = f"{fit.num_gpus} × {fit.gpu.name}"
     if fit.fits:
@@ -275,15 +293,32 @@ def _show(report: SizingReport) -> None:
                 "prefill tok/s": None
                 if t is None or not row.fits
                 else round(t.prefill_tokens_per_s),
-                "largest term": row.limiting_term.label,
-                "why not": "; ".join(row.problems),
+                "limit / why not": row.limit,
             }
         )
-    st.dataframe(rows, hide_index=True, width="stretch")
+    st.dataframe(
+        rows,
+        hide_index=True,
+        width="stretch",
+        column_config={"limit / why not": st.column_config.TextColumn(width="large")},
+    )
+    misfits = [row for row in report.fits if not row.fits]
+    if misfits:
+        # The table cell truncates long reasons; each is written out in full here.
+        st.markdown(
+            "**Why not:**\n"
+            + "\n".join(f"- **{row.gpu.name}**: {'; '.join(row.problems)}" for row in misfits)
+        )
 
     st.markdown("#### Memory per GPU (GiB)")
+    needed = report.max_model_len * report.request.concurrency
+    st.caption(
+        f"KV is what this workload holds ({report.request.concurrency} × "
+        f"{report.max_model_len:,} tokens), not the whole pool vLLM reserves for it; the "
+        '"KV tokens" column gives the pool\'s capacity.'
+    )
     chart = {
-        row.gpu.name: {c: round(v / GIB, 3) for c, v in row.category_bytes().items()}
+        row.gpu.name: {c: round(v / GIB, 3) for c, v in row.category_bytes(needed).items()}
         for row in report.fits
     }
     import pandas as pd  # streamlit's own dependency; only the chart needs a frame

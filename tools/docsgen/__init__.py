@@ -109,10 +109,17 @@ def _count(src: str) -> str:
     return str(len(POINTS))
 
 
+def _public_api(src: str) -> str:
+    from docsgen.api_index import public_api_table
+
+    return public_api_table(src, Path(__file__).resolve().parents[2] / "docs")
+
+
 MARKERS: dict[str, Callable[..., str]] = {
     "translation": _translation,
     "points": _point_list,
     "point-count": _count,
+    "public-api": _public_api,
 }
 _MARKER = re.compile(r"<!--\s*interp:([a-z-]+)((?:\s+[A-Za-z0-9_.-]+)*)\s*-->")
 

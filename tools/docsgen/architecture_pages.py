@@ -51,9 +51,21 @@ def architecture_page(family: Family) -> str:
             "are those of its tiny test model (<code>interp_testmodels.configs</code>), "
             "whose config exercises the family's options at toy sizes."
         )
-    if family.test_notes:
-        intro.append(f"The tiny test model: {esc(family.test_notes)}")
     out.append(f"<p>{' '.join(intro)}</p>\n\n")
+    if family.test_notes and family.primary is not None:
+        # The diagram and facts are the real checkpoint's; the test model is a different,
+        # toy config, so it is said apart and labelled, never beside the facts as if one.
+        out.append(
+            '<div class="admonition info interp-test-config"><p class="admonition-title">'
+            "The tiny test config (not the checkpoint above)</p><p>The test suite builds a "
+            f"toy model of this family with random weights: {esc(family.test_notes)}</p>"
+            "</div>\n\n"
+        )
+    elif family.test_notes:
+        out.append(
+            '<p class="interp-test-config"><strong>Tiny test config:</strong> '
+            f"{esc(family.test_notes)}</p>\n\n"
+        )
     out.append(f"<p>{tags_html(trait_tags(facts))}</p>\n\n")
     out.append(generated_note() + "\n\n")
 

@@ -659,7 +659,9 @@ class _Diagram:
         return (
             f'<svg class="interp-diagram" xmlns="http://www.w3.org/2000/svg" '
             f'viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" '
-            f'style="min-width:{0.7 * width:.0f}px" '
+            # Never drawn smaller than its own size: labels are 9.5-11 px at 1:1 and went
+            # under 8 px when a wide block was shrunk into the column; the wrap scrolls.
+            f'style="min-width:{width:.0f}px" '
             f'role="img" aria-label="block diagram with the standardized points">'
             f"<style>{style}</style>{defs}{body}</svg>"
         )

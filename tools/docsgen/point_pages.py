@@ -139,19 +139,33 @@ def point_page(name: str) -> str:
     out.append(_backend_rows_for_point(src, name))
 
     out.append("## On each architecture\n\n")
+    out.append(
+        "<p>Layers and widths are those of the checkpoint named in the last column; a family "
+        "that ships no real config with interp-core shows its <em>tiny test config</em> "
+        "instead (toy sizes from the test suite, not a real model).</p>\n\n"
+    )
     rows = []
     for fam in families():
         facts = fam.facts
         reason = why_absent(name, facts)
         fam_link = link(src, arch_src(fam.key), fam.key, is_code=True)
+        source = (
+            code(fam.facts_source)
+            if fam.primary is not None
+            else '<span class="interp-test-config">tiny test config</span>'
+        )
         if reason is not None:
-            rows.append([fam_link, '<span class="interp-no">absent</span>', "", esc(reason)])
+            rows.append(
+                [fam_link, '<span class="interp-no">absent</span>', "", esc(reason), source]
+            )
             continue
         layers = present_layers(name, facts)
         where = "trunk" if layers is None else layers_text(layers, facts.n_layers)
         width = concrete_width(name, facts, first_layer(name, facts))
-        rows.append([fam_link, f'<span class="interp-yes">✓</span> {where}', code(width), ""])
-    out.append(table(["family", "has it", "width", "why not"], rows) + "\n")
+        rows.append(
+            [fam_link, f'<span class="interp-yes">✓</span> {where}', code(width), "", source]
+        )
+    out.append(table(["family", "has it", "width", "why not", "facts from"], rows) + "\n")
     return "".join(out)
 
 

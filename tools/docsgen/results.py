@@ -257,6 +257,9 @@ def validation_page(root: Path) -> str:
         "a failure. This page is rebuilt from the committed files on every build.</p>\n\n"
     )
     path = root / SUMMARY
+    if path.is_file():
+        loaded, _ = _load(path)
+        out.append(_versions_note(loaded))
     if not path.is_file():
         out.append(
             '<div class="admonition note"><p class="admonition-title">No results committed '
@@ -302,6 +305,49 @@ def validation_page(root: Path) -> str:
             + "</ul>\n"
         )
     return "".join(out)
+
+
+def _transformers_versions(runs: Any) -> dict[str, str]:
+    """name -> the transformers version a backend or engine ran with, as the summary records."""
+    if not isinstance(runs, Mapping):
+        return {}
+    found = {}
+    for name, info in runs.items():
+        versions = info.get("versions") if isinstance(info, Mapping) else None
+        if isinstance(versions, Mapping) and "transformers" in versions:
+            found[str(name)] = str(versions["transformers"])
+    return found
+
+
+def _versions_note(data: Any) -> str:
+    """Why the reference engines may run another transformers than the backends, with the
+    versions the committed summary records (nothing when they agree or are not recorded)."""
+    if not isinstance(data, Mapping):
+        return ""
+    subjects = _transformers_versions(data.get("backends"))
+    engines = _transformers_versions(data.get("engines"))
+    ours = sorted(set(subjects.values()))
+    theirs = sorted({v for name, v in engines.items() if v not in ours})
+    if not ours or not theirs:
+        return ""
+    in_process = sorted(name for name, v in engines.items() if v in ours)
+    same = (
+        f" The {', '.join(code(n) for n in in_process)} engine runs in the backends' own "
+        "process, on their version, so it checks the very modelling code the backends run."
+        if in_process
+        else ""
+    )
+    return (
+        "## Why two transformers versions\n\n"
+        f"<p>The backends ran on transformers {esc(', '.join(ours))}: the environment a user "
+        "installs, where vLLM's wheel caps the transformers release it accepts. The reference "
+        "engines run in their own pinned environments (built by "
+        "<code>interp-validate --setup</code>), on transformers "
+        f"{esc(', '.join(theirs))}, the release their TransformerLens, nnsight and nnterp "
+        f"versions were pinned and verified together on.{same} Agreement with the other "
+        "engines as well shows that these families compute the same numbers on both "
+        "releases.</p>\n\n"
+    )
 
 
 def _report_sections(root: Path) -> str:
@@ -350,14 +396,86 @@ def benchmarks_page(root: Path) -> str:
             "this page shows it.</p></div>\n"
         )
         return "".join(out)
+    out.append(_workload_legend())
     for path in files:
         rel_path = path.relative_to(root).as_posix()
         data, error = _load(path)
-        out.append(f"## `{rel_path}`\n\n")
+        suite = "GPU suite" if "gpu" in path.name.lower() else "CPU suite"
+        out.append(f"## {suite}\n\n<p>From {code(rel_path)}.</p>\n\n")
         if error is not None:
             out.append(f"<p>Could not be read: {esc(error)}</p>\n\n")
             continue
-        out.append(render_json(_unwrap(data)) + "\n\n")
+        rows = data.get("rows") if isinstance(data, Mapping) else None
+        if isinstance(rows, list) and rows and all(isinstance(r, Mapping) for r in rows):
+            out.append(_bench_tables(data.get("meta"), rows))
+            errors = data.get("errors")
+            if isinstance(errors, Mapping) and errors:
+                items = "".join(
+                    f"<li>{code(str(k))}: {esc((str(v).strip() or 'failed').splitlines()[0])}</li>"
+                    for k, v in sorted(errors.items())
+                )
+                out.append(f"<p>Not measured:</p><ul>{items}</ul>\n\n")
+        else:
+            out.append(render_json(_unwrap(data)) + "\n\n")
+    return "".join(out)
+
+
+def _workload_legend() -> str:
+    """What P1-P4 and L measure, in the words `interp-bench --help` uses."""
+    from interp_validator.bench.workloads import WORKLOAD_SUMMARIES, WORKLOADS
+
+    items = "".join(
+        f"<li><strong>{esc(name)}</strong>: {esc(WORKLOAD_SUMMARIES[name])}</li>"
+        for name in WORKLOADS
+    )
+    return (
+        f"<p>The workloads:</p><ul>{items}</ul>\n\n<p>A <em>ratio</em> is the variant's "
+        "time over its baseline's (1.10× = 10% slower), or its throughput over the "
+        "baseline's for tokens per second. Times are medians, in milliseconds.</p>\n\n"
+    )
+
+
+def _bench_value(row: Mapping[str, Any]) -> str:
+    value, unit = row.get("value"), row.get("unit")
+    if not isinstance(value, int | float):
+        return ""
+    if unit == "s":
+        return f"{value * 1000:.1f} ms"  # the README and `interp-bench` print milliseconds
+    return f"{value:,.0f} {esc(str(unit or ''))}".strip()
+
+
+def _bench_tables(meta: Any, rows: list[Mapping[str, Any]]) -> str:
+    out = []
+    if isinstance(meta, Mapping):
+        facts = [
+            f"{label}: {esc(str(meta[key]))}"
+            for key, label in (("model", "model"), ("machine", "machine"))
+            if key in meta
+        ]
+        if "repeats" in meta:
+            facts.append(
+                f"medians of {esc(str(meta['repeats']))} runs after "
+                f"{esc(str(meta.get('warmup', 0)))} warm-up runs"
+            )
+        if facts:
+            out.append(f"<p>{'; '.join(facts)}.</p>\n\n")
+    by_workload: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_workload[str(row.get("workload", "?"))].append(row)
+    for workload, group in by_workload.items():
+        out.append(f"### {esc(workload)}\n\n")
+        body = [
+            [
+                esc(str(r.get("subject", ""))),
+                esc(str(r.get("variant", "")))
+                + (f" ({esc(str(r['note']))})" if r.get("note") else ""),
+                _bench_value(r),
+                esc(str(r.get("baseline", ""))),
+                "" if not isinstance(r.get("ratio"), int | float) else f"{r['ratio']:.3f}×",
+            ]
+            for r in group
+        ]
+        out.append(table(["subject", "variant", "value", "baseline", "ratio"], body) + "\n\n")
     return "".join(out)
 
 

@@ -105,3 +105,41 @@ def test_the_console_script_is_installed() -> None:
     assert exe, "the `interp` console script is not installed next to this interpreter"
     result = subprocess.run([exe, "points", SMOLLM2], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "30 layers" in result.stdout
+
+
+def test_a_path_that_does_not_exist_is_called_one(capsys) -> None:
+    assert main(["points", "/no/such/path"]) == 2
+    err = capsys.readouterr().err
+    assert "the path '/no/such/path' does not exist" in err
+    assert main(["points", "./config.json"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_mistyped_id_gets_suggestions_in_the_shells_words(capsys) -> None:
+    assert main(["points", "Qwen/Qwen3-8b"]) == 2
+    err = capsys.readouterr().err
+    assert "Did you mean 'Qwen/Qwen3-8B'" in err and "`interp models`" in err
+    assert "ModelFacts.from_config" not in err and "known_model_ids()" not in err
+
+
+def test_models_lists_the_bundled_ids(capsys) -> None:
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert SMOLLM2 in lines and "Qwen/Qwen3-8B" in lines
+    assert main(["models", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == lines
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    # `interp points MODEL | head`: the reader is gone before anything is written.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "interp_core.cli", "points", SMOLLM2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert proc.returncode == 141

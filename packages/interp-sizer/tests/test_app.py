@@ -77,7 +77,7 @@ def test_changing_the_gpu_count_reprices() -> None:
     ("params", "message"),
     [
         ({"model": "nobody/nothing-here"}, "unknown model 'nobody/nothing-here'"),
-        ({"num_gpus": "0"}, "num_gpus must be a positive integer"),
+        ({"model": "Qwen/Qwen3-8b"}, "Did you mean 'Qwen/Qwen3-8B'"),
         ({"model": "meta-llama/Llama-3.1-8B", "num_gpus": "3"}, "divides the heads"),
     ],
 )
@@ -85,6 +85,8 @@ def test_bad_input_shows_a_message_not_a_traceback(params: dict, message: str) -
     app = _app(**params)
     assert not app.exception
     assert app.error and message in app.error[0].value
+    # A library's exception class means nothing to a user of the page.
+    assert "Error" not in app.error[0].value and "Exception" not in app.error[0].value
 
 
 def test_a_malformed_pasted_config_shows_a_message() -> None:
@@ -93,3 +95,72 @@ def test_a_malformed_pasted_config_shows_a_message() -> None:
     assert not app.exception and "not valid JSON" in app.error[0].value
     app.text_area(key="config_text").input('{"model_type": "llama"}').run()
     assert not app.exception and "num_hidden_layers" in app.error[0].value
+
+
+def test_a_requested_gpu_count_is_kept_when_no_gpu_is_chosen() -> None:
+    # 70B in fp8 fits on one H200; asked for two GPUs, the page must answer for two.
+    app = _app(
+        model="meta-llama/Llama-3.1-70B",
+        quantization="fp8",
+        num_gpus="2",
+        max_model_len="8192",
+    )
+    assert not app.error
+    assert app.success[0].value.startswith("Fits on 2 × ")
+    assert "num_gpus=2," in app.code[0].value
+    assert any("Fit across GPUs (2 each)" in m.value for m in app.markdown)
+    # GPUs = 0 (the default) keeps the old answer: the fewest GPUs that fit.
+    app.number_input(key="num_gpus").set_value(0).run()
+    assert app.success[0].value.startswith("Fits on 1 × ")
+    assert "num_gpus=1," in app.code[0].value
+
+
+def test_the_heading_names_fp8_weights_and_the_speed_caveat_is_on_the_page() -> None:
+    app = _app(
+        model="meta-llama/Llama-3.1-8B",
+        gpu="H100-80GB",
+        quantization="fp8",
+        kv_cache_dtype="fp8",
+        max_model_len="8192",
+    )
+    heading = app.subheader[0].value
+    assert "fp8 weights, bfloat16 activations, fp8 KV cache" in heading
+    captions = " ".join(c.value for c in app.caption)
+    assert "roofline estimates, not measurements" in captions
+
+
+def test_gpus_that_do_not_fit_show_why_in_full_and_no_speed() -> None:
+    app = _app(model="meta-llama/Llama-3.1-70B", gpu="H100-80GB", max_model_len="8192")
+    table = app.dataframe[0].value
+    t4 = table[table["GPU"] == "T4"].iloc[0]
+    assert t4["fits"] == "no"
+    assert t4["decode tok/s"] is None or t4["decode tok/s"] != t4["decode tok/s"]  # None/NaN
+    assert "short of weights" in t4["limit / why not"]
+    why = next(m.value for m in app.markdown if m.value.startswith("**Why not:**"))
+    assert "- **T4**: T4 has no bfloat16 support" in why
+    assert "short of weights + overheads" in why
+    fitting = table[table["fits"] == "yes"].iloc[0]
+    assert fitting["limit / why not"].startswith("decode: ")
+
+
+def _chart_gib(app) -> dict[tuple[str, str], float]:
+    """The stacked memory chart's data as the browser receives it: (GPU, category) -> GiB."""
+    import pyarrow as pa  # streamlit's own dependency; the chart travels as Arrow
+
+    chart = app.get("vega_lite_chart")[0].proto
+    frame = pa.ipc.open_stream(chart.datasets[0].data.data).read_all().to_pandas()
+    gpu, category, value = frame.columns
+    return {(row[gpu], row[category]): row[value] for _, row in frame.iterrows()}
+
+
+def test_the_memory_chart_holds_the_workloads_kv_not_the_free_pool() -> None:
+    app = _app(model="meta-llama/Llama-3.1-8B", gpu="H200", max_model_len="8192")
+    captions = " ".join(c.value for c in app.caption)
+    assert "KV is what this workload holds (1 × 8,192 tokens)" in captions
+    gib = _chart_gib(app)
+    # One sequence of 8,192 tokens at 128 KiB each is 1 GiB, on every card that fits it; the
+    # H200's pool would hold ~850,000 tokens (over 100 GiB), which the chart used to draw.
+    assert gib[("H200", "kv")] == pytest.approx(1.0, abs=0.01)
+    assert gib[("B200", "kv")] == pytest.approx(1.0, abs=0.01)
+    total = sum(v for (card, _), v in gib.items() if card == "H200")
+    assert 15 < total < 25

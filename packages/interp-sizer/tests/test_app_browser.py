@@ -106,7 +106,7 @@ def _chromium(url: str, profile: Path, *mode: str) -> subprocess.CompletedProces
 
 
 # Texts that appear only once the sizing and the table of every GPU are on the page.
-RENDERED = ("Fits on 1 × H100-80GB", "MI300X")
+RENDERED = ("Fits on 1 × H100-80GB", "MI300X", "Assumptions (every calibrated constant")
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +136,15 @@ def test_the_served_page_shows_the_model_the_gpu_and_the_numbers(dom: str) -> No
     ):
         assert text in dom, text
     assert "Traceback" not in dom
+
+
+def test_the_speed_caveat_and_every_reason_are_on_the_page_not_in_tooltips(dom: str) -> None:
+    # A tooltip is not in the DOM until hovered, and the table's cells are drawn on a canvas
+    # that cuts long text: both the caveat and the reasons must be page text.
+    assert "roofline estimates, not measurements" in dom
+    assert "Why not:" in dom
+    assert "T4 has no bfloat16 support" in dom  # T4 cannot run this bfloat16 request
+    assert "KV is what this workload holds (1 × 8,192 tokens)" in dom
 
 
 def test_the_screenshot_is_a_rendered_page(served: str, dom: str, tmp_path: Path) -> None:

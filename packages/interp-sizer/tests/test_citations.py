@@ -33,3 +33,15 @@ def test_no_source_file_cites_a_document_outside_the_repository() -> None:
         if any(name.lower() in line.lower() for name in UNPUBLISHED)
     ]
     assert not found, "state the fact and its public source instead:\n" + "\n".join(found)
+
+
+def test_sources_name_the_public_repository_they_come_from() -> None:
+    # "interp-engine GPUS" reads as this project; the figures come from decoderesearch's.
+    import re
+
+    from interp_sizer import CALIBRATIONS, GPUS
+
+    texts = [gpu.source for gpu in GPUS] + [c.source for c in CALIBRATIONS]
+    bare = [t for t in texts if re.search(r"(?<![\w/])interp-engine\b", t)]
+    assert not bare, bare
+    assert all(gpu.source for gpu in GPUS)

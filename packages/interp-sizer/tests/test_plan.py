@@ -234,7 +234,8 @@ def test_json_report_carries_the_contract_keys() -> None:
 
 def test_default_request_is_the_documented_one() -> None:
     request = SizingRequest()
-    assert request.backend == "vllm" and request.num_gpus == 1 and request.concurrency == 1
+    # num_gpus None: no count asked for, so the table is at 1 GPU and the fewest that fit win.
+    assert request.backend == "vllm" and request.num_gpus is None and request.concurrency == 1
 
 
 @pytest.mark.parametrize(
@@ -260,3 +261,27 @@ def test_every_keyword_of_the_snippet_is_one_load_model_takes(setting: dict) -> 
     check_backend_keywords(setting["backend"], keywords)
     if "max_num_batched_tokens" in setting:
         assert 'extra_vllm_kwargs={"max_num_batched_tokens": 4096}' in report.snippet
+
+
+def test_a_requested_gpu_count_selects_at_that_count() -> None:
+    seventy = "meta-llama/Llama-3.1-70B"
+    fewest = size(seventy, quantization="fp8", max_model_len=8192)
+    assert (fewest.selected.num_gpus, fewest.selected.gpu.name) == (1, "H200")
+    two = size(seventy, quantization="fp8", max_model_len=8192, num_gpus=2)
+    assert two.selected.num_gpus == 2 and two.selected.fits
+    assert "num_gpus=2," in two.snippet
+    # The smallest card that fits at two GPUs; nothing with less memory fits at two.
+    smaller = [f for f in two.fits if f.gpu.memory_gib < two.selected.gpu.memory_gib]
+    assert smaller and not any(f.fits for f in smaller)
+    assert two.smallest is not None and two.smallest.num_gpus == 1
+
+
+def test_the_charted_kv_is_the_workloads_share_of_the_pool() -> None:
+    report = size(LLAMA, gpu="H200", max_model_len=8192, concurrency=2)
+    fit = report.selected
+    pool = fit.category_bytes()["kv"]
+    held = fit.category_bytes(8192 * 2)["kv"]
+    assert pool > 100 * GIB  # what vLLM reserves on an H200
+    assert held == pytest.approx(2 * 8192 * report.kv_bytes_per_token, rel=0.01)
+    # Never more than the pool, however much is asked for.
+    assert fit.category_bytes(10**9)["kv"] == pool

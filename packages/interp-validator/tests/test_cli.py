@@ -104,3 +104,14 @@ def test_the_console_script_is_installed() -> None:
         check=False,
     )
     assert found.returncode == 0 and "--baseline" in found.stdout
+
+
+def test_json_prints_one_object_with_counts_and_the_exit_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--backend", "eager", "--engine", "hf", "--family", "llama", "--quiet", "--json"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["exit_status"] == 0 and data["failures"] == [] and data["regressions"] == []
+    assert data["counts"]["pass"] == data["comparisons"] > 0
+    assert str(tmp_path / "report.md") in data["written"]

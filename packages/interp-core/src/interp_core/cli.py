@@ -3,21 +3,25 @@
 `interp points MODEL` answers the first question from a config alone: every standardized point
 with its width, its shape and the layers that have it, or the reason the model has none.
 `interp backends` answers the second: every registered backend and its probe's verdict.
-MODEL is a `config.json`, a folder holding one, or the repo id of a bundled config.
+`interp models` lists the bundled configs' repo ids. MODEL is a `config.json`, a folder
+holding one, or the repo id of a bundled config. Every subcommand takes `--json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.metadata
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from interp_core.__about__ import __version__
+from interp_core.cli_common import HelpFormatter, quiet_broken_pipe
 from interp_core.errors import ConfigError, InterpError
 from interp_core.facts import ModelFacts
 from interp_core.points import POINTS, Scope, absence_reason, layer_ranges
@@ -31,7 +35,13 @@ _BATCH, _SEQ = 1_000_003, 1_000_033
 
 def load_config(model: str) -> tuple[str, dict[str, Any]]:
     """Read a config from a file, a folder or the bundled catalogue; return (label, config)."""
-    path = Path(model)
+    path = Path(model).expanduser()
+    if not path.exists() and _looks_like_path(model):
+        message = (
+            f"the path {model!r} does not exist; pass an existing config.json or model folder, "
+            f"or a bundled repo id (`interp models` lists them)"
+        )
+        raise ConfigError(message)
     if path.is_dir():
         path = path / "config.json"
         if not path.is_file():
@@ -47,15 +57,31 @@ def load_config(model: str) -> tuple[str, dict[str, Any]]:
             message = f"cannot read {str(path)!r} as JSON: {error}"
             raise ConfigError(message) from error
         return str(path), config
-    from interp_core.known_models import load_known_config
+    from interp_core.known_models import known_model_ids, load_known_config
 
-    try:
-        return model, load_known_config(model)
-    except ConfigError as error:
+    known = known_model_ids()
+    if model not in known:
+        # The library's message names Python calls; a shell user is told what to type instead.
+        by_folded = {name.casefold(): name for name in known}
+        close = difflib.get_close_matches(model.casefold(), list(by_folded), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(by_folded[c]) for c in close)}?" if close else ""
         message = (
-            f"{model!r} is neither a config file, a model folder, nor a bundled config ({error})"
+            f"{model!r} is neither a config file, a model folder, nor one of the {len(known)} "
+            f"bundled configs.{hint} Pass a config.json or a model folder; `interp models` "
+            f"lists the bundled ids"
         )
-        raise ConfigError(message) from error
+        raise ConfigError(message)
+    return model, load_known_config(model)
+
+
+def _looks_like_path(model: str) -> bool:
+    """Whether `model` was meant as a path (a repo id is `org/name`, never these)."""
+    return (
+        model.startswith(("/", "./", "../", "~", "\\"))
+        or model.endswith(".json")
+        or model.count("/") > 1
+        or (os.sep != "/" and os.sep in model)
+    )
 
 
 def _symbolic(shape: tuple[int, ...]) -> str:
@@ -161,24 +187,50 @@ def _cmd_backends(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    from interp_core.known_models import known_model_ids
+
+    ids = list(known_model_ids())
+    print(json.dumps(ids, indent=2) if args.json else "\n".join(ids))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="interp", description="interp-engine: standardized points and backends."
+        prog="interp",
+        description="interp-engine: standardized points and backends.",
+        formatter_class=HelpFormatter,
+        epilog="examples:\n  interp points Qwen/Qwen3-8B\n  interp points ./my-model --json\n"
+        "  interp backends\n  interp models | grep -i llama",
     )
     parser.add_argument("--version", action="version", version=f"interp-core {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     points = sub.add_parser(
-        "points", help="every point a model has, with width and shape, or why it is absent"
+        "points",
+        formatter_class=HelpFormatter,
+        help="every point a model has, with width and shape, or why it is absent",
     )
     points.add_argument("model", help="a config.json, a model folder, or a bundled repo id")
     points.add_argument("--json", action="store_true", help="print one JSON object")
     points.set_defaults(run=_cmd_points)
-    backends = sub.add_parser("backends", help="registered backends and whether they can run here")
-    backends.add_argument("--json", action="store_true", help="print JSON")
+    backends = sub.add_parser(
+        "backends",
+        formatter_class=HelpFormatter,
+        help="registered backends and whether they can run here",
+    )
+    backends.add_argument("--json", action="store_true", help="print a JSON list")
     backends.set_defaults(run=_cmd_backends)
+    models = sub.add_parser(
+        "models",
+        formatter_class=HelpFormatter,
+        help="the repo ids of the bundled configs (usable offline as MODEL)",
+    )
+    models.add_argument("--json", action="store_true", help="print a JSON list")
+    models.set_defaults(run=_cmd_models)
     return parser
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:

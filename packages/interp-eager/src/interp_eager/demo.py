@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PROMPT = "The capital of France is"
 TARGET = " Paris"
@@ -24,6 +29,46 @@ STEER_TOKEN = " London"
 def _bar(value: float, width: int = 24) -> str:
     filled = round(value * width)
     return "#" * filled + "." * (width - filled)
+
+
+def attention_figure(pattern: Any, str_tokens: Sequence[str], title: str) -> Figure:
+    """One heatmap per head of `pattern` [heads, q, k], tokens on both axes, one colour bar.
+
+    Rows are query positions (the token attending), columns key positions (the token attended
+    to); the labels sit on the outer axes only, so every panel reads by the same grid.
+    """
+    import matplotlib.pyplot as plt
+
+    heads, n_q, n_k = pattern.shape
+    labels = [repr(t)[1:-1] or "␣" for t in str_tokens]  # escapes shown, quotes dropped
+    cols = min(heads, 5)
+    rows = (heads + cols - 1) // cols
+    size = max(2.6, 0.32 * n_k + 1.2)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(size * cols + 1.2, size * rows + 0.6), squeeze=False
+    )
+    image = None
+    for index in range(rows * cols):
+        ax = axes[index // cols][index % cols]
+        if index >= heads:
+            ax.axis("off")
+            continue
+        image = ax.imshow(pattern[index], cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(f"head {index}", fontsize=9)
+        ax.set_xticks(range(n_k))
+        ax.set_yticks(range(n_q))
+        last_row = index + cols >= heads
+        ax.set_xticklabels(labels[:n_k] if last_row else [], rotation=90, fontsize=7)
+        ax.set_yticklabels(labels[:n_q] if index % cols == 0 else [], fontsize=7)
+        if last_row:
+            ax.set_xlabel("key (attended to)", fontsize=8)
+        if index % cols == 0:
+            ax.set_ylabel("query", fontsize=8)
+    fig.suptitle(f"{title}: attention probability per head", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.92, 1))
+    bar = fig.colorbar(image, ax=axes.ravel().tolist(), fraction=0.025, pad=0.02)
+    bar.set_label("attention probability")
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,18 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     # 3. pictures
     heatmap = out_dir / f"attention_layer{mid:02d}.png"
     pattern = cache[Address("attn_probs", mid)][0].float()  # [heads, q, k]
-    heads = pattern.shape[0]
-    cols = min(heads, 5)
-    rows = (heads + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3 * rows), squeeze=False)
-    for head in range(rows * cols):
-        ax = axes[head // cols][head % cols]
-        ax.axis("off")
-        if head < heads:
-            ax.imshow(pattern[head].numpy(), cmap="viridis", vmin=0, vmax=1)
-            ax.set_title(f"head {head}", fontsize=9)
-    fig.suptitle(f"attn_probs.{mid}: {' | '.join(repr(t) for t in str_tokens)}", fontsize=8)
-    fig.tight_layout()
+    fig = attention_figure(pattern.numpy(), str_tokens, f"attn_probs.{mid}")
     fig.savefig(heatmap, dpi=110)
     plt.close(fig)
 

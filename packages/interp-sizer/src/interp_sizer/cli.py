@@ -5,24 +5,29 @@ memory terms on the selected GPU, a fit table across the catalogue, KV tokens, s
 `load_model(...)` call it priced. `--json` prints one JSON object instead (keys include
 `weights_bytes`, `kv_bytes_per_token`, `kv_tokens`, `fits` and `snippet`) for scripts. Exit
 status: 0 when the selected configuration fits, 1 when it does not, 2 on a refusal.
+
+Defaults differ from the Streamlit app's on purpose, and both say so: the CLI prices the
+model's full context unless `--max-model-len` is given (the app starts at 8,192 tokens).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 
+from interp_core.cli_common import HelpFormatter, quiet_broken_pipe
 from interp_core.errors import InterpError
 from interp_core.known_models import known_model_ids
 from interp_sizer.__about__ import __version__
 from interp_sizer.calibration import CALIBRATIONS, GIB
 from interp_sizer.formats import BACKENDS, KV_CACHE_DTYPES, QUANTIZATIONS
-from interp_sizer.gpus import GPUS, gpu_names
-from interp_sizer.plan import GpuFit, SizingReport, size
+from interp_sizer.gpus import GPUS, GpuSpec, gpu_names
+from interp_sizer.plan import GpuFit, SizingReport, SizingRequest, size
 
-__all__ = ["main", "render"]
+__all__ = ["as_flags", "main", "render"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,20 +35,64 @@ def _parser() -> argparse.ArgumentParser:
         prog="interp-size",
         description="Which GPU(s) and settings run a model on each interp-engine backend, "
         "before anything is loaded.",
+        formatter_class=HelpFormatter,
+        epilog="examples:\n"
+        "  interp-size meta-llama/Llama-3.1-8B --gpu H100-80GB --max-model-len 8192\n"
+        "  interp-size meta-llama/Llama-3.1-70B --quantization fp8 --num-gpus 2\n"
+        "  interp-size Qwen/Qwen3-8B --backend vllm-static --points resid_post --json\n"
+        "  interp-size --list-models | grep -i qwen\n\n"
+        "The Streamlit app (make sizer) starts at --max-model-len 8192; this command prices the "
+        "model's full context unless told otherwise.\n"
+        "Exit status: 0 fits, 1 does not fit, 2 refused.",
     )
-    parser.add_argument("model", nargs="?", help="HF repo id, model folder, or config.json path")
-    parser.add_argument("--gpu", help=f"price this GPU ({', '.join(gpu_names())})")
-    parser.add_argument("--backend", default="vllm", choices=BACKENDS)
-    parser.add_argument("--dtype", default="auto", help="auto, bfloat16, float16 or float32")
-    parser.add_argument("--quantization", choices=sorted(QUANTIZATIONS))
-    parser.add_argument("--kv-cache-dtype", default="auto", choices=list(KV_CACHE_DTYPES))
-    parser.add_argument("--num-gpus", type=int, default=1)
-    parser.add_argument("--gpu-memory-utilization", type=float)
-    parser.add_argument("--max-model-len", type=int)
+    parser.add_argument(
+        "model",
+        nargs="?",
+        help="HF repo id, model folder, or config.json path (--list-models: the bundled ids)",
+    )
+    parser.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help=f"price this GPU; default: the smallest that fits. One of {', '.join(gpu_names())}",
+    )
+    parser.add_argument("--backend", default="vllm", choices=BACKENDS, help="the backend to price")
+    parser.add_argument(
+        "--dtype", default="auto", help="auto (the checkpoint's), bfloat16, float16 or float32"
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=sorted(QUANTIZATIONS),
+        help="quantize the weights on load; default: none (as the checkpoint ships)",
+    )
+    parser.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=list(KV_CACHE_DTYPES),
+        help="KV cache element type (vLLM backends)",
+    )
+    parser.add_argument(
+        "--num-gpus",
+        type=int,
+        metavar="N",
+        help="GPUs to split the model over; default: 1 with --gpu, else the fewest that fit",
+    )
+    parser.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        metavar="FRACTION",
+        help="share of each GPU vLLM may use; default: 0.9",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        metavar="TOKENS",
+        help="context length priced; default: the model's maximum (the app's default is 8192)",
+    )
     parser.add_argument(
         "--concurrency",
         type=int,
         default=1,
+        metavar="N",
         help="sequences running at once, each up to --max-model-len",
     )
     parser.add_argument(
@@ -52,18 +101,40 @@ def _parser() -> argparse.ArgumentParser:
         dest="capture",
         action="append",
         default=[],
-        help="a point (every layer) or address to capture; repeat or comma-join",
+        help="a point (every layer) or address to capture; repeat or comma-join; default: none",
     )
     parser.add_argument(
-        "--steer", action="append", default=[], help="a point or address to steer (write)"
+        "--steer",
+        action="append",
+        default=[],
+        help="a point or address to steer (write); repeat or comma-join; default: none",
     )
-    parser.add_argument("--max-num-batched-tokens", type=int)
-    parser.add_argument("--attn-implementation", choices=("sdpa", "eager"))
-    parser.add_argument("--prompt-tokens", type=int, default=2048)
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        metavar="TOKENS",
+        help="vLLM's prefill chunk; default: vLLM's for the card (8192, or 16384 on large GPUs)",
+    )
+    parser.add_argument(
+        "--attn-implementation",
+        choices=("sdpa", "eager"),
+        help="HF attention on the eager backend; default: sdpa",
+    )
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=2048,
+        metavar="TOKENS",
+        help="prompt length for the prefill speed and in-flight captures",
+    )
     parser.add_argument("--offline", action="store_true", help="never try the Hub")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--list-models", action="store_true", help="the bundled model ids")
-    parser.add_argument("--list-gpus", action="store_true", help="the GPU catalogue")
+    parser.add_argument(
+        "--list-models", action="store_true", help="print the bundled model ids and exit"
+    )
+    parser.add_argument(
+        "--list-gpus", action="store_true", help="print the GPU catalogue with sources and exit"
+    )
     parser.add_argument(
         "--explain",
         action="store_true",
@@ -71,6 +142,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"interp-sizer {__version__}")
     return parser
+
+
+def as_flags(message: str) -> str:
+    """A library message in the words of this command: `num_gpus=2` becomes `--num-gpus 2`."""
+    for name in SizingRequest.__dataclass_fields__:
+        flag = "--" + name.replace("_", "-")
+        message = re.sub(rf"\b{name}=", f"{flag} ", message)
+        message = re.sub(rf"(?<![-\w.]){name}\b(?!\()", flag, message)
+    return message.replace("--capture", "--points")
 
 
 def _split(values: Sequence[str]) -> tuple[str, ...]:
@@ -93,8 +173,8 @@ def _table(rows: list[list[str]]) -> str:
 
 def _speed(fit: GpuFit) -> str:
     t = fit.throughput
-    if t is None:
-        return "-"
+    if t is None or not fit.fits:
+        return "-"  # a speed for a configuration that cannot start would mislead
     return f"{t.decode_tokens_per_s:,.0f}"
 
 
@@ -104,7 +184,8 @@ def render(report: SizingReport) -> str:
     model = report.model
     lines = [
         f"{model.model_id} ({model.facts.architecture}, from {model.origin}) on "
-        f"{fit.num_gpus} x {fit.gpu.name}, backend {report.request.backend}, {report.dtype}",
+        f"{fit.num_gpus} x {fit.gpu.name}, backend {report.request.backend}, "
+        f"{report.precision}",
         f"weights {_gib(report.weights_bytes)} ({model.inventory.source}); KV "
         f"{report.kv_bytes_per_token / 1024:.1f} KiB per token per GPU "
         f"({report.kv_values_per_token_layer} values per layer); max_model_len "
@@ -121,9 +202,9 @@ def render(report: SizingReport) -> str:
         f"{report.max_model_len:,}; longest context at concurrency "
         f"{report.request.concurrency}: {fit.max_context:,}"
     )
-    lines.extend(f"  - {problem}" for problem in fit.problems)
+    lines.extend(f"  - {as_flags(problem)}" for problem in fit.problems)
     if fit.advice:
-        lines.append("  try: " + "; ".join(fit.advice))
+        lines.append("  try: " + as_flags("; ".join(fit.advice)))
     if fit.throughput is not None:
         t = fit.throughput
         low, high = t.range(t.decode_tokens_per_s)
@@ -133,7 +214,7 @@ def render(report: SizingReport) -> str:
             f"prefill ~{t.prefill_tokens_per_s:,.0f} tok/s for {t.prompt_tokens:,}-token prompts"
         )
     lines += ["", f"across GPUs ({report.fits[0].num_gpus} each):"]
-    rows = [["gpu", "fits", "KV tokens", "max ctx", "decode tok/s", "limit"]]
+    rows = [["gpu", "fits", "KV tokens", "max ctx", "decode tok/s", "limit / why not"]]
     for row in report.fits:
         rows.append(
             [
@@ -142,10 +223,11 @@ def render(report: SizingReport) -> str:
                 f"{row.kv_tokens:,}",
                 f"{row.max_context:,}",
                 _speed(row),
-                row.limiting_term.label,
+                as_flags(row.limit),
             ]
         )
     lines.append(_table(rows))
+    lines.append("decode tok/s: a roofline estimate (+-30%), not a measurement; see --explain")
     if report.smallest is not None:
         lines.append(f"smallest fit: {report.smallest.num_gpus} x {report.smallest.gpu.name}")
     else:
@@ -155,18 +237,33 @@ def render(report: SizingReport) -> str:
     return "\n".join(lines)
 
 
+def _gpu_json(gpu: GpuSpec) -> dict[str, object]:
+    return {
+        "gpu": gpu.name,
+        "memory_gib_usable": gpu.memory_gib,
+        "bandwidth_tb_s": gpu.bandwidth_tb_s,
+        "bf16_tflops": gpu.bf16_tflops,
+        "source": gpu.source,
+    }
+
+
 def _explain() -> str:
     rows = [["constant", "value", "unit", "source"]]
     rows += [[c.name, f"{c.value:g}", c.unit, c.source] for c in CALIBRATIONS]
     return _table(rows)
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.list_models:
-        print("\n".join(known_model_ids()))
+        ids = list(known_model_ids())
+        print(json.dumps(ids, indent=2) if args.json else "\n".join(ids))
         return 0
     if args.list_gpus:
+        if args.json:
+            print(json.dumps([_gpu_json(g) for g in GPUS], indent=2))
+            return 0
         rows = [["gpu", "GiB usable", "TB/s", "bf16 TFLOP/s", "source"]]
         rows += [
             [g.name, f"{g.memory_gib:g}", f"{g.bandwidth_tb_s:g}", f"{g.bf16_tflops:g}", g.source]
@@ -197,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prompt_tokens=args.prompt_tokens,
         )
     except InterpError as error:
-        print(f"interp-size: {error}", file=sys.stderr)
+        print(f"interp-size: {as_flags(str(error))}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

@@ -72,8 +72,9 @@ GPUS: tuple[GpuSpec, ...] = (
         65,
         has_bf16=False,
         aliases=("tesla-t4",),
-        source="""usable 14.6 GiB: interp-engine `memory.py` GPUS (ECC on); 65 TFLOP/s fp16
-        tensor: hmc-tech L4-vs-T4; 320 GB/s: pcpartcomparison. Turing has no bf16""",
+        source="""usable 14.6 GiB: decoderesearch/interp-engine `interp_engine/memory.py`
+        GPUS (ECC on); 65 TFLOP/s fp16 tensor: hmc-tech L4-vs-T4; 320 GB/s:
+        pcpartcomparison. Turing has no bf16""",
     ),
     _gpu(
         "L4",
@@ -82,8 +83,8 @@ GPUS: tuple[GpuSpec, ...] = (
         0.300,
         121,
         fp8=True,
-        source="""usable 22.0 GiB: interp-engine GPUS; 242 TFLOP/s sparse on the datasheet,
-        halved; 300 GB/s: fpsbench""",
+        source="""usable 22.0 GiB: decoderesearch/interp-engine `memory.py` GPUS; 242
+        TFLOP/s sparse on the datasheet, halved; 300 GB/s: fpsbench""",
     ),
     _gpu(
         "A10G",
@@ -112,8 +113,8 @@ GPUS: tuple[GpuSpec, ...] = (
         165,
         fp8=True,
         aliases=("4090", "rtx4090"),
-        source="""waredb.com: 165.15 TFLOP/s dense (330.3 sparse), 1,008 GB/s; usable 23.6 GiB:
-        interp-engine GPUS""",
+        source="""waredb.com: 165.15 TFLOP/s dense (330.3 sparse), 1,008 GB/s; usable 23.6
+        GiB: decoderesearch/interp-engine `memory.py` GPUS""",
     ),
     _gpu(
         "A100-40GB",
@@ -123,8 +124,9 @@ GPUS: tuple[GpuSpec, ...] = (
         312,
         link=300,
         aliases=("a100-40", "a100_40gb"),
-        source="""glennklockwood.com A100 (datasheet): 312 TFLOP/s, 1,555 GB/s; usable 39.4 GiB:
-        interp-engine GPUS; NVLink3 600 GB/s bidirectional""",
+        source="""glennklockwood.com A100 (datasheet): 312 TFLOP/s, 1,555 GB/s; usable 39.4
+        GiB: decoderesearch/interp-engine `memory.py` GPUS; NVLink3 600 GB/s
+        bidirectional""",
     ),
     _gpu(
         "A40",
@@ -132,8 +134,8 @@ GPUS: tuple[GpuSpec, ...] = (
         48,
         0.696,
         149.7,
-        source="""NVIDIA A40 sheet (ecer.com copy): bf16 149.7 dense / 299.4 sparse; 696 GB/s;
-        44.4 GiB with ECC on: interp-engine GPUS""",
+        source="""NVIDIA A40 sheet (ecer.com copy): bf16 149.7 dense / 299.4 sparse; 696
+        GB/s; 44.4 GiB with ECC on: decoderesearch/interp-engine `memory.py` GPUS""",
     ),
     _gpu(
         "L40S",
@@ -142,8 +144,8 @@ GPUS: tuple[GpuSpec, ...] = (
         0.864,
         362,
         fp8=True,
-        source="""L40S sheet (mullet.se): bf16 362.05 dense / 733 sparse; 864 GB/s; usable 44.3
-        GiB: interp-engine GPUS""",
+        source="""L40S sheet (mullet.se): bf16 362.05 dense / 733 sparse; 864 GB/s; usable
+        44.3 GiB: decoderesearch/interp-engine `memory.py` GPUS""",
     ),
     _gpu(
         "A100-80GB",
@@ -154,7 +156,7 @@ GPUS: tuple[GpuSpec, ...] = (
         link=300,
         aliases=("a100", "a100-80", "a100-sxm"),
         source="""glennklockwood.com A100 80GB SXM: 2,039 GB/s (PCIe 1,935), 312 TFLOP/s;
-        usable 79.1 GiB: interp-engine GPUS""",
+        usable 79.1 GiB: decoderesearch/interp-engine `memory.py` GPUS""",
     ),
     _gpu(
         "H100-PCIe",
@@ -165,8 +167,8 @@ GPUS: tuple[GpuSpec, ...] = (
         fp8=True,
         link=64,
         aliases=("h100-pcie-80gb",),
-        source="""archive-lib.hpctech.co.jp H100 PCIe: 1,513 TFLOP/s sparse, halved; 2.0 TB/s
-        HBM2e; usable as the SXM part less the same reservation""",
+        source="""archive-lib.hpctech.co.jp H100 PCIe: 1,513 TFLOP/s sparse, halved; 2.0
+        TB/s HBM2e; usable as the SXM part less the same reservation""",
     ),
     _gpu(
         "H100-80GB",
@@ -177,8 +179,9 @@ GPUS: tuple[GpuSpec, ...] = (
         fp8=True,
         link=450,
         aliases=("h100", "h100-sxm", "h100-sxm5", "h100-80gb-sxm"),
-        source="""hpctech (1,979 sparse) and glennklockwood (989.4 dense): 989 TFLOP/s; 3.35 TB/s
-        HBM3; usable 79.1 GiB: interp-engine GPUS; NVLink4 900 GB/s bidirectional""",
+        source="""hpctech (1,979 sparse) and glennklockwood (989.4 dense): 989 TFLOP/s; 3.35
+        TB/s HBM3; usable 79.1 GiB: decoderesearch/interp-engine `memory.py` GPUS;
+        NVLink4 900 GB/s bidirectional""",
     ),
     _gpu(
         "H200",
@@ -189,8 +192,8 @@ GPUS: tuple[GpuSpec, ...] = (
         fp8=True,
         link=450,
         aliases=("h200-sxm", "h200-141gb"),
-        source="""itkb.uw.cz H200 vs B300: dense ~989 TFLOP/s, 4.8 TB/s HBM3e; 139 GiB measured
-        on an H200 NVL (interp-engine GPUS)""",
+        source="""itkb.uw.cz H200 vs B300: dense ~989 TFLOP/s, 4.8 TB/s HBM3e; 139 GiB
+        measured on an H200 NVL (decoderesearch/interp-engine `memory.py` GPUS)""",
     ),
     _gpu(
         "B200",
@@ -202,7 +205,8 @@ GPUS: tuple[GpuSpec, ...] = (
         link=900,
         aliases=("b200-180gb",),
         source="""glennklockwood.com B200: 2,250 TFLOP/s bf16 dense (HGX, 1000 W), 8 TB/s;
-        178.35 GiB measured (interp-engine GPUS); NVLink5 1.8 TB/s bidirectional""",
+        178.35 GiB measured (decoderesearch/interp-engine `memory.py` GPUS);
+        NVLink5 1.8 TB/s bidirectional""",
     ),
     _gpu(
         "MI300X",
@@ -213,8 +217,8 @@ GPUS: tuple[GpuSpec, ...] = (
         fp8=True,
         link=448,
         aliases=("mi300",),
-        source="""jaredwatkins.com (~1.3 PFLOP/s fp16 dense), aiwiki (5.3 TB/s HBM3); ~190 GiB
-        usable; Infinity Fabric 896 GB/s bidirectional""",
+        source="""jaredwatkins.com (~1.3 PFLOP/s fp16 dense), aiwiki (5.3 TB/s HBM3); ~190
+        GiB usable; Infinity Fabric 896 GB/s bidirectional""",
     ),
 )
 

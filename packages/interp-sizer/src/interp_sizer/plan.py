@@ -55,7 +55,8 @@ def size(
     """Price `model` under `request` (or keyword fields of `SizingRequest`) on every GPU.
 
     `gpu` selects the card the report's headline numbers and snippet are for; without it the
-    smallest fitting configuration is selected. `gpus` narrows the catalogue.
+    smallest card that fits at the requested `num_gpus` is selected, or, when no count was
+    given (`num_gpus=None`), the fewest GPUs that fit. `gpus` narrows the catalogue.
     """
     if request is None:
         request = SizingRequest()
@@ -84,6 +85,15 @@ def size(
     smallest = _smallest(resolved, s, catalogue)
     if chosen is not None:
         selected = next(f for f in fits if f.gpu == chosen)
+    elif request.num_gpus is not None:
+        # A GPU count the user asked for is kept: the smallest card that fits at that count,
+        # else the largest card at it (the verdict then says why not; `smallest` shows a fix).
+        at_count = [f for f in fits if f.fits]
+        selected = (
+            min(at_count, key=lambda f: f.gpu.memory_gib)
+            if at_count
+            else max(fits, key=lambda f: f.gpu.memory_gib)
+        )
     elif smallest is not None:
         selected = smallest
     else:

@@ -27,7 +27,7 @@ class SizingRequest:
     dtype: str = "auto"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
-    num_gpus: int = 1
+    num_gpus: int | None = None  # None: 1 per card in the table, fewest that fit when choosing
     gpu_memory_utilization: float | None = None  # vLLM only; None prices the calibrated 0.9
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     concurrency: int = 1  # sequences running at once, each up to max_model_len
@@ -76,10 +76,30 @@ class GpuFit:
         others = [t for t in self.terms if t.category != "kv"]
         return max(others, key=lambda t: t.bytes)
 
-    def category_bytes(self) -> dict[str, int]:
+    @property
+    def limit(self) -> str:
+        """What bounds this configuration: why it does not fit, else what caps decode speed."""
+        if not self.fits:
+            return "; ".join(self.problems) or "does not fit"
+        if self.throughput is not None:
+            return f"decode: {self.throughput.limiter}"
+        return f"largest term: {self.limiting_term.label}"
+
+    def category_bytes(self, kv_tokens_needed: int | None = None) -> dict[str, int]:
+        """Bytes per chart category; with `kv_tokens_needed`, the KV the workload fills.
+
+        The KV term is the whole pool left after everything else (vLLM hands it all to the
+        cache), so a chart of it makes a small model look as large as the card. Given the
+        tokens the request holds at once (context x concurrency), the KV category is scaled
+        down to them, never up past the pool.
+        """
         totals = {"weights": 0, "kv": 0, "activations": 0, "capture": 0, "overhead": 0}
         for term in self.terms:
-            totals[term.category] += term.bytes
+            value = term.bytes
+            if term.category == "kv" and kv_tokens_needed is not None:
+                share = min(1.0, kv_tokens_needed / self.kv_tokens) if self.kv_tokens else 1.0
+                value = round(term.bytes * share)
+            totals[term.category] += value
         return totals
 
 
@@ -106,6 +126,15 @@ class SizingReport:
     @property
     def kv_tokens(self) -> int:
         return self.selected.kv_tokens
+
+    @property
+    def precision(self) -> str:
+        """The number formats priced, for a heading: weights (if quantized), compute, KV."""
+        quant = self.request.quantization or self.model.inventory.checkpoint_quantization
+        text = f"{quant} weights, {self.dtype} activations" if quant else self.dtype
+        if self.kv_cache_dtype not in ("auto", self.dtype):
+            text += f", {self.kv_cache_dtype} KV cache"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         """One JSON-ready object; the keys are a contract for scripts (`interp-size --json`)."""

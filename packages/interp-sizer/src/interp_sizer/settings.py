@@ -80,7 +80,8 @@ def check_request(model: ResolvedModel, request: SizingRequest) -> Settings:
         )
         raise error
     vllm = backend != "eager"
-    num_gpus = positive_int(request.num_gpus, "num_gpus", "Pass num_gpus=1 or more")
+    requested_gpus = 1 if request.num_gpus is None else request.num_gpus
+    num_gpus = positive_int(requested_gpus, "num_gpus", "Pass num_gpus=1 or more")
     concurrency = positive_int(request.concurrency, "concurrency", "Pass 1 or more sequences")
     prompt_tokens = positive_int(request.prompt_tokens, "prompt_tokens", "Pass 1 or more")
     dtype = normalize_dtype(request.dtype, facts.torch_dtype)

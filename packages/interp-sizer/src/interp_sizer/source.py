@@ -155,19 +155,36 @@ def resolve_model(model: str | os.PathLike[str], *, hub: bool | None = None) -> 
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     if hub is False or (hub is None and (offline or "/" not in text)):
         raise UnknownModel(_unknown_message(text, offline))
+    if hub is None and _bundled_spelling(text) is not None:
+        # Only the case differs from a bundled id: a typo, answered at once instead of after
+        # the Hub client's retries.
+        raise UnknownModel(_unknown_message(text, offline, tried_hub=False))
     return _from_hub(text)
 
 
-def _unknown_message(text: str, offline: bool) -> str:
+def _bundled_spelling(text: str) -> str | None:
+    """The bundled id `text` matches when case is ignored, if it differs only by case."""
+    folded = text.casefold()
+    return next((n for n in known_model_ids() if n.casefold() == folded and n != text), None)
+
+
+def _suggestions(text: str) -> str:
     known = known_model_ids()
     by_folded = {name.casefold(): name for name in known}
     close = difflib.get_close_matches(text.casefold(), list(by_folded), n=3, cutoff=0.5)
-    hint = f" Did you mean {', '.join(repr(by_folded[c]) for c in close)}?" if close else ""
+    return f" Did you mean {', '.join(repr(by_folded[c]) for c in close)}?" if close else ""
+
+
+def _unknown_message(text: str, offline: bool, *, tried_hub: bool = False) -> str:
+    known = known_model_ids()
+    hint = _suggestions(text)
     online = (
         " The Hub was not tried because HF_HUB_OFFLINE is set."
         if offline
         else " The Hub was not tried (a repo id has the form 'org/name')."
         if "/" not in text
+        else " The Hub was not tried: it differs only in case from a bundled id."
+        if not tried_hub and _bundled_spelling(text) is not None
         else ""
     )
     return (
@@ -176,6 +193,19 @@ def _unknown_message(text: str, offline: bool) -> str:
         f"folder, a config.json path, a bundled id (`interp-size --list-models`), or a Hub repo "
         f"id with the `hub` extra installed (pip install 'interp-sizer[hub]')"
     )
+
+
+def _hub_failure(exc: Exception) -> str:
+    """What went wrong on the Hub, in words (the client's exception class means nothing to a
+    user)."""
+    name = type(exc).__name__
+    if "RepositoryNotFound" in name or ("EntryNotFound" in name and "Local" not in name):
+        return "the Hub has no such repository (or it is private)"
+    if "Gated" in name:
+        return "the repository is gated: accept its licence on the Hub and log in"
+    if any(part in name for part in ("LocalEntryNotFound", "Offline", "Connect", "Timeout")):
+        return "the Hub could not be reached and the config is not in the local cache"
+    return "the Hub did not return its config.json"
 
 
 def _from_hub(repo_id: str) -> ResolvedModel:
@@ -194,8 +224,12 @@ def _from_hub(repo_id: str) -> ResolvedModel:
     except Exception as exc:  # the client raises many types: offline, gated, missing, HTTP
         error = UnknownModel.build(
             f"cannot fetch the config of {repo_id!r} from the Hub",
-            f"{type(exc).__name__}: {exc}",
-            "Check the repo id and your network or token, or pass a local config.json",
+            _hub_failure(exc),
+            (
+                f"{_suggestions(repo_id)} Check the repo id (Hub ids are case-sensitive) and "
+                "your network or token, pass a bundled id (`interp-size --list-models`) or a "
+                "local config.json"
+            ).strip(),
         )
         raise error from exc
     records: list[TensorRecord] = []

@@ -19,10 +19,14 @@ as asked.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from interp_core.cli_common import HelpFormatter, quiet_broken_pipe
+from interp_validator.__about__ import __version__
 
 __all__ = ["main"]
 
@@ -36,6 +40,36 @@ def _names(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names))
 
 
+def _epilog() -> str:
+    """The names the options take, read from where they are defined (no torch import)."""
+    from interp_validator.references import EXTRA_ENGINES, REFERENCE_ENGINES
+
+    # interp_validator.engines.HF, spelled here: importing it loads torch, too slow for --help.
+    hf_engine = "hf"
+
+    try:
+        from interp_testmodels import FAMILY_NAMES
+    except ImportError:  # the `run` extra is not installed; the sweep will say so too
+        families = "(install interp-validator[run] to list them)"
+    else:
+        families = ", ".join(FAMILY_NAMES)
+    return (
+        "Without --family or --model, a sweep runs every backend that runs here against every\n"
+        "engine on every family and SmolLM2-135M-Instruct: about 30 minutes on a laptop CPU\n"
+        "(more the first time, when the engines' environments are built). Narrow it with\n"
+        "--backend/--engine/--family.\n\n"
+        f"engines: {hf_engine} (in-process), {', '.join(REFERENCE_ENGINES)}; on request: "
+        f"{', '.join(EXTRA_ENGINES)}\n"
+        f"families: {families}\n"
+        "backends: every registered one (`interp backends` lists them)\n\n"
+        "examples:\n"
+        "  interp-validate --backend eager --engine hf --family llama,gemma2   (seconds)\n"
+        "  interp-validate --setup   (build the engines' environments once)\n\n"
+        "Exit status: 0 all passed or honestly not made, 1 a failure, crash or regression, "
+        "2 the sweep cannot start as asked."
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="interp-validate",
@@ -44,7 +78,10 @@ def _parser() -> argparse.ArgumentParser:
             "nnsight, nnterp) point by point, and write the compact summary.json and report.md, "
             "errors-by-layer.png, and every record under full/."
         ),
+        formatter_class=HelpFormatter,
+        epilog=_epilog(),
     )
+    parser.add_argument("--version", action="version", version=f"interp-validator {__version__}")
     parser.add_argument(
         "--backend", action="append", help="subject backend(s); default: every one that runs here"
     )
@@ -53,22 +90,24 @@ def _parser() -> argparse.ArgumentParser:
         "--family", action="append", help="tiny-model family(ies); default: all of them"
     )
     parser.add_argument(
-        "--model", action="append", type=Path, default=[], help="a saved HF model folder"
+        "--model",
+        action="append",
+        type=Path,
+        default=[],
+        help="a saved HF model folder (repeatable); default: none",
     )
     parser.add_argument(
         "--real-model",
         action="store_true",
         help="include SmolLM2-135M-Instruct when --family or --model narrow the sweep",
     )
-    parser.add_argument(
-        "--out", type=Path, default=Path(DEFAULT_OUT), help=f"output folder ({DEFAULT_OUT}/)"
-    )
+    parser.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help="output folder")
     parser.add_argument(
         "--baseline",
         type=Path,
         help=(
             "a committed (compact) summary.json, may be the one --out rewrites; exit 1 when a "
-            "cell has fewer passes than there or a new non-pass record appears"
+            "cell has fewer passes than there or a new non-pass record appears; default: none"
         ),
     )
     parser.add_argument(
@@ -81,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per engine process")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (counts, failures, files written) instead of the summary lines",
+    )
     return parser
 
 
@@ -111,6 +155,7 @@ def _setup(engines: tuple[str, ...] | None) -> int:
     return 0
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # vLLM logs every engine start at INFO; a sweep starts one per model.
@@ -151,29 +196,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts: dict[str, int] = {}
     for record in result.records:
         counts[record.status.value] = counts.get(record.status.value, 0) + 1
-    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    print(f"{len(result.records)} comparisons in {result.seconds:.0f} s: {shown}")
-    print(f"wrote {len(written)} files under {args.out}/ (report: {args.out / 'report.md'})")
-    code = 0
-    for record in result.failures[:20]:
-        print(
-            f"FAIL {record.backend} vs {record.engine} on {record.model} at {record.address}: "
-            f"{record.reason}"
-        )
-    if result.failures:
-        code = 1
-    for error in result.errors:
-        print(f"ERROR reference engine {error}")
-        code = 1
+    worse: list[str] = []
     if baseline is not None:
         pairs = {(r.backend, r.engine) for r in result.records}
         # The models asked for (a model skipped here still loses its committed passes).
         models = {p.target.name for p in result.plans} | set(result.skipped_models)
         worse = regressions(baseline, result.records, pairs=pairs, models=models)
-        for line in worse:
-            print(f"WORSE {line}")
-        if worse:
-            code = 1
+    code = 1 if result.failures or result.errors or worse else 0
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "comparisons": len(result.records),
+                    "seconds": round(result.seconds, 1),
+                    "counts": counts,
+                    "failures": [
+                        {
+                            "backend": r.backend,
+                            "engine": r.engine,
+                            "model": r.model,
+                            "address": r.address,
+                            "reason": r.reason,
+                        }
+                        for r in result.failures
+                    ],
+                    "engine_errors": result.errors,
+                    "regressions": worse,
+                    "written": [str(path) for path in written],
+                    "exit_status": code,
+                },
+                indent=2,
+            )
+        )
+        return code
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"{len(result.records)} comparisons in {result.seconds:.0f} s: {shown}")
+    print(f"wrote {len(written)} files under {args.out}/ (report: {args.out / 'report.md'})")
+    for record in result.failures[:20]:
+        print(
+            f"FAIL {record.backend} vs {record.engine} on {record.model} at {record.address}: "
+            f"{record.reason}"
+        )
+    for error in result.errors:
+        print(f"ERROR reference engine {error}")
+    for line in worse:
+        print(f"WORSE {line}")
     return code
 
 

@@ -1,8 +1,8 @@
 """`interp-bench`: run the speed benchmarks and write JSON plus a Markdown table.
 
     interp-bench [--only P1,P2,P3,P4,L] [--repeats 10] [--warmup 2] [--engines tl_bridge,...]
-                 [--out DIR]
-    interp-bench --gpu [--gpu-models meta-llama/Llama-3.1-8B,...]   # on a CUDA machine
+                 [--out DIR] [--json]
+    interp-bench --suite gpu [--gpu-models meta-llama/Llama-3.1-8B,...]   # on a CUDA machine
 
 Every figure is a ratio measured side by side (see `interp_validator.bench`). Reference engines
 run in their pinned environments, created on first use (`interp-validate --setup` does it ahead).
@@ -15,46 +15,111 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from interp_validator.bench.workloads import REFERENCE_BENCH_ENGINES, WORKLOADS, run_benchmarks
+from interp_core.cli_common import HelpFormatter, quiet_broken_pipe
+from interp_validator.__about__ import __version__
+from interp_validator.bench.workloads import (
+    REFERENCE_BENCH_ENGINES,
+    WORKLOAD_SUMMARIES,
+    WORKLOADS,
+    run_benchmarks,
+)
 
 __all__ = ["main"]
+
+
+class _GpuSwitchMoved(argparse.Action):
+    """`--gpu` names a GPU in `interp-size`; here the GPU suite is `--suite gpu`."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error("--gpu is not a switch here: run the GPU suite with --suite gpu")
+
+
+def _epilog() -> str:
+    lines = ["workloads (--only):"]
+    lines += [f"  {name:<3} {WORKLOAD_SUMMARIES[name]}" for name in WORKLOADS]
+    lines += [
+        "",
+        "Values are medians over --repeats after --warmup; ratios compare variants timed side "
+        "by side.",
+        "examples:",
+        "  interp-bench --only P1,P2 --engines ''   (ours only, a few minutes)",
+        "  interp-bench --suite gpu                 (a CUDA machine)",
+    ]
+    return "\n".join(lines)
 
 
 def _list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="interp-bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", type=_list, default=list(WORKLOADS), help="workloads to run")
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser = argparse.ArgumentParser(
+        prog="interp-bench",
+        description=__doc__.splitlines()[0],
+        formatter_class=HelpFormatter,
+        epilog=_epilog(),
+        allow_abbrev=False,  # `--gpu` must not silently mean `--gpu-models`
+    )
+    parser.add_argument("--version", action="version", version=f"interp-validator {__version__}")
+    parser.add_argument(
+        "--only",
+        type=_list,
+        default=list(WORKLOADS),
+        metavar="NAMES",
+        help="workloads to run, comma-separated (listed below)",
+    )
+    parser.add_argument("--repeats", type=int, default=10, help="timed runs per variant")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed runs first")
     parser.add_argument(
         "--engines",
         type=_list,
         default=list(REFERENCE_BENCH_ENGINES),
-        help="reference engines for P1/P2 (empty string: none)",
+        metavar="NAMES",
+        help="reference engines for P1/P2, comma-separated (empty string: none)",
     )
-    parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument(
-        "--gpu",
-        action="store_true",
-        help="run the GPU suite (random models of real shapes) instead of the CPU workloads",
+        "--out", type=Path, default=Path("bench-results"), help="folder for bench.json/.md"
     )
+    parser.add_argument(
+        "--suite",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="cpu: the workloads below; gpu: random models of real shapes on a CUDA GPU",
+    )
+    parser.add_argument("--gpu", nargs=0, action=_GpuSwitchMoved, help=argparse.SUPPRESS)
     parser.add_argument(
         "--gpu-models",
         type=_list,
         default=None,
-        help="model ids whose stored configs the GPU suite builds (default: Llama-3.1-8B)",
+        metavar="IDS",
+        help="model ids whose bundled configs the GPU suite builds; default: Llama-3.1-8B",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the JSON document instead of the Markdown table (both are still written)",
     )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0:
         parser.error("--repeats must be >= 1 and --warmup >= 0")
+    bad = [w for w in args.only if w not in WORKLOADS]
+    if bad:
+        parser.error(f"--only: unknown workload {bad[0]!r}; choose from {', '.join(WORKLOADS)}")
     unknown = [e for e in args.engines if e not in REFERENCE_BENCH_ENGINES]
     if unknown:
-        parser.error(f"unknown engines {unknown}; choose from {', '.join(REFERENCE_BENCH_ENGINES)}")
+        parser.error(
+            f"--engines: unknown engine {unknown[0]!r}; choose from "
+            f"{', '.join(REFERENCE_BENCH_ENGINES)}"
+        )
     try:
-        if args.gpu:
+        if args.suite == "gpu":
             from interp_validator.bench.gpu import DEFAULT_GPU_MODELS, run_gpu_suite
 
             result = run_gpu_suite(args.gpu_models or DEFAULT_GPU_MODELS)
@@ -68,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "bench.json").write_text(result.to_json() + "\n")
     table = result.markdown()
     (args.out / "bench.md").write_text(table)
-    print(table)
+    print(result.to_json() if args.json else table)
     print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.md'}", file=sys.stderr)
     return 0
 

@@ -1,6 +1,6 @@
 """The GPU suite: generation throughput of every backend on random models of real shapes.
 
-    interp-bench --gpu [--gpu-models meta-llama/Llama-3.1-8B,Qwen/Qwen3-4B,google/gemma-2-2b]
+    interp-bench --suite gpu [--gpu-models meta-llama/Llama-3.1-8B,Qwen/Qwen3-4B,google/gemma-2-2b]
 
 For a lent accelerator with no internet: the shapes come from the configs stored in interp-core
 (`interp_core.configs.local_config`), vLLM builds random weights itself (`load_format="dummy"`,

@@ -29,6 +29,15 @@ __all__ = [
 ]
 
 WORKLOADS = ("P1", "P2", "P3", "P4", "L")
+# One line each for `interp-bench --help` and the benchmarks page (the package docstring has more).
+WORKLOAD_SUMMARIES = {
+    "P1": "capture resid_post at every layer vs a plain HF forward (eager backend and each "
+    "reference engine)",
+    "P2": "the same with every point the engine can read",
+    "P3": "vLLM generation of 128 tokens with resid_post captured at every layer vs plain vLLM",
+    "P4": "8 concurrent requests with capture: aggregate generated tokens/s, vLLM vs eager",
+    "L": "latency of steering and logit lens vs a plain capture, eager and vLLM",
+}
 PROMPT_TOKENS = 128
 VOCAB = 1000
 REFERENCE_BENCH_ENGINES = ("tl_bridge", "tl_hooked", "nnsight", "nnterp")
