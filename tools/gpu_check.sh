@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU check, as one script: `bash tools/gpu_check.sh [OUT_DIR]` on a CUDA machine with no
-# internet. It runs `interp-bench --gpu` (random weights of Llama-3.1-8B's shape, bf16, 512-token
+# internet. It runs `interp-bench --suite gpu` (random weights of Llama-3.1-8B's shape, bf16, 512-token
 # prompts, 128 new tokens, one stream and 8 concurrent): vanilla vLLM with CUDA graphs, our
 # generate-only backend, the hooked backend (eager mode) and `vllm-static` under CUDA graphs with
 # resid_post captured at every layer, then the eager backend. Sized to finish within 8 minutes on
@@ -19,5 +19,5 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu
 if ! "$PY" -c "import vllm" 2> "$OUT/vllm-import.txt"; then
     echo "vLLM is not importable here (see $OUT/vllm-import.txt): the vLLM rows will be missing"
 fi
-timeout 450 "$PY" -m interp_validator.bench.cli --gpu --out "$OUT" 2>&1 | tee "$OUT/log.txt"
+timeout 450 "$PY" -m interp_validator.bench.cli --suite gpu --out "$OUT" 2>&1 | tee "$OUT/log.txt"
 echo "exit ${PIPESTATUS[0]}; results in $OUT/bench.md and $OUT/bench.json"
