@@ -42,6 +42,8 @@ BACKEND_KEYWORDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "max_model_len": _VLLM,
         "gpu_memory_utilization": _VLLM,
         "kv_cache_dtype": _VLLM,
+        "pipeline_parallel": _VLLM,
+        "distributed": _VLLM,
         "extra_vllm_kwargs": _VLLM,
         "static_points": _STATIC,
         "static_writes": _STATIC,

@@ -66,6 +66,10 @@ class EngineSettings:
     quantization: str | None = None
     kv_cache_dtype: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # num_gpus workers in this many pipeline stages (tensor parallel num_gpus / stages inside
+    # each), driven by vLLM's multiprocessing ("mp") or Ray ("ray") executor.
+    pipeline_parallel: int = 1
+    distributed: str = "mp"
     # vllm-static: the taps its workers trace into the compiled forward (site keys to read and
     # to write, write slots, the model's config); see interp_vllm.static_worker.
     static: Mapping[str, Any] | None = None
@@ -84,8 +88,12 @@ class EngineSettings:
             "model": self.model_id,
             "dtype": self.dtype,
             "max_model_len": self.max_model_len,
-            "tensor_parallel_size": self.num_gpus,
+            "tensor_parallel_size": self.num_gpus // self.pipeline_parallel,
         }
+        if self.pipeline_parallel > 1:
+            kwargs["pipeline_parallel_size"] = self.pipeline_parallel
+        if self.num_gpus > 1 or self.distributed == "ray":
+            kwargs["distributed_executor_backend"] = self.distributed
         if self.mode == "hooked":
             # Python hooks added to a compiled model never fire (torch.compile, CUDA graphs).
             kwargs["enforce_eager"] = True

@@ -65,6 +65,7 @@ from interp_core.steering import (
 )
 from interp_vllm.conveniences import VLLMConveniences
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
+from interp_vllm.layout import check_layout
 from interp_vllm.prompts import all_ones, check_prompts
 from interp_vllm.static_client import StaticTier
 from interp_vllm.support import (
@@ -122,6 +123,8 @@ class VLLMModel(StaticTier, VLLMConveniences):
         max_model_len: int | None = None,
         gpu_memory_utilization: float | None = None,
         num_gpus: int = 1,
+        pipeline_parallel: int = 1,
+        distributed: str = "mp",
         quantization: str | None = None,
         kv_cache_dtype: str | None = None,
         static_points: Any = None,
@@ -133,7 +136,7 @@ class VLLMModel(StaticTier, VLLMConveniences):
             msg = f"mode={mode!r} is not a vLLM backend mode; choose one of {', '.join(MODES)}"
             raise InvalidArgument(msg)
         if not isinstance(num_gpus, int) or isinstance(num_gpus, bool) or num_gpus < 1:
-            msg = f"num_gpus={num_gpus!r} must be a positive int (it becomes tensor_parallel_size)"
+            msg = f"num_gpus={num_gpus!r} must be a positive int (the number of vLLM workers)"
             raise InvalidArgument(msg)
         if quantization not in QUANTIZATION:
             msg = (
@@ -158,6 +161,8 @@ class VLLMModel(StaticTier, VLLMConveniences):
         limit = self._facts.max_position_embeddings
         self._max_model_len = max_model_len or (min(limit, 4096) if limit else 4096)
         self._num_gpus = num_gpus
+        self._pipeline = check_layout(num_gpus, pipeline_parallel, distributed, self._facts)
+        self._tensor_parallel = num_gpus // self._pipeline  # GPUs each layer is split across
         self._installed: _Installed | None = None
         self._static_reads: frozenset[str] = frozenset()
         self._static_writes: frozenset[str] = frozenset()
@@ -168,6 +173,8 @@ class VLLMModel(StaticTier, VLLMConveniences):
             dtype=dtype,
             max_model_len=self._max_model_len,
             num_gpus=num_gpus,
+            pipeline_parallel=self._pipeline,
+            distributed=distributed,
             gpu_memory_utilization=gpu_memory_utilization,
             quantization=quantization,
             kv_cache_dtype=kv_cache_dtype,
@@ -282,11 +289,16 @@ class VLLMModel(StaticTier, VLLMConveniences):
                 failed or "the engine's workers are not the static workers",
                 "load with backend='vllm' (hooked), or declare fewer static_points",
             )
+        # Pipeline stages each answer for their own layers: the model serves the union, and a
+        # point is refused only where no stage placed it.
+        sites = frozenset(k for a in answers for k in a["sites"])
+        served = {k.partition(".")[0] for k in sites}
+        refused = {n: r for a in reversed(answers) for n, r in a["refused"].items()}
         return _Installed(
-            sites=frozenset(first["sites"]),
-            writable=frozenset(first["writable"]),
-            write_refusals=dict(first["write_refusals"]),
-            refused=dict(first["refused"]),
+            sites=sites,
+            writable=frozenset(k for a in answers for k in a["writable"]),
+            write_refusals={k: r for a in answers for k, r in a["write_refusals"].items()},
+            refused={n: r for n, r in refused.items() if n not in served},
         )
 
     async def warmup(self) -> None:
@@ -366,7 +378,7 @@ class VLLMModel(StaticTier, VLLMConveniences):
         return any(self.supports(Address(name, layer)) for layer in layers)
 
     def supports(self, point: Any) -> Support:
-        verdict = point_support(point, self._facts, mode=self._mode, num_gpus=self._num_gpus)
+        verdict = point_support(point, self._facts, mode=self._mode, num_gpus=self._tensor_parallel)
         if not verdict:
             return verdict
         address = to_address(point)
@@ -439,7 +451,7 @@ class VLLMModel(StaticTier, VLLMConveniences):
             # A declared static write need not be a declared read: only the family decides.
             declared_write = self._mode == "static" and key in self._static_writes
             verdict = (
-                point_support(address, self._facts, mode=self._mode, num_gpus=self._num_gpus)
+                point_support(address, self._facts, mode=self._mode, num_gpus=self._tensor_parallel)
                 if declared_write
                 else self.supports(address)
             )
@@ -471,9 +483,14 @@ class VLLMModel(StaticTier, VLLMConveniences):
                     f"compiled forward",
                     "combine the operations (e.g. sum the add vectors), or use backend='vllm'",
                 )
-            if self._num_gpus > 1 and spec.op != "add" and get_point(address.name).width in SHARDED:
+            if (
+                self._tensor_parallel > 1
+                and spec.op != "add"
+                and get_point(address.name).width in SHARDED
+            ):
                 msg = (
-                    f"the {spec.op} steering at {address} with num_gpus={self._num_gpus} "
+                    f"the {spec.op} steering at {address} split across {self._tensor_parallel} "
+                    f"tensor-parallel GPUs "
                     f"is not served"
                 )
                 why = f"{address.name} is split across the GPUs and a projection needs whole rows"
@@ -706,14 +723,19 @@ class VLLMModel(StaticTier, VLLMConveniences):
                 "the workers found no final norm to decode through",
                 INSTEAD,
             )
-        spec = {
-            "capture": [],
-            "steer": self._writes(
-                self._specs(None), len(prompt), f"this lens's {len(prompt)}-token prompt"
-            ),
-            "lens": [address_key(a) for a in addresses],
-        }
-        _, payload = await self._request(prompt, self._sampling(1, 0.0), spec, lens_top_k=top_k)
+        keys = [address_key(a) for a in addresses]
+        steer = self._writes(
+            self._specs(None), len(prompt), f"this lens's {len(prompt)}-token prompt"
+        )
+        if self._pipeline > 1:
+            # The rows live on their layers' stages and the final norm on the last: capture them,
+            # then the last stage decodes them (top-k only comes back).
+            spec = {"capture": keys, "steer": steer}
+            _, captured = await self._request(prompt, self._sampling(1, 0.0), spec)
+            payload = {"lens": await self._decode_top_k(captured, keys, top_k)}
+        else:
+            spec = {"capture": [], "steer": steer, "lens": keys}
+            _, payload = await self._request(prompt, self._sampling(1, 0.0), spec, lens_top_k=top_k)
         predictions = {}
         for layer, address in zip(chosen, addresses, strict=True):
             block = payload["lens"].get(address_key(address))
@@ -728,6 +750,32 @@ class VLLMModel(StaticTier, VLLMConveniences):
                 for ids, probs in zip(block["ids"], block["probs"], strict=True)
             )
         return LensResult(point, chosen, top_k, predictions)
+
+    async def _decode_top_k(
+        self, payload: dict[str, Any], keys: list[str], top_k: int
+    ) -> dict[str, Any]:
+        """The lens blocks of captured residual rows, decoded by the stage with the final norm."""
+        import torch
+
+        from interp_vllm.worker import encode_tensor
+
+        rows = [payload["captured"][k] for k in keys]
+        answers = await self._engine.collective_rpc(
+            "interp_decode_rows", args=(encode_tensor(torch.cat(rows)), top_k)
+        )
+        decoded = next((a for a in answers if a is not None), None)
+        if decoded is None:
+            return {}
+        blocks, start = {}, 0
+        for key, block in zip(keys, rows, strict=True):
+            stop = start + block.shape[0]
+            blocks[key] = {
+                "positions": payload["positions"][key],
+                "ids": decoded["ids"][start:stop],
+                "probs": decoded["probs"][start:stop],
+            }
+            start = stop
+        return blocks
 
     async def pending_requests(self) -> list[str]:
         """Request ids whose rows the workers still hold (should be empty when idle)."""

@@ -164,16 +164,27 @@ def resolve_sites(model: torch.nn.Module, config: dict) -> Resolution:
 
     routing = routing_rule(facts, build.config) if facts.moe is not None else None
     for index, layer in enumerate(layers):
+        if absent(layer):  # another pipeline stage's layer
+            continue
         _layer_sites(build, index, parts_of(layer, facts, kernel_of), routing)
     _trunk_sites(build, model, trunk, layers)
     _refuse_the_rest(build)
     return Resolution(build.sites, build.refused)
 
 
+def absent(module: Any) -> bool:
+    """Under pipeline parallelism vLLM puts a stand-in (`PPMissingLayer`, an identity) where a
+    module lives on another stage: no site can be placed there. By name, so this module stays
+    importable without vLLM."""
+    return type(module).__name__ in ("PPMissingLayer", "StageMissingLayer")
+
+
 def _trunk_sites(build: _Builder, model: Any, trunk: Any, layers: Any) -> None:
     b = build.batched
     embed = find_module(trunk, *TOKEN_EMBEDDINGS)
-    if any(find_module(trunk, name) is not None for name in BEFORE_LAYER_0):
+    if absent(embed) or absent(layers[0]):
+        embed = None  # a later pipeline stage: the embeddings live on the first
+    elif any(find_module(trunk, name) is not None for name in BEFORE_LAYER_0):
         # Learned positions or an embedding norm come between the table and layer 0.
         build.put("embeddings", None, output_site(embed, batched=b) if embed is not None else None)
     else:
@@ -184,7 +195,7 @@ def _trunk_sites(build: _Builder, model: Any, trunk: Any, layers: Any) -> None:
             "embeddings", None, input_site(first, arg_named(first, "hidden_states", 0), batched=b)
         )
     norm = find_module(trunk, *FINAL_NORMS)
-    if norm is None:
+    if norm is None or absent(norm):  # an earlier pipeline stage: the final norm is the last's
         return
     build.put("final_norm", None, output_site(norm, batched=b))
     head = find_module(model, "lm_head")

@@ -144,12 +144,19 @@ async def collect(
         raise CapabilityUnsupported.build(msg, "; ".join(errors), INSTEAD)
     from interp_vllm.worker import decode_tensor
 
-    result = answers[0]  # positions and the lens (gathered on rank 0) come from rank 0
+    # Each key comes from the ranks that hold its layer: every rank under tensor parallelism
+    # alone, the owning stage's ranks (in tensor-parallel order) under pipeline parallelism.
+    holders: dict[str, list[dict[str, Any]]] = {}
+    for answer in answers:
+        for key in answer["captured"]:
+            holders.setdefault(key, []).append(answer)
     captured = {
-        key: _gather(key, [decode_tensor(*a["captured"][key]) for a in answers], facts)
-        for key in result["captured"]
+        key: _gather(key, [decode_tensor(*a["captured"][key]) for a in held], facts)
+        for key, held in holders.items()
     }
-    return {**result, "captured": captured}
+    positions = {key: held[0]["positions"][key] for key, held in holders.items()}
+    lens = {key: block for a in reversed(answers) for key, block in a["lens"].items()}
+    return {**answers[0], "captured": captured, "positions": positions, "lens": lens}
 
 
 def _gather(key: str, ranks: list[Any], facts: ModelFacts) -> Any:

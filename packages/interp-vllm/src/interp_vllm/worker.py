@@ -256,6 +256,7 @@ class InterpWorkerExtension:
                     self._interp_plan, with_kwargs=True
                 )
             self._interp_ready = True
+        _pipeline_buffers(runner)
         if static is not None and taps is None:
             self._interp_static = set(static)
             self._interp_sync_hooks(self._interp_static)
@@ -603,13 +604,17 @@ class InterpWorkerExtension:
             if taps is not None:
                 taps.armed = True
 
-    def interp_decode_rows(self, encoded: Any) -> tuple[bytes, list[int], str] | None:
+    def interp_decode_rows(self, encoded: Any, top_k: int | None = None) -> Any:
         """Logits `[n, vocab]` of residual rows `[n, d_model]` sent by the client (as
         `encode_tensor` lays them out): the final norm, then `compute_logits`, which applies the
         model's logit multiplier and final softcap as the engine does when it samples. The step
         plan is parked, as for the lens, so no hook of this worker touches the rows. None on a
-        tensor-parallel rank that holds no gathered vocabulary."""
+        tensor-parallel rank that holds no gathered vocabulary, and on a pipeline stage without
+        the final norm. With `top_k`, only the top-k ids and probabilities per row travel back
+        (the logit lens under pipeline parallelism decodes this way)."""
         model = self.model_runner.model  # type: ignore[attr-defined]
+        if "final_norm" not in self._interp_sites:  # not the last pipeline stage
+            return None
         norm = self._interp_sites["final_norm"].module
         like = next(iter(norm.parameters()), None)
         like = next(iter(model.parameters())) if like is None else like
@@ -618,10 +623,18 @@ class InterpWorkerExtension:
             normed = norm(rows.contiguous())
             normed = normed[0] if isinstance(normed, tuple) else normed
             logits = model.compute_logits(normed)
-        return None if logits is None else encode_tensor(logits)
+        if logits is None:
+            return None
+        if top_k is None:
+            return encode_tensor(logits)
+        probs = torch.softmax(logits.float(), dim=-1)
+        values, indices = probs.topk(min(int(top_k), probs.shape[-1]), dim=-1)
+        return {"ids": indices.cpu().tolist(), "probs": values.cpu().tolist()}
 
     def _interp_lens_decode(self, request: _Request, top_k: int) -> dict[str, Any]:
         model = self.model_runner.model  # type: ignore[attr-defined]
+        if "final_norm" not in self._interp_sites:  # pipeline parallel: the client decodes
+            return {}
         norm = self._interp_sites["final_norm"].module
         out: dict[str, Any] = {}
         with torch.no_grad():
@@ -640,6 +653,20 @@ class InterpWorkerExtension:
                     "probs": values.cpu().tolist(),
                 }
         return out
+
+
+def _pipeline_buffers(runner: Any) -> None:
+    """A later pipeline stage receives the previous stage's hidden states in buffers vLLM
+    allocates during its warm-up forward, which vLLM's CPU worker skips in eager mode (the
+    hooked backend's); without them the stage's first step fails. Allocated here instead, once,
+    before any request."""
+    from vllm.distributed import get_pp_group
+
+    if get_pp_group().is_first_rank or getattr(runner, "intermediate_tensors", 0) is not None:
+        return
+    runner.intermediate_tensors = runner.model.make_empty_intermediate_tensors(
+        batch_size=runner.max_num_tokens, dtype=runner.model_config.dtype, device=runner.device
+    )
 
 
 def _seen_after(phase: str, replaced: Any, args: Any, kwargs: Any) -> tuple[Any, Any, Any]:
