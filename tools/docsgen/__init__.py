@@ -21,6 +21,7 @@ from docsgen.catalog import families
 from docsgen.llms import llms_txt
 from docsgen.markup import esc, link
 from docsgen.results import benchmarks_page, validation_assets, validation_page
+from docsgen.sae_pages import sae_hook_table
 from interp_core.points import ENGINES, POINTS
 
 __all__ = [
@@ -120,6 +121,7 @@ MARKERS: dict[str, Callable[..., str]] = {
     "points": _point_list,
     "point-count": _count,
     "public-api": _public_api,
+    "sae-hooks": sae_hook_table,
 }
 _MARKER = re.compile(r"<!--\s*interp:([a-z-]+)((?:\s+[A-Za-z0-9_.-]+)*)\s*-->")
 

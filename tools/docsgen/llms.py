@@ -33,6 +33,7 @@ API_MODULES: tuple[tuple[str, str], ...] = (
     ("interp-eager", "interp_eager.model"),
     ("interp-testmodels", "interp_testmodels"),
     ("interp-vllm", "interp_vllm"),
+    ("interp-sae", "interp_sae"),
     ("interp-validator", "interp_validator"),
     ("interp-sizer", "interp_sizer"),
 )

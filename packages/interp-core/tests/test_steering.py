@@ -423,3 +423,31 @@ def test_ints_too_large_for_a_float_are_refused_as_not_finite(kwargs: dict) -> N
     vector = [1.0, kwargs.pop("vector_value", 1.0)]
     with pytest.raises(SteeringSpecError, match="finite"):
         SteeringSpec("resid_post.0", vector, **kwargs)
+
+
+# --- clamp (an SAE feature) -----------------------------------------------------------------------
+
+
+def test_clamp_sets_the_feature_and_keeps_the_rest_of_the_row() -> None:
+    # f = r·[r > θ], r = max(h·e + b, 0); the write is h + (value − f)·v.
+    spec = SteeringSpec(
+        "resid_post.1", [1.0, 2.0], "clamp", 3.0, encoder=[0.5, -1.0], bias=0.25, threshold=0.1
+    )
+    h = [4.0, 1.0]  # h·e + b = 2 − 1 + 0.25 = 1.25 > 0.1: f = 1.25
+    assert apply_reference(spec, h) == pytest.approx([4.0 + 1.75, 1.0 + 3.5])
+    below = [0.0, 0.2]  # h·e + b = 0.05: under the threshold, f = 0
+    assert apply_reference(spec, below) == pytest.approx([3.0, 0.2 + 6.0])
+
+
+def test_clamp_needs_an_encoder_row_of_the_vectors_width() -> None:
+    with pytest.raises(SteeringSpecError, match="no encoder row"):
+        SteeringSpec("resid_post.1", [1.0, 2.0], "clamp", 1.0)
+    with pytest.raises(SteeringSpecError, match="encoder row of 3 values"):
+        SteeringSpec("resid_post.1", [1.0, 2.0], "clamp", 1.0, encoder=[1.0, 2.0, 3.0])
+    with pytest.raises(SteeringSpecError, match="bias"):
+        SteeringSpec("resid_post.1", [1.0], "clamp", 1.0, encoder=[1.0], bias=math.nan)
+
+
+def test_other_ops_refuse_the_clamps_fields() -> None:
+    with pytest.raises(SteeringSpecError, match="only clamp reads a feature"):
+        SteeringSpec("resid_post.1", [1.0], "add", encoder=[1.0])

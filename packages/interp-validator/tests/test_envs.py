@@ -243,7 +243,9 @@ def test_real_environment_exists_and_passes_pip_check(name: str) -> None:
         [str(python), "-m", "pip", "check"], capture_output=True, text=True, env=env, check=False
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    probe = "import torch, transformers, safetensors, transformer_lens, nnsight; print('ok')"
+    # Every pinned package imports (its import name is the pin's name with `_` for `-`).
+    modules = ", ".join(parse_pin(pin)[0].replace("-", "_") for pin in ENVS[name].pins)
+    probe = f"import {modules}; print('ok')"
     run = subprocess.run(
         [str(python), "-c", probe], capture_output=True, text=True, env=env, check=False
     )

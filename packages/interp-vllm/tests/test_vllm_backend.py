@@ -217,6 +217,17 @@ def test_read_only_points_are_refused_as_steering_targets(engine: VLLMModel, tok
         sync.capture(engine, tokens, ["resid_post.1"], steering=probs)
 
 
+def test_an_sae_feature_clamp_is_refused_until_the_workers_carry_it(
+    engine: VLLMModel, tokens: Any
+) -> None:
+    # The clamp op (interp_sae's SAE.clamp) needs its encoder row in the workers; refused, not
+    # silently applied as a plain add.
+    width = engine.facts.d_model
+    clamp = SteeringSpec("resid_post.1", [0.1] * width, "clamp", 1.0, encoder=[0.2] * width)
+    with pytest.raises(CapabilityUnsupported, match=r"clamp steering at resid_post\.1"):
+        sync.capture(engine, tokens, ["resid_post.1"], steering=clamp)
+
+
 def test_steering_does_not_outlive_its_request(
     engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:

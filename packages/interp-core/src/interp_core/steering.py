@@ -7,7 +7,8 @@ a malformed request fails at the line that wrote it rather than deep inside a fo
 values cannot be read here; backends check them with `check_vector_values` (or, on torch,
 `interp_torch.steering_vector`), which refuse exactly as the check of a list does.
 
-The three operations, for an activation row `h` and the spec's vector `v` (`v̂ = v / ‖v‖`):
+The three direction operations, for an activation row `h` and the spec's vector `v`
+(`v̂ = v / ‖v‖`):
 
     add             h + scale·v                      v is used as given (not normalised)
     orthogonal      h + (scale − 1)·(h·v̂)·v̂         keeps the part of h orthogonal to v and
@@ -15,6 +16,16 @@ The three operations, for an activation row `h` and the spec's vector `v` (`v̂ 
                                                      scale = 0 is directional ablation
     projection_cap  h + (clamp(h·v̂, min, max) − h·v̂)·v̂
                                                      clamps the component along v into [min, max]
+
+A fourth, `clamp`, sets one sparse-autoencoder feature to a value while keeping the rest of the
+row (the SAE's reconstruction error included). It reads the feature with an encoder row `e`, a
+bias `b` and a threshold `θ` (JumpReLU; 0 for ReLU), and writes along the decoder row `v`:
+
+    clamp           f = r·[r > θ] with r = max(h·e + b, 0);  h + (scale − f)·v
+                                                     scale is the feature's new value
+
+It is exact for SAEs whose feature i depends on row i of the encoder alone (ReLU and JumpReLU);
+`interp_sae` builds these specs and refuses the architectures where it is not (TopK, gated).
 
 Each is a delta added to `h`, so restricting to `positions` is one multiply by a mask. The pure
 Python `apply_reference` is the arithmetic contract: backends are tested against it, and the
@@ -48,6 +59,7 @@ if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
 
 __all__ = [
+    "ALL_OPS",
     "OPS",
     "POSITION_LIMIT",
     "STATIC_WRITE_SLOTS",
@@ -64,6 +76,8 @@ __all__ = [
 ]
 
 OPS = ("add", "orthogonal", "projection_cap")
+# The feature op: built by an SAE (interp_sae), it carries an encoder row besides the vector.
+ALL_OPS = (*OPS, "clamp")
 # Positions travel to the backends as int64 index tensors; anything at or past this is refused
 # when a spec is built, before any backend sees it.
 POSITION_LIMIT = 2**63
@@ -93,7 +107,8 @@ class SteeringSpec:
     [0, 2**63), and by the backend against the call (`check_positions_within`): a position no
     forward pass of the call reaches is refused like an empty list, since it would steer
     nothing. `scale` is the coefficient of `add` and `orthogonal`; `projection_cap` takes `min`
-    and/or `max` instead.
+    and/or `max` instead. `clamp` takes `scale` as the feature's new value and reads the feature
+    with `encoder` (as wide as `vector`), `bias` and `threshold`; other ops refuse those fields.
 
     Equality is identity (`eq=False`): a vector may be a tensor, whose `==` is elementwise.
     """
@@ -105,6 +120,9 @@ class SteeringSpec:
     positions: tuple[int, ...] | None = None
     min: float | None = None
     max: float | None = None
+    encoder: Any = None
+    bias: float = 0.0
+    threshold: float = 0.0
 
     def __post_init__(self) -> None:
         # Frozen: each field is normalised exactly once, here, in dependency order.
@@ -116,6 +134,10 @@ class SteeringSpec:
         object.__setattr__(self, "min", lower)
         object.__setattr__(self, "max", upper)
         object.__setattr__(self, "vector", _check_vector(self.vector, self.op, self.address))
+        encoder, bias, threshold = _check_feature(self)
+        object.__setattr__(self, "encoder", encoder)
+        object.__setattr__(self, "bias", bias)
+        object.__setattr__(self, "threshold", threshold)
 
     # --- derived --------------------------------------------------------------------------------
     @property
@@ -142,8 +164,23 @@ class SteeringSpec:
 
     def with_positions(self, positions: Sequence[int] | None) -> SteeringSpec:
         return SteeringSpec(
-            self.address, self.vector, self.op, self.scale, positions, self.min, self.max
+            self.address,
+            self.vector,
+            self.op,
+            self.scale,
+            positions,
+            self.min,
+            self.max,
+            self.encoder,
+            self.bias,
+            self.threshold,
         )
+
+    def encoder_values(self) -> list[float]:
+        """The clamp's encoder row as a list of floats (through `.tolist()` for a tensor)."""
+        if isinstance(self.encoder, tuple):
+            return list(self.encoder)
+        return [float(x) for x in self.encoder.tolist()]
 
     def __repr__(self) -> str:
         bits = [f"{str(self.address)!r}", f"op={self.op!r}", f"width={self.width}"]
@@ -213,6 +250,11 @@ class SteeringSpec:
             raise error
         if self.op == "add":
             return [self.scale * x for x in v]
+        if self.op == "clamp":
+            pre = math.fsum(a * b for a, b in zip(h, self.encoder_values(), strict=True))
+            rectified = max(pre + self.bias, 0.0)
+            feature = rectified if rectified > self.threshold else 0.0
+            return [(self.scale - feature) * x for x in v]
         norm = math.sqrt(math.fsum(x * x for x in v))
         unit = [x / norm for x in v]
         projection = math.fsum(a * b for a, b in zip(h, unit, strict=True))
@@ -345,12 +387,12 @@ def _check_address(address: AddressLike) -> Address:
 
 
 def _check_op(op: object) -> str:
-    if op in OPS:
+    if op in ALL_OPS:
         return str(op)
-    near = difflib.get_close_matches(str(op), OPS, n=1, cutoff=0.4)
+    near = difflib.get_close_matches(str(op), ALL_OPS, n=1, cutoff=0.4)
     error = _fail(
         f"unknown steering op {op!r}",
-        f"the ops are {', '.join(OPS)}",
+        f"the ops are {', '.join(OPS)}, and clamp (an SAE feature, built by interp_sae)",
         f"did you mean {near[0]}?" if near else "use one of them",
     )
     raise error
@@ -566,6 +608,44 @@ def _check_vector(vector: object, op: str, address: Address) -> Any:
         values.append(_as_float(element))
     _check_values(address, op, values)
     return tuple(values)
+
+
+def _check_feature(spec: SteeringSpec) -> tuple[Any, float, float]:
+    """The clamp's encoder, bias and threshold, checked; other ops must leave them unset."""
+    if spec.op != "clamp":
+        if spec.encoder is not None or spec.bias != 0.0 or spec.threshold != 0.0:
+            error = _fail(
+                f"op={spec.op!r} was given an encoder, bias or threshold",
+                "only clamp reads a feature; here they would be ignored",
+                "drop them, or build the clamp with an SAE's clamp()",
+            )
+            raise error
+        return None, 0.0, 0.0
+    where = f"the clamp at {spec.address}"
+    for name in ("bias", "threshold"):
+        value = getattr(spec, name)
+        if not _is_real(value) or not math.isfinite(_as_float(value)):
+            error = _fail(
+                f"{where} has {name}={value!r}", "it must be a finite number", "pass a float"
+            )
+            raise error
+    if spec.encoder is None:
+        error = _fail(
+            f"{where} has no encoder row",
+            "clamp reads the feature's current value with it before writing the new one",
+            "build the spec with an SAE's clamp(feature, value)",
+        )
+        raise error
+    encoder = _check_vector(spec.encoder, "add", spec.address)
+    width = len(encoder) if isinstance(encoder, tuple) else int(next(iter(encoder.shape)))
+    if width != spec.width:
+        error = _fail(
+            f"{where} has an encoder row of {width} values and a decoder row of {spec.width}",
+            "both act on the same activation row",
+            "pass rows of the point's width",
+        )
+        raise error
+    return encoder, float(spec.bias), float(spec.threshold)
 
 
 def _check_dtype(vector: object, where: str) -> None:

@@ -52,7 +52,7 @@ from interp_core.address import Address
 from interp_core.errors import PointUnsupported, SteeringSpecError
 from interp_core.steering import SteeringSpec
 from interp_eager.taps import LINEAR, Tap
-from interp_torch.steering import check_steered_finite, steering_delta
+from interp_torch.steering import check_steered_finite, steering_delta, steering_encoder
 
 __all__ = ["HookSession", "Write"]
 
@@ -191,6 +191,9 @@ class HookSession:
                 upper=spec.max,
                 row_positions=self.position_ids,
                 positions=spec.positions,
+                encoder=steering_encoder(spec),
+                bias=spec.bias,
+                threshold=spec.threshold,
             ).reshape(canonical.shape)
             assert tap.put is not None
             written = raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype)

@@ -1,8 +1,8 @@
 """interp-torch: the torch side of interp-core, written once for every torch backend.
 
-`interp_torch.steering` holds the steering arithmetic (add, orthogonal, projection_cap) with its
-dtype rule, and the check of a tensor steering vector's values; the eager backend applies it in
-its forward hooks, the vLLM backends inside their worker processes.
+`interp_torch.steering` holds the steering arithmetic (add, orthogonal, projection_cap and an SAE
+feature's clamp) with its dtype rule, and the check of a tensor steering vector's values; the
+eager backend applies it in its forward hooks, the vLLM backends inside their worker processes.
 """
 
 from interp_torch.__about__ import __version__
@@ -13,6 +13,7 @@ from interp_torch.steering import (
     compute_dtype,
     position_mask,
     steering_delta,
+    steering_encoder,
     steering_vector,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "compute_dtype",
     "position_mask",
     "steering_delta",
+    "steering_encoder",
     "steering_vector",
 ]

@@ -9,6 +9,8 @@ conformance kit compares backends with); for an activation row `h`, the vector `
     add             delta = scale·v
     orthogonal      delta = (scale − 1)·(h·v̂)·v̂
     projection_cap  delta = (clamp(h·v̂, min, max) − h·v̂)·v̂
+    clamp           delta = (scale − f)·v, f = r·[r > θ], r = max(h·e + b, 0)
+                    (an SAE feature set to `scale`, its reconstruction error kept)
 
 Rows are independent: the projection `h·v̂` is taken per row, never across the batch, and the
 vector may differ per row (any shape that broadcasts against `h`, e.g. `[rows, width]`).
@@ -47,6 +49,7 @@ import torch
 
 from interp_core.errors import SteeringSpecError
 from interp_core.steering import (
+    ALL_OPS,
     OPS,
     SteeringSpec,
     check_vector_values,
@@ -61,6 +64,7 @@ __all__ = [
     "compute_dtype",
     "position_mask",
     "steering_delta",
+    "steering_encoder",
     "steering_vector",
 ]
 
@@ -89,6 +93,20 @@ def steering_vector(spec: SteeringSpec) -> torch.Tensor:
     if spec.op != "add" and not bool(vector.any()):
         raise zero_direction(spec.address, spec.op)
     return vector
+
+
+def steering_encoder(spec: SteeringSpec) -> torch.Tensor | None:
+    """A clamp spec's encoder row as a flat tensor (None for the other ops); values checked."""
+    encoder = spec.encoder
+    if encoder is None:
+        return None
+    if not isinstance(encoder, torch.Tensor):
+        return torch.tensor(list(encoder), dtype=torch.float32)
+    finite = torch.isfinite(encoder)
+    if not bool(finite.all()):
+        index = int((~finite).flatten().nonzero()[0, 0])
+        raise non_finite_vector(spec.address, index, float(encoder.flatten()[index]))
+    return encoder
 
 
 def _overflow(spec: SteeringSpec, dtype: torch.dtype, why: str, instead: str) -> SteeringSpecError:
@@ -241,19 +259,31 @@ def steering_delta(
     upper: float | None = None,
     row_positions: torch.Tensor | None = None,
     positions: Sequence[int] | torch.Tensor | None = None,
+    encoder: torch.Tensor | None = None,
+    bias: float = 0.0,
+    threshold: float = 0.0,
 ) -> torch.Tensor:
     """What one operation adds to activations `h` `[..., width]`, in `compute_dtype(h.dtype)`.
 
     `vector` is `[width]` or broadcasts against `h` (one vector per row). `lower`/`upper` are the
-    projection_cap bounds (a spec's `min`/`max`). With `positions`, rows whose absolute position
-    (`row_positions`, shaped `h.shape[:-1]`) is not listed get a zero delta. `h` is never
-    modified, so a graph through it stays usable for gradients.
+    projection_cap bounds (a spec's `min`/`max`); `encoder`, `bias` and `threshold` read the
+    feature a clamp sets (a spec's fields of the same names). With `positions`, rows whose
+    absolute position (`row_positions`, shaped `h.shape[:-1]`) is not listed get a zero delta.
+    `h` is never modified, so a graph through it stays usable for gradients.
     """
     dtype = compute_dtype(h.dtype)
     h = h.to(dtype)
     v = vector.to(device=h.device, dtype=dtype)
     if op == "add":
         delta = (scale * v).expand_as(h)
+    elif op == "clamp":
+        if encoder is None:
+            message = "steering_delta got op='clamp' without the feature's encoder row"
+            raise ValueError(message)
+        e = encoder.to(device=h.device, dtype=dtype)
+        rectified = torch.relu((h * e).sum(dim=-1, keepdim=True) + bias)
+        feature = torch.where(rectified > threshold, rectified, torch.zeros_like(rectified))
+        delta = (scale - feature) * v
     elif op in OPS:
         unit = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)
         projection = (h * unit).sum(dim=-1, keepdim=True)
@@ -268,7 +298,7 @@ def steering_delta(
             factor = clamped - projection
         delta = factor * unit
     else:
-        message = f"unknown steering op {op!r}; the ops are {', '.join(OPS)}"
+        message = f"unknown steering op {op!r}; the ops are {', '.join(ALL_OPS)}"
         raise ValueError(message)
     if positions is None:
         return delta
@@ -289,6 +319,9 @@ def apply_steering(
     upper: float | None = None,
     row_positions: torch.Tensor | None = None,
     positions: Sequence[int] | torch.Tensor | None = None,
+    encoder: torch.Tensor | None = None,
+    bias: float = 0.0,
+    threshold: float = 0.0,
 ) -> torch.Tensor:
     """`h` after one operation, in `h`'s dtype: `h + steering_delta(...).to(h.dtype)`."""
     delta = steering_delta(
@@ -300,5 +333,8 @@ def apply_steering(
         upper=upper,
         row_positions=row_positions,
         positions=positions,
+        encoder=encoder,
+        bias=bias,
+        threshold=threshold,
     )
     return h + delta.to(h.dtype)

@@ -133,6 +133,19 @@ ENVS: dict[str, EnvSpec] = {
                 "kept apart because nnterp cannot run on nnsight 0.8."
             ),
         ),
+        EnvSpec(
+            name="sae-lens",
+            pins=(
+                "torch==2.13.0",
+                "transformers==5.24.0",
+                "sae-lens==6.54.12",
+                "safetensors==0.8.0",
+            ),
+            purpose=(
+                "SAELens, whose own encode/decode interp-sae's readers are compared with; it "
+                "pulls TransformerLens and its own transformers pins, so it runs apart."
+            ),
+        ),
     )
 }
 

@@ -499,6 +499,15 @@ class VLLMModel(StaticTier, VLLMConveniences):
                     why,
                     "use op='add' there, steer a residual-width point, or load with num_gpus=1",
                 )
+            if spec.op == "clamp":
+                # The wire to the workers carries a vector, a scale and bounds; a clamp also needs
+                # its encoder row, bias and threshold, which the worker does not read yet.
+                error = CapabilityUnsupported.build(
+                    f"the clamp steering at {address} is not served on vLLM yet",
+                    "its workers do not carry a clamp's encoder row",
+                    "use backend='eager', or steer by the feature with op='add'",
+                )
+                raise error
             values = check_vector_values(spec)
             check_steering_fits(spec, self._model_dtype)
             wire.append(
