@@ -217,15 +217,24 @@ def test_read_only_points_are_refused_as_steering_targets(engine: VLLMModel, tok
         sync.capture(engine, tokens, ["resid_post.1"], steering=probs)
 
 
-def test_an_sae_feature_clamp_is_refused_until_the_workers_carry_it(
-    engine: VLLMModel, tokens: Any
+def test_an_sae_feature_clamp_matches_eager(
+    engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
-    # The clamp op (interp_sae's SAE.clamp) needs its encoder row in the workers; refused, not
-    # silently applied as a plain add.
+    # The clamp op (interp_sae's SAE.clamp) carries its feature's encoder row, bias and threshold
+    # to the workers; the feature is set to `scale` and the rest of the row (the SAE's error
+    # term included) kept, as on eager. Threshold 0.1 leaves some rows' feature at zero.
     width = engine.facts.d_model
-    clamp = SteeringSpec("resid_post.1", [0.1] * width, "clamp", 1.0, encoder=[0.2] * width)
-    with pytest.raises(CapabilityUnsupported, match=r"clamp steering at resid_post\.1"):
-        sync.capture(engine, tokens, ["resid_post.1"], steering=clamp)
+    decoder, encoder = _vector(width, 30), _vector(width, 31) / 4
+    clamp = SteeringSpec(
+        "resid_post.0", decoder, "clamp", 2.5, encoder=encoder, bias=0.05, threshold=0.1
+    )
+    read = ["resid_post.0", "resid_post.1"]
+    got = sync.capture(engine, tokens, read, steering=clamp)
+    want = sync.capture(eager, tokens, read, steering=clamp)
+    plain = sync.capture(eager, tokens, read)
+    for point in read:
+        assert _diff(got[point], want[point]) <= ATOL, point
+    assert (got["resid_post.1"] - plain["resid_post.1"]).abs().max() > 1e-3
 
 
 def test_steering_does_not_outlive_its_request(

@@ -205,6 +205,15 @@ def test_two_operations_at_one_point_apply_in_order(
         sync.capture(static, tokens, ["resid_post.1"], steering=[*specs, specs[0]])
 
 
+def test_a_feature_clamp_is_refused_naming_the_hooked_backend(
+    static: VLLMModel, tokens: Any
+) -> None:
+    width = static.d_model
+    clamp = SteeringSpec("resid_post.0", [0.1] * width, "clamp", 1.0, encoder=[0.2] * width)
+    with pytest.raises(CapabilityUnsupported, match="backend='vllm'"):
+        sync.capture(static, tokens, ["resid_post.1"], steering=clamp)
+
+
 def test_greedy_tokens_equal_vanilla_unsteered_and_hooked_steered(
     static: VLLMModel, vanilla: VLLMModel, hooked: VLLMModel
 ) -> None:

@@ -6,8 +6,9 @@ features (or their top-k indices and values) are returned, not the activations. 
 backend through the model protocol's `capture`. Before anything is encoded, the features the
 call will hold (dense `[batch, seq, d_sae]`, plus top-k) are checked against the memory budget.
 
-On vLLM this encodes in the client after the activations crossed from the workers; the
-worker-side path (top-k computed next to the capture) is `interp_vllm.sae_worker`.
+A backend that can encode next to its capture says so with a `worker_features` method (vLLM:
+the SAEs are loaded into its workers once and only the top-k indices and values per token come
+back); `features` uses it whenever top-k is asked for.
 """
 
 from __future__ import annotations
@@ -64,9 +65,7 @@ def _encode(sae: SAE, acts: torch.Tensor, top_k: int | None) -> FeatureActivatio
     dense = sae.encode(acts.reshape(*acts.shape[:2], -1) if acts.dim() > 2 else acts)
     if top_k is None:
         return FeatureActivations(sae, dense=dense)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= sae.d_sae:
-        message = f"top_k={top_k!r}: pass an int from 1 to the SAE's {sae.d_sae} features"
-        raise InvalidArgument(message)
+    _check_top_k(sae, top_k)
     return FeatureActivations(sae, top=top_features(dense, top_k))
 
 
@@ -82,10 +81,42 @@ async def features(
 ) -> list[FeatureActivations]:
     """Feature activations of each SAE, in order, from one forward pass of `model`."""
     items = _as_list(saes)
+    worker_side = getattr(model, "worker_features", None)
+    if worker_side is not None and top_k is not None and attention_mask is None:
+        return await _in_workers(worker_side, tokens, items, top_k, steering)
     points = list(dict.fromkeys(sae.address for sae in items))
     cache = await model.capture(tokens, points, steering=steering, attention_mask=attention_mask)
     _check_budget(items, cache, top_k, memory_budget_bytes)
     return [_encode(sae, cache[sae.address], top_k) for sae in items]
+
+
+async def _in_workers(
+    worker_side: Any, tokens: Any, saes: list[SAE], top_k: int, steering: Any
+) -> list[FeatureActivations]:
+    """A backend that encodes next to the capture (vLLM's workers): only top-k comes back."""
+    for sae in saes:
+        _check_top_k(sae, top_k)
+        if not sae.source:
+            message = (
+                "this SAE was not loaded from a folder, and the workers load SAEs by path; "
+                "save it and load_sae(path), or pass top_k=None to encode in this process"
+            )
+            raise InvalidArgument(message)
+    specs = [
+        {"path": sae.source, "address": str(sae.address), "write_address": str(sae.write_address)}
+        for sae in saes
+    ]
+    answers = await worker_side(tokens, specs, top_k=top_k, steering=steering)
+    return [
+        FeatureActivations(sae, top=TopK(a["values"], a["indices"]))
+        for sae, a in zip(saes, answers, strict=True)
+    ]
+
+
+def _check_top_k(sae: SAE, top_k: Any) -> None:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= sae.d_sae:
+        message = f"top_k={top_k!r}: pass an int from 1 to the SAE's {sae.d_sae} features"
+        raise InvalidArgument(message)
 
 
 def features_sync(

@@ -38,7 +38,6 @@ from typing import Any
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
 from interp_core.cache import ActivationCache
-from interp_core.chat import check_chat_template
 from interp_core.dtypes import canonical_dtype
 from interp_core.errors import (
     CapabilityUnsupported,
@@ -67,6 +66,7 @@ from interp_vllm.conveniences import VLLMConveniences
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.layout import check_layout
 from interp_vllm.prompts import all_ones, check_prompts
+from interp_vllm.sae_client import VLLMSAEs
 from interp_vllm.static_client import StaticTier
 from interp_vllm.support import (
     INSTEAD,
@@ -76,6 +76,7 @@ from interp_vllm.support import (
     check_dtype,
     point_support,
 )
+from interp_vllm.tokens import VLLMTokens
 from interp_vllm.wire import (
     address_key,
     as_generation,
@@ -109,7 +110,7 @@ class _Installed:
     refused: dict[str, str]
 
 
-class VLLMModel(StaticTier, VLLMConveniences):
+class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
     """A causal LM served by a vLLM engine; see `InterpModel` and the module docstring."""
 
     binds_event_loop = True  # AsyncLLM's output handler belongs to the loop that started it
@@ -326,48 +327,6 @@ class VLLMModel(StaticTier, VLLMConveniences):
             del engine, handler
             gc.collect()
 
-    # --- tokens ---------------------------------------------------------------------------------
-    def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> Any:
-        import torch
-
-        texts = [text] if isinstance(text, str) else list(text)
-        rows = [self._encode(t, prepend_bos) for t in texts]
-        if len({len(r) for r in rows}) > 1:
-            msg = (
-                f"to_tokens got strings of {sorted({len(r) for r in rows})} tokens; vLLM runs "
-                f"prompts unpadded, so call to_tokens (and capture) once per string"
-            )
-            raise CapabilityUnsupported(msg)
-        return torch.tensor(rows, dtype=torch.long)
-
-    def _encode(self, text: str, prepend_bos: bool) -> list[int]:
-        if not isinstance(text, str):
-            msg = f"to_tokens takes strings, got {type(text).__name__}"
-            raise InvalidArgument(msg)
-        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        bos = self.tokenizer.bos_token_id
-        if prepend_bos and bos is not None and (not ids or ids[0] != bos):
-            ids = [bos, *ids]
-        return ids
-
-    def to_str_tokens(self, text: Any, *, prepend_bos: bool = True) -> list[str]:
-        if isinstance(text, str):
-            ids = self._encode(text, prepend_bos)
-        else:
-            ids = self._prompts(text)[0]
-        return [self.tokenizer.decode([i]) for i in ids]
-
-    def to_string(self, tokens: Any) -> str | list[str]:
-        ids = tokens.tolist() if hasattr(tokens, "tolist") else tokens
-        if isinstance(ids, list) and ids and isinstance(ids[0], list):
-            return [self.tokenizer.decode(row) for row in ids]
-        return self.tokenizer.decode(ids)
-
-    def apply_chat_template(self, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
-        check_chat_template(self.tokenizer)
-        kwargs.setdefault("add_generation_prompt", True)
-        return self.tokenizer.apply_chat_template(list(messages), **kwargs)
-
     # --- capabilities ---------------------------------------------------------------------------
     def points(self) -> tuple[PointSpec, ...]:
         names = {name for name in point_names() if self.supports_name(name)}
@@ -499,16 +458,20 @@ class VLLMModel(StaticTier, VLLMConveniences):
                     why,
                     "use op='add' there, steer a residual-width point, or load with num_gpus=1",
                 )
-            if spec.op == "clamp":
-                # The wire to the workers carries a vector, a scale and bounds; a clamp also needs
-                # its encoder row, bias and threshold, which the worker does not read yet.
+            if spec.op == "clamp" and self._mode == "static":
                 error = CapabilityUnsupported.build(
-                    f"the clamp steering at {address} is not served on vLLM yet",
-                    "its workers do not carry a clamp's encoder row",
-                    "use backend='eager', or steer by the feature with op='add'",
+                    f"the clamp steering at {address} is not served by vllm-static",
+                    "its compiled taps carry the parameters of add, orthogonal and "
+                    "projection_cap; a clamp also reads the feature's encoder row",
+                    "use backend='vllm' (hooked), or steer by the feature with op='add'",
                 )
                 raise error
             values = check_vector_values(spec)
+            clamp = {}
+            if spec.op == "clamp":  # the feature's encoder row, bias and threshold travel too
+                encoder = spec.encoder
+                encoder = encoder.tolist() if hasattr(encoder, "tolist") else list(encoder)
+                clamp = {"encoder": encoder, "bias": spec.bias, "threshold": spec.threshold}
             check_steering_fits(spec, self._model_dtype)
             wire.append(
                 {
@@ -519,6 +482,7 @@ class VLLMModel(StaticTier, VLLMConveniences):
                     "min": spec.min,
                     "max": spec.max,
                     "positions": None if spec.positions is None else list(spec.positions),
+                    **clamp,
                 }
             )
         return wire

@@ -129,7 +129,7 @@ def collect_features(chunks: dict[str, list[Chunk]]) -> dict[str, dict[str, Any]
     `chunks[key]` holds (positions, {name: (values, indices)}) per forward step; a position seen
     twice (a recomputed prefix) keeps its latest rows, as the worker's captures do.
     """
-    from interp_vllm.worker import encode_tensor  # the worker's one wire format for tensors
+    from interp_vllm.tensor_wire import encode_tensor
 
     answer: dict[str, dict[str, Any]] = {}
     for key, steps in chunks.items():
@@ -155,7 +155,7 @@ def collect_features(chunks: dict[str, list[Chunk]]) -> dict[str, dict[str, Any]
 
 def decode_features(answer: dict[str, dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """The client side of `collect_features`: (key, name) -> positions, values, indices."""
-    from interp_vllm.worker import decode_tensor
+    from interp_vllm.tensor_wire import decode_tensor
 
     return {
         (key, name): {

@@ -278,6 +278,7 @@ def collect_step(worker: Any, taps: StaticTaps) -> None:
             continue
         for segment in segments:
             request = segment.request
-            if request.refusal is None and (key in request.capture or key in request.lens):
+            if request.refusal is None and request.reads(key):
                 part = slice(segment.start, segment.stop)
-                request.keep(key, step.positions[part], taps.rows(key, part.start, part.stop))
+                rows = taps.rows(key, part.start, part.stop)
+                worker._interp_keep(request, key, step.positions[part], rows)

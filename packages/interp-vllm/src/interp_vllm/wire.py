@@ -156,7 +156,9 @@ async def collect(
     }
     positions = {key: held[0]["positions"][key] for key, held in holders.items()}
     lens = {key: block for a in reversed(answers) for key, block in a["lens"].items()}
-    return {**answers[0], "captured": captured, "positions": positions, "lens": lens}
+    features = {k: v for a in reversed(answers) for k, v in a.get("features", {}).items()}
+    merged = {"captured": captured, "positions": positions, "lens": lens, "features": features}
+    return {**answers[0], **merged}
 
 
 def _gather(key: str, ranks: list[Any], facts: ModelFacts) -> Any:

@@ -58,6 +58,8 @@ from interp_core.errors import (
 )
 from interp_core.steering import POSITION_LIMIT, SteeringSpec
 from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
+from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
+from interp_vllm.tensor_wire import decode_tensor, encode_tensor
 
 __all__ = [
     "InterpWorkerExtension",
@@ -68,21 +70,6 @@ __all__ = [
 ]
 
 SPEC_KEY = "interp"  # the extra_args entry carrying a request's interp spec
-
-
-def encode_tensor(tensor: torch.Tensor) -> tuple[bytes, list[int], str]:
-    """A tensor as raw bytes, shape and dtype name: what vLLM's RPC can carry."""
-    flat = tensor.detach().to("cpu").contiguous()
-    raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-    return raw, list(flat.shape), str(flat.dtype).removeprefix("torch.")
-
-
-def decode_tensor(raw: bytes, shape: list[int], dtype: str) -> torch.Tensor:
-    """The inverse of `encode_tensor`: a fresh, writable tensor owned by the caller."""
-    kind = getattr(torch, dtype)
-    if not raw:
-        return torch.empty(shape, dtype=kind)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape).clone()
 
 
 def site_key(name: str, layer: int | None) -> str:
@@ -101,6 +88,9 @@ class _Write:
     lower: float | None
     upper: float | None
     positions: torch.Tensor | None  # absolute positions it applies to; None = all
+    encoder: torch.Tensor | None = None  # clamp: the feature's encoder row, bias, threshold
+    bias: float = 0.0
+    threshold: float = 0.0
 
 
 @dataclass
@@ -111,6 +101,9 @@ class _Request:
     capture: set[str]
     writes: dict[str, list[_Write]]
     lens: set[str]  # site keys whose rows stay on device for the lens read-out
+    # site key -> [(SAE name, k)]: rows encoded in the worker, only top-k kept (sae_worker)
+    features: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    feature_rows: dict[str, list[Any]] = field(default_factory=dict)
     rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
     lens_rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -118,7 +111,10 @@ class _Request:
     refusal: dict[str, str] | None = None
 
     def keys(self) -> set[str]:
-        return self.capture | self.lens | set(self.writes)
+        return self.capture | self.lens | set(self.writes) | set(self.features)
+
+    def reads(self, key: str) -> bool:
+        return key in self.capture or key in self.lens or key in self.features
 
     def refuse(self, error: InterpError) -> None:
         """Fail this request alone with `error` (the first refusal wins); it runs hook-free on."""
@@ -159,6 +155,13 @@ def _parse_request(spec: dict[str, Any]) -> _Request:
                 scale=float(item.get("scale", 1.0)),
                 lower=item.get("min"),
                 upper=item.get("max"),
+                encoder=(
+                    None
+                    if item.get("encoder") is None
+                    else torch.tensor(item["encoder"], dtype=torch.float32)
+                ),
+                bias=float(item.get("bias") or 0.0),
+                threshold=float(item.get("threshold") or 0.0),
                 positions=None if positions is None else torch.tensor(positions, dtype=torch.long),
             )
         )
@@ -167,6 +170,10 @@ def _parse_request(spec: dict[str, Any]) -> _Request:
         capture={str(k) for k in spec.get("capture", ())},
         writes=writes,
         lens={str(k) for k in spec.get("lens", ())},
+        features={
+            str(k): [(str(name), int(top)) for name, top in wanted]
+            for k, wanted in spec.get("features", {}).items()
+        },
     )
 
 
@@ -214,7 +221,7 @@ def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
     return len(mlps)
 
 
-class InterpWorkerExtension:
+class InterpWorkerExtension(SAEWorkerMixin):
     """Methods vLLM adds to its Worker; every one is called by name over `collective_rpc`.
 
     State lives on the worker object (`_interp_*` attributes), so it persists between RPCs.
@@ -446,16 +453,26 @@ class InterpWorkerExtension:
             changed = True
         for key in keys:
             segments = [s for s in step.by_key.get(key, ()) if s.request.refusal is None]
-            wanted = [s for s in segments if key in s.request.capture or key in s.request.lens]
+            wanted = [s for s in segments if s.request.reads(key)]
             if not wanted:
                 continue
             value = self._interp_sites[key].read(args, kwargs, out)
             for segment in wanted:
                 part = slice(segment.start, segment.stop)
-                segment.request.keep(key, step.positions[part], value[part])
+                self._interp_keep(segment.request, key, step.positions[part], value[part])
         if not changed:
             return None
         return out if phase == "post" else (args, kwargs)
+
+    def _interp_keep(
+        self, request: _Request, key: str, where: torch.Tensor, rows: torch.Tensor
+    ) -> None:
+        """Keep one request's rows at `key`: raw (capture, lens) and SAE top-k (features)."""
+        request.keep(key, where, rows)
+        wanted = request.features.get(key)
+        if wanted:
+            encoded = self.interp_sae_encode_rows(wanted, rows)
+            request.feature_rows.setdefault(key, []).append((where.clone(), encoded))
 
     def _interp_deltas(
         self, step: _Step, key: str, segments: list[_Segment], value: torch.Tensor
@@ -482,6 +499,9 @@ class InterpWorkerExtension:
                         upper=local.upper,
                         row_positions=where,
                         positions=local.positions,
+                        encoder=local.encoder,
+                        bias=local.bias,
+                        threshold=local.threshold,
                     )
             except Exception as exc:  # this request alone: the others' rows are untouched
                 delta[part] = 0
@@ -561,6 +581,7 @@ class InterpWorkerExtension:
             "captured": captured,
             "positions": positions,
             "lens": readout,
+            "features": collect_features(request.feature_rows) if request.feature_rows else {},
             "errors": [*request.errors, *orphans],
             "seen": True,
         }

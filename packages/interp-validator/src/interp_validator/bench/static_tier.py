@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interp_validator.bench.workloads import Row, interleave, prompt_tokens
+from interp_validator.bench.results import Row, interleave, prompt_tokens
 
 __all__ = ["bench_static_concurrent", "bench_static_stream", "static_models"]
 

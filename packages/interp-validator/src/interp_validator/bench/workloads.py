@@ -15,9 +15,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from interp_validator.bench.results import (
+    PROMPT_TOKENS,
+    BenchResult,
+    Row,
+    interleave,
+    prompt_tokens,
+    time_rows,
+)
 
 __all__ = [
     "BenchResult",
@@ -38,63 +46,10 @@ WORKLOAD_SUMMARIES = {
     "P4": "8 concurrent requests with capture: aggregate generated tokens/s, vLLM vs eager",
     "L": "latency of steering and logit lens vs a plain capture, eager and vLLM",
 }
-PROMPT_TOKENS = 128
 VOCAB = 1000
 REFERENCE_BENCH_ENGINES = ("tl_bridge", "tl_hooked", "nnsight", "nnterp")
 
 
-@dataclass(frozen=True)
-class Row:
-    """One measured variant: its median and its ratio to the baseline it ran beside."""
-
-    workload: str
-    subject: str  # "eager", "vllm", "tl_bridge (TL 3.9.0)", ...
-    variant: str
-    value: float  # seconds (unit "s") or tokens per second (unit "tok/s")
-    unit: str
-    baseline: str
-    ratio: float | None
-    note: str = ""
-    goal: float | None = None  # the least ratio this row is meant to reach, where one is set
-
-
-@dataclass
-class BenchResult:
-    rows: list[Row] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"meta": self.meta, "rows": [asdict(r) for r in self.rows], "errors": self.errors},
-            indent=2,
-        )
-
-    def markdown(self) -> str:
-        lines = [
-            f"Model: {self.meta.get('model', '?')}; {self.meta.get('machine', '')}",
-            "",
-            "| workload | subject | variant | value | baseline | ratio |",
-            "|---|---|---|---:|---|---:|",
-        ]
-        for row in self.rows:
-            value = f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} tok/s"
-            ratio = "" if row.ratio is None else f"{row.ratio:.3f}×"
-            if row.goal is not None and row.ratio is not None:
-                verdict = "met" if row.ratio >= row.goal else "MISSED"
-                ratio += f" (goal ≥ {row.goal:g}×: {verdict})"
-            note = f" ({row.note})" if row.note else ""
-            lines.append(
-                f"| {row.workload} | {row.subject} | {row.variant}{note} | {value} | "
-                f"{row.baseline} | {ratio} |"
-            )
-        for name, error in sorted(self.errors.items()):
-            first = error.strip().splitlines()[0] if error.strip() else "failed"
-            lines.append(f"| {name} | — | not measured: {first} | | | |")
-        return "\n".join(lines) + "\n"
-
-
-# --- the model -----------------------------------------------------------------------------------
 def build_bench_model(folder: str | os.PathLike[str]) -> Path:
     """A 24M-parameter Llama (d_model 512, 8 layers, head_dim 64) with random weights.
 
@@ -130,44 +85,6 @@ def build_bench_model(folder: str | os.PathLike[str]) -> Path:
     return target
 
 
-def prompt_tokens(length: int = PROMPT_TOKENS, seed: int = 0) -> list[int]:
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    # Below the tokenizer's size (and never the end-of-sequence id).
-    return torch.randint(3, 400, (length,), generator=generator).tolist()
-
-
-# --- timing --------------------------------------------------------------------------------------
-def interleave(
-    variants: dict[str, Callable[[], Any]], *, repeats: int, warmup: int
-) -> dict[str, list[float]]:
-    """Seconds per call of each variant, run round-robin so noise hits all of them alike."""
-    for _ in range(warmup):
-        for run in variants.values():
-            run()
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, run in variants.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
-def _time_rows(
-    workload_of: dict[str, str], subject: str, times: dict[str, list[float]], baseline: str
-) -> list[Row]:
-    base = statistics.median(times[baseline])
-    rows = []
-    for name, samples in times.items():
-        if name == baseline:
-            continue
-        median = statistics.median(samples)
-        rows.append(Row(workload_of[name], subject, name, median, "s", baseline, median / base))
-    return rows
-
-
 # --- P1 / P2: ours -------------------------------------------------------------------------------
 def bench_eager_capture(folder: Path, *, repeats: int, warmup: int) -> list[Row]:
     import torch
@@ -200,7 +117,7 @@ def bench_eager_capture(folder: Path, *, repeats: int, warmup: int) -> list[Row]
         repeats=repeats,
         warmup=warmup,
     )
-    return _time_rows({p1: "P1", p2: "P2"}, "eager (ours)", times, "plain HF forward")
+    return time_rows({p1: "P1", p2: "P2"}, "eager (ours)", times, "plain HF forward")
 
 
 # --- P1 / P2: the reference engines -------------------------------------------------------------
@@ -259,7 +176,7 @@ def bench_reference_engines(
                 "resid_post, every layer": times["P1"],
                 "every readable point": times["P2"],
             }
-            rows += _time_rows(
+            rows += time_rows(
                 {"resid_post, every layer": "P1", "every readable point": "P2"},
                 label,
                 renamed,
@@ -347,7 +264,7 @@ def bench_latency(models: dict[str, Any], *, repeats: int, warmup: int) -> list[
             repeats=repeats,
             warmup=warmup,
         )
-        rows += _time_rows(
+        rows += time_rows(
             {"capture + add steering": "L", "logit lens, every layer, top-10": "L"},
             f"{name} (ours)",
             times,
