@@ -183,7 +183,7 @@ def _trunk_sites(build: _Builder, model: Any, trunk: Any, layers: Any) -> None:
     b = build.batched
     embed = find_module(trunk, *TOKEN_EMBEDDINGS)
     if absent(embed) or absent(layers[0]):
-        embed = None  # a later pipeline stage: the embeddings live on the first
+        pass  # a later pipeline stage: the embeddings live on the first
     elif any(find_module(trunk, name) is not None for name in BEFORE_LAYER_0):
         # Learned positions or an embedding norm come between the table and layer 0.
         build.put("embeddings", None, output_site(embed, batched=b) if embed is not None else None)
@@ -195,7 +195,9 @@ def _trunk_sites(build: _Builder, model: Any, trunk: Any, layers: Any) -> None:
             "embeddings", None, input_site(first, arg_named(first, "hidden_states", 0), batched=b)
         )
     norm = find_module(trunk, *FINAL_NORMS)
-    if norm is None or absent(norm):  # an earlier pipeline stage: the final norm is the last's
+    # An earlier pipeline stage: the final norm that runs is the last stage's (some families
+    # build the module on every stage and leave it idle on all but the last).
+    if norm is None or absent(norm) or absent(layers[-1]):
         return
     build.put("final_norm", None, output_site(norm, batched=b))
     head = find_module(model, "lm_head")
