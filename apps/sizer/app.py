@@ -9,6 +9,8 @@ the same sizing. Bad input shows a message, never a traceback.
 Defaults differ from `interp-size` on purpose, and the sidebar says so: the app starts at a
 context of 8,192 tokens (the CLI prices the model's maximum unless `--max-model-len` is given),
 and GPUs = 0 means "the fewest that fit" (the CLI's default when `--num-gpus` is not given).
+Pipeline stages and GPUs per node price a multi-node vLLM layout (`--pipeline-parallel`,
+`--gpus-per-node` on the CLI).
 
 Run it with `make sizer` (or `streamlit run apps/sizer/app.py`).
 """
@@ -121,6 +123,24 @@ def _inputs() -> dict[str, Any]:
         key="num_gpus",
         help="A count other than 0 is kept: the table, the verdict and the snippet use it.",
     )
+    pipeline_parallel = side.number_input(
+        "Pipeline stages (pipeline_parallel)",
+        min_value=1,
+        max_value=64,
+        value=max(1, _int_param("pipeline_parallel", 1)),
+        key="pipeline_parallel",
+        disabled=backend == "eager",
+        help="vLLM: the layers split into this many stages, each on GPUs / stages GPUs (tensor "
+        "parallel). Kept when the GPU count is 0 (the fewest that fit).",
+    )
+    gpus_per_node = side.number_input(
+        "GPUs per node (0 = all on one node)",
+        min_value=0,
+        max_value=64,
+        value=max(0, _int_param("gpus_per_node", 0)),
+        key="gpus_per_node",
+        help='More GPUs than this span several machines: the snippet adds distributed="ray".',
+    )
     utilization = side.slider(
         "gpu_memory_utilization",
         min_value=0.10,
@@ -155,6 +175,8 @@ def _inputs() -> dict[str, Any]:
         "kv_cache_dtype": "auto" if backend == "eager" else kv_cache_dtype,
         "gpu": None if gpu == SMALLEST else gpu,
         "num_gpus": int(num_gpus) or None,
+        "pipeline_parallel": 1 if backend == "eager" else int(pipeline_parallel),
+        "gpus_per_node": int(gpus_per_node) or None,
         "gpu_memory_utilization": None if backend == "eager" else float(utilization),
         "max_model_len": int(max_model_len) or None,
         "concurrency": int(concurrency),
@@ -191,6 +213,10 @@ def _sync_url(inputs: Mapping[str, Any], capture: list[str], steer: list[str]) -
         "kv_cache_dtype": inputs["kv_cache_dtype"],
         "gpu": inputs["gpu"] or "",
         "num_gpus": str(inputs["num_gpus"] or ""),
+        "pipeline_parallel": ""
+        if inputs["pipeline_parallel"] == 1
+        else str(inputs["pipeline_parallel"]),
+        "gpus_per_node": str(inputs["gpus_per_node"] or ""),
         "util": ""
         if inputs["gpu_memory_utilization"] is None
         else f"{inputs['gpu_memory_utilization']:g}",
@@ -274,6 +300,9 @@ def _show(report: SizingReport) -> None:
         )
     else:
         st.warning("Nothing in the catalogue fits with up to 8 GPUs at these settings.")
+
+    if fit.pipeline_parallel > 1 or report.nodes > 1:
+        _show_stages(report)
 
     st.markdown("#### `load_model(...)` for what was priced")
     st.code(report.snippet, language="python")
@@ -361,6 +390,36 @@ def _show(report: SizingReport) -> None:
         )
 
 
+def _show_stages(report: SizingReport) -> None:
+    """Pipeline stages and nodes: what each stage holds and costs per GPU."""
+    fit = report.selected
+    priced = fit.stages[fit.priced_stage] if fit.stages else None
+    st.markdown("#### Pipeline stages and nodes")
+    st.caption(
+        f"{fit.pipeline_parallel} stage(s) × {fit.tensor_parallel} GPU(s) each (tensor "
+        f"parallel) on {report.nodes} node(s) of {report.gpus_per_node or fit.num_gpus} GPUs. "
+        + (f"The terms below are one GPU of {priced.label}. " if priced is not None else "")
+        + "Stages run one after another for a sequence: they add memory, not single-stream "
+        "speed."
+    )
+    st.dataframe(
+        [
+            {
+                "stage": stage.index,
+                "layers": f"{stage.first_layer}-{stage.stop_layer - 1}",
+                "holds": ", ".join(stage.holds) or "-",
+                "weights GiB": round(stage.weights_bytes / GIB, 3),
+                "weights per GPU GiB": round(stage.weights_per_gpu / GIB, 3),
+                "KV KiB/token/GPU": round(stage.kv_bytes_per_token / 1024, 1),
+            }
+            for stage in fit.stages
+        ],
+        hide_index=True,
+        width="stretch",
+        key="stages_table",
+    )
+
+
 def main() -> None:
     st.set_page_config(page_title="interp-engine GPU sizer", layout="wide")
     st.title("interp-engine GPU sizer")
@@ -384,6 +443,8 @@ def main() -> None:
             concurrency=inputs["concurrency"],
             capture=capture,
             steer=steer,
+            pipeline_parallel=inputs["pipeline_parallel"],
+            gpus_per_node=inputs["gpus_per_node"],
         )
     except (InterpError, ValueError) as error:
         st.error(str(error))

@@ -164,3 +164,37 @@ def test_the_memory_chart_holds_the_workloads_kv_not_the_free_pool() -> None:
     assert gib[("B200", "kv")] == pytest.approx(1.0, abs=0.01)
     total = sum(v for (card, _), v in gib.items() if card == "H200")
     assert 15 < total < 25
+
+
+def test_pipeline_stages_and_nodes_are_inputs_and_reach_the_snippet() -> None:
+    app = _app(
+        model="meta-llama/Llama-3.1-70B",
+        gpu="H100-80GB",
+        dtype="bfloat16",
+        num_gpus="8",
+        pipeline_parallel="2",
+        max_model_len="8192",
+    )
+    assert not app.exception and not app.error
+    assert app.number_input(key="pipeline_parallel").value == 2
+    assert app.number_input(key="gpus_per_node").value == 0
+    snippet = app.code[0].value
+    assert "    num_gpus=8,\n    pipeline_parallel=2,\n" in snippet
+    assert "distributed" not in snippet
+    stages = next(frame.value for frame in app.dataframe if "holds" in frame.value.columns)
+    assert list(stages["layers"]) == ["0-39", "40-79"]
+    # One GPU of the last stage: 40 layers, the final norm and lm_head over 4 GPUs.
+    assert stages["weights per GPU GiB"].iloc[1] == round(17_638_428_672 / 2**30, 3)
+    captions = " ".join(c.value for c in app.caption)
+    assert "2 stage(s) × 4 GPU(s) each (tensor parallel) on 1 node(s)" in captions
+    # Four GPUs per node: two nodes, and the snippet asks for Ray; the URL follows.
+    app.number_input(key="gpus_per_node").set_value(4).run()
+    assert not app.error
+    assert app.query_params["gpus_per_node"] == "4"
+    assert app.query_params["pipeline_parallel"] == "2"
+    assert '    pipeline_parallel=2,\n    distributed="ray",\n' in app.code[0].value
+    assert "on 2 node(s) of 4 GPUs" in " ".join(c.value for c in app.caption)
+    # Two per node would split a tensor-parallel group across machines: refused, with the fix.
+    app.number_input(key="gpus_per_node").set_value(2).run()
+    assert not app.exception
+    assert app.error and "Use pipeline_parallel=4" in app.error[0].value

@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
         "  interp-size meta-llama/Llama-3.1-8B --gpu H100-80GB --max-model-len 8192\n"
         "  interp-size meta-llama/Llama-3.1-70B --quantization fp8 --num-gpus 2\n"
+        "  interp-size meta-llama/Llama-3.1-405B --num-gpus 16 --pipeline-parallel 2 "
+        "--gpus-per-node 8\n"
         "  interp-size Qwen/Qwen3-8B --backend vllm-static --points resid_post --json\n"
         "  interp-size --list-models | grep -i qwen\n\n"
         "The Streamlit app (make sizer) starts at --max-model-len 8192; this command prices the "
@@ -75,6 +77,21 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="GPUs to split the model over; default: 1 with --gpu, else the fewest that fit",
+    )
+    parser.add_argument(
+        "--pipeline-parallel",
+        type=int,
+        default=1,
+        metavar="P",
+        help="vLLM pipeline stages: layers split into P runs, each on --num-gpus / P GPUs "
+        "(tensor parallel); kept when choosing the fewest GPUs",
+    )
+    parser.add_argument(
+        "--gpus-per-node",
+        type=int,
+        metavar="N",
+        help='GPUs in one machine; more than this spans nodes (distributed="ray"); '
+        "default: every GPU on one node",
     )
     parser.add_argument(
         "--gpu-memory-utilization",
@@ -196,6 +213,8 @@ def render(report: SizingReport) -> str:
     for term in fit.terms:
         rows.append([term.label, f"{term.bytes / GIB:.2f}", term.side, term.provenance])
     lines += [_table(rows), ""]
+    if fit.pipeline_parallel > 1:
+        lines += _stage_lines(report)
     verdict = "FITS" if fit.fits else "DOES NOT FIT"
     lines.append(
         f"{verdict}: {fit.kv_tokens:,} KV tokens, {fit.max_concurrency:.1f} sequences of "
@@ -228,6 +247,11 @@ def render(report: SizingReport) -> str:
         )
     lines.append(_table(rows))
     lines.append("decode tok/s: a roofline estimate (+-30%), not a measurement; see --explain")
+    if fit.pipeline_parallel > 1:
+        lines.append(
+            "pipeline stages run one after another for a stream: no speedup for one sequence "
+            "over one stage's tensor-parallel group"
+        )
     if report.smallest is not None:
         lines.append(f"smallest fit: {report.smallest.num_gpus} x {report.smallest.gpu.name}")
     else:
@@ -235,6 +259,29 @@ def render(report: SizingReport) -> str:
     lines.extend(f"note: {note}" for note in report.notes)
     lines += ["", report.snippet.rstrip()]
     return "\n".join(lines)
+
+
+def _stage_lines(report: SizingReport) -> list[str]:
+    """The stages: what each holds, its weights and KV per GPU, and which one was priced."""
+    fit = report.selected
+    priced = fit.stages[fit.priced_stage]
+    lines = [
+        f"{fit.pipeline_parallel} pipeline stages x {fit.tensor_parallel} GPUs (tensor "
+        f"parallel) on {report.nodes} node(s); terms above: one GPU of {priced.label}",
+    ]
+    rows = [["stage", "layers", "holds", "weights GiB", "per GPU GiB", "KV KiB/token/GPU"]]
+    for stage in fit.stages:
+        rows.append(
+            [
+                str(stage.index),
+                f"{stage.first_layer}-{stage.stop_layer - 1}",
+                ", ".join(stage.holds) or "-",
+                f"{stage.weights_bytes / GIB:.2f}",
+                f"{stage.weights_per_gpu / GIB:.2f}",
+                f"{stage.kv_bytes_per_token / 1024:.1f}",
+            ]
+        )
+    return [*lines, _table(rows), ""]
 
 
 def _gpu_json(gpu: GpuSpec) -> dict[str, object]:
@@ -292,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_num_batched_tokens=args.max_num_batched_tokens,
             attn_implementation=args.attn_implementation,
             prompt_tokens=args.prompt_tokens,
+            pipeline_parallel=args.pipeline_parallel,
+            gpus_per_node=args.gpus_per_node,
         )
     except InterpError as error:
         print(f"interp-size: {as_flags(str(error))}", file=sys.stderr)

@@ -98,7 +98,10 @@ def size(
         selected = smallest
     else:
         selected = max(fits, key=lambda f: f.gpu.memory_gib)
-    layout = kv_layout_for(resolved, s, selected.num_gpus if s.backend != "eager" else 1)
+    layout = kv_layout_for(resolved, s, selected.tensor_parallel if s.backend != "eager" else 1)
+    kv_per_token = layout.bytes_per_token
+    if selected.stages and s.pipeline_parallel > 1:
+        kv_per_token = selected.stages[selected.priced_stage].kv_bytes_per_token
     notes = _notes(resolved, s)
     return SizingReport(
         model=resolved,
@@ -108,7 +111,7 @@ def size(
         max_model_len=s.max_model_len,
         gpu_memory_utilization=s.utilization if s.backend != "eager" else None,
         weights_bytes=resolved.inventory.load_bytes(s.dtype, s.quantization),
-        kv_bytes_per_token=layout.bytes_per_token,
+        kv_bytes_per_token=kv_per_token,
         kv_values_per_token_layer=layout.values_per_token_layer(),
         capture_bytes_per_token=site_bytes_per_token(s.capture, s.value_bytes),
         fits=fits,
@@ -116,6 +119,7 @@ def size(
         smallest=smallest,
         snippet=snippet(resolved, request, s, selected),
         notes=notes,
+        gpus_per_node=s.gpus_per_node,
     )
 
 
@@ -146,6 +150,12 @@ def _notes(model: ResolvedModel, s: Settings) -> tuple[str, ...]:
         )
     if "vision_config" in facts.extras:
         notes.append("a multimodal checkpoint: the vision tower is not priced from the config")
+    if s.pipeline_parallel > 1:
+        notes.append(
+            f"pipeline_parallel={s.pipeline_parallel}: the terms are one GPU of the stage that "
+            "leaves the least KV room; speeds assume one stream walks the stages one after "
+            "another, so pipeline stages add capacity, not single-stream speed"
+        )
     return tuple(notes)
 
 
@@ -156,9 +166,14 @@ def _fit(model: ResolvedModel, s: Settings, gpu: GpuSpec, n: int) -> GpuFit:
 
 
 def _gpu_counts(model: ResolvedModel, s: Settings) -> list[int]:
+    """GPU counts to try for the smallest fit; the stage count the user gave is kept."""
     if s.backend == "eager":
-        return list(GPU_COUNTS)
-    return [n for n in GPU_COUNTS if model.facts.n_heads % n == 0]
+        return [n for n in GPU_COUNTS if s.gpus_per_node is None or n <= s.gpus_per_node]
+    return [
+        s.pipeline_parallel * tp
+        for tp in GPU_COUNTS
+        if model.facts.n_heads % tp == 0 and (s.gpus_per_node is None or tp <= s.gpus_per_node)
+    ]
 
 
 def _smallest(model: ResolvedModel, s: Settings, gpus: Sequence[GpuSpec]) -> GpuFit | None:

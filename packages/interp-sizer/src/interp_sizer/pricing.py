@@ -13,7 +13,7 @@ from collections.abc import Callable
 from interp_sizer import calibration as cal
 from interp_sizer.gpus import GpuSpec
 from interp_sizer.kv import KVLayout, kv_layout
-from interp_sizer.report import Term
+from interp_sizer.report import Stage, Term
 from interp_sizer.roofline import WorkloadShape
 from interp_sizer.settings import Settings
 from interp_sizer.source import ResolvedModel
@@ -62,11 +62,18 @@ def gpu_problems(model: ResolvedModel, s: Settings, gpu: GpuSpec) -> list[str]:
     return problems
 
 
-def weights_term(model: ResolvedModel, s: Settings, shards: int) -> Term:
+def weights_term(
+    model: ResolvedModel, s: Settings, shards: int, stage: Stage | None = None
+) -> Term:
+    """The weights one GPU holds: all of them over `shards`, or one pipeline stage's."""
     total = model.inventory.load_bytes(s.dtype, s.quantization)
+    if stage is not None:
+        total = stage.weights_bytes
     exact = model.inventory.source == "safetensors" and s.quantization is None
     how = "safetensors headers" if model.inventory.source == "safetensors" else "config dims"
     note = f"{total / GIB:.2f} GiB at {s.dtype}"
+    if stage is not None:
+        note = f"{stage.label}: " + note
     if s.quantization is not None:
         note += f", linear layers {s.quantization.name}"
     if shards > 1:

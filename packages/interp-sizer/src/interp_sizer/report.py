@@ -16,7 +16,7 @@ from interp_sizer.gpus import GpuSpec
 from interp_sizer.roofline import Throughput
 from interp_sizer.source import ResolvedModel
 
-__all__ = ["GpuFit", "SizingReport", "SizingRequest", "Term", "report_json"]
+__all__ = ["GpuFit", "SizingReport", "SizingRequest", "Stage", "Term", "report_json"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class SizingRequest:
     max_num_batched_tokens: int | None = None  # vLLM; None: its default for the card
     attn_implementation: str | None = None  # eager only: 'sdpa' or 'eager'
     prompt_tokens: int = 2048  # prompt length for prefill speed and in-flight captures
+    pipeline_parallel: int = 1  # vLLM: stages of layers; num_gpus / pipeline_parallel is the TP
+    gpus_per_node: int | None = None  # None: every GPU on one node
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,28 @@ class Term:
     side: str  # 'pool' (inside gpu_memory_utilization), 'margin' (outside) or 'card' (eager)
     provenance: str  # 'exact', 'computed' or 'calibrated'
     note: str = ""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: a contiguous run of decoder layers on `tensor_parallel` GPUs."""
+
+    index: int
+    first_layer: int
+    stop_layer: int  # one past the last layer, as in range()
+    holds: tuple[str, ...]  # what sits beside the layers: 'embeddings', 'final norm', 'lm_head'
+    weights_bytes: int  # the stage's weights, all its GPUs together
+    tensor_parallel: int
+    kv_bytes_per_token: int  # per GPU: the stage's attending layers on one TP rank
+
+    @property
+    def weights_per_gpu(self) -> int:
+        return -(-self.weights_bytes // self.tensor_parallel)
+
+    @property
+    def label(self) -> str:
+        layers = f"layers {self.first_layer}-{self.stop_layer - 1}"
+        return f"stage {self.index} ({layers}" + "".join(f", {h}" for h in self.holds) + ")"
 
 
 @dataclass(frozen=True)
@@ -69,6 +93,18 @@ class GpuFit:
     max_num_batched_tokens: int | None
     throughput: Throughput | None
     advice: tuple[str, ...]
+    # Pipeline parallelism: every stage, and the one whose GPUs the terms above price (the
+    # stage that leaves the fewest KV blocks, which vLLM then uses on every stage).
+    stages: tuple[Stage, ...] = ()
+    priced_stage: int = 0
+
+    @property
+    def pipeline_parallel(self) -> int:
+        return max(1, len(self.stages))
+
+    @property
+    def tensor_parallel(self) -> int:
+        return self.num_gpus // self.pipeline_parallel
 
     @property
     def limiting_term(self) -> Term:
@@ -114,7 +150,7 @@ class SizingReport:
     max_model_len: int
     gpu_memory_utilization: float | None
     weights_bytes: int  # all ranks together, as loaded
-    kv_bytes_per_token: int  # per GPU, every layer, nothing windowed away
+    kv_bytes_per_token: int  # per GPU, every layer of its stage, nothing windowed away
     kv_values_per_token_layer: int  # cached values per token in one attending layer
     capture_bytes_per_token: int
     fits: tuple[GpuFit, ...]  # the catalogue at the requested GPU count
@@ -122,6 +158,13 @@ class SizingReport:
     smallest: GpuFit | None  # fewest GPUs, then least memory, over the catalogue
     snippet: str
     notes: tuple[str, ...] = field(default=())
+    gpus_per_node: int | None = None  # as requested; None: one node
+
+    @property
+    def nodes(self) -> int:
+        """Machines the selected layout spans: ceil(num_gpus / gpus_per_node)."""
+        per_node = self.gpus_per_node or self.selected.num_gpus
+        return -(-self.selected.num_gpus // per_node)
 
     @property
     def kv_tokens(self) -> int:
@@ -154,11 +197,26 @@ def _term_json(term: Term) -> dict[str, Any]:
     }
 
 
+def _stage_json(stage: Stage) -> dict[str, Any]:
+    return {
+        "stage": stage.index,
+        "layers": [stage.first_layer, stage.stop_layer],
+        "holds": list(stage.holds),
+        "weights_bytes": stage.weights_bytes,
+        "weights_bytes_per_gpu": stage.weights_per_gpu,
+        "kv_bytes_per_token_per_gpu": stage.kv_bytes_per_token,
+    }
+
+
 def _fit_json(fit: GpuFit) -> dict[str, Any]:
     t = fit.throughput
     return {
         "gpu": fit.gpu.name,
         "num_gpus": fit.num_gpus,
+        "pipeline_parallel": fit.pipeline_parallel,
+        "tensor_parallel": fit.tensor_parallel if fit.stages else None,
+        "stages": [_stage_json(stage) for stage in fit.stages],
+        "priced_stage": fit.priced_stage if fit.stages else None,
         "fits": fit.fits,
         "problems": list(fit.problems),
         "advice": list(fit.advice),
@@ -204,6 +262,10 @@ def report_json(report: SizingReport) -> dict[str, Any]:
         "capture_bytes_per_token": report.capture_bytes_per_token,
         "gpu": report.selected.gpu.name,
         "num_gpus": report.selected.num_gpus,
+        "pipeline_parallel": report.selected.pipeline_parallel,
+        "tensor_parallel": report.selected.tensor_parallel if report.selected.stages else None,
+        "gpus_per_node": report.gpus_per_node or report.selected.num_gpus,
+        "nodes": report.nodes,
         "kv_tokens": report.kv_tokens,
         "fits": {fit.gpu.name: fit.fits for fit in report.fits},
         "smallest_fit": None

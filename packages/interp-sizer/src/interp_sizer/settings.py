@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp_core.errors import InvalidArgument
+from interp_core.facts import ModelFacts
+from interp_core.parallel import check_pipeline_split
 from interp_core.points import POINTS, Width
 from interp_sizer import calibration as cal
 from interp_sizer.activations import Site, expand_points
@@ -27,7 +29,7 @@ from interp_sizer.formats import (
 from interp_sizer.report import SizingRequest
 from interp_sizer.source import ResolvedModel
 
-__all__ = ["ATTENTION_MATRIX_POINTS", "Settings", "check_request", "positive_int"]
+__all__ = ["ATTENTION_MATRIX_POINTS", "Settings", "check_request", "check_split", "positive_int"]
 
 # Points that exist only where HF materialises the attention matrix ([batch, heads, q, k]).
 ATTENTION_MATRIX_POINTS = frozenset(
@@ -57,6 +59,12 @@ class Settings:
     max_num_batched_tokens: int | None
     attn_implementation: str | None
     prompt_tokens: int
+    pipeline_parallel: int = 1
+    gpus_per_node: int | None = None  # None: every GPU on one node
+
+    @property
+    def tensor_parallel(self) -> int:
+        return self.num_gpus // self.pipeline_parallel
 
 
 def positive_int(value: Any, what: str, instead: str) -> int:
@@ -138,13 +146,19 @@ def check_request(model: ResolvedModel, request: SizingRequest) -> Settings:
         )
         raise error
 
-    if vllm and facts.n_heads % num_gpus:
-        error = UnsupportedSetting.build(
-            f"num_gpus={num_gpus} on {backend}",
-            f"tensor parallelism splits the {facts.n_heads} attention heads evenly over the GPUs",
-            "Use a GPU count that divides the heads (1, 2, 4, 8 usually do)",
-        )
-        raise error
+    pipeline = request.pipeline_parallel
+    if backend != "eager":
+        # The stage count's type and the layers it needs; the GPU count is checked once known.
+        stages = pipeline if isinstance(pipeline, int) else 1
+        pipeline = check_pipeline_split(stages, pipeline, facts.n_layers)
+    else:
+        pipeline = positive_int(pipeline, "pipeline_parallel", "Pass 1 or more")
+    per_node = request.gpus_per_node
+    if per_node is not None:
+        per_node = positive_int(per_node, "gpus_per_node", "Pass e.g. 8 (leave it unset: one node)")
+    if request.num_gpus is None:
+        num_gpus = pipeline  # the fewest: one GPU per stage
+    check_split(facts, backend, num_gpus, pipeline, per_node)
 
     capture = expand_points(facts, request.capture, max_model_len)
     steer = expand_points(facts, request.steer, max_model_len)
@@ -218,4 +232,66 @@ def check_request(model: ResolvedModel, request: SizingRequest) -> Settings:
         max_num_batched_tokens=mnbt,
         attn_implementation=attn,
         prompt_tokens=min(prompt_tokens, max_model_len),
+        pipeline_parallel=pipeline,
+        gpus_per_node=per_node,
     )
+
+
+def check_split(
+    facts: ModelFacts, backend: str, num_gpus: int, pipeline: int, per_node: int | None
+) -> None:
+    """Refuse a split of GPUs into stages that the backend cannot run, before pricing it.
+
+    The pipeline rule is interp_core.parallel's, the one the vLLM backend applies.
+    """
+    if backend == "eager":
+        if pipeline > 1:
+            error = UnsupportedSetting.build(
+                f"pipeline_parallel={pipeline} on eager",
+                "it is a vLLM option; eager already places whole layers on "
+                "successive GPUs (num_gpus alone)",
+                "Drop pipeline_parallel, or use a vLLM backend",
+            )
+            raise error
+        if per_node is not None and num_gpus > per_node:
+            error = UnsupportedSetting.build(
+                f"num_gpus={num_gpus} over nodes of gpus_per_node={per_node} on eager",
+                "the eager backend runs in one process on one machine",
+                "Use a vLLM backend (distributed='ray') to span nodes",
+            )
+            raise error
+        return
+    check_pipeline_split(num_gpus, pipeline, facts.n_layers)  # the backend's rule and words
+    tp = num_gpus // pipeline
+    if facts.n_heads % tp:
+        if pipeline == 1:
+            error = UnsupportedSetting.build(
+                f"num_gpus={num_gpus} on {backend}",
+                f"tensor parallelism splits the {facts.n_heads} attention heads evenly over "
+                "the GPUs",
+                "Use a GPU count that divides the heads (1, 2, 4, 8 usually do)",
+            )
+        else:
+            error = UnsupportedSetting.build(
+                f"num_gpus={num_gpus} in pipeline_parallel={pipeline} stages on {backend}",
+                f"each stage's {tp} GPUs split the {facts.n_heads} attention heads evenly "
+                "(tensor parallelism)",
+                "Use num_gpus = pipeline_parallel × a count that divides the heads",
+            )
+        raise error
+    if per_node is not None and tp > per_node:
+        # vLLM would run it, but a tensor-parallel group all-reduces inside every layer: across
+        # nodes that traffic crosses the network on every token.
+        fix = next(
+            p
+            for p in range(pipeline, num_gpus + 1)
+            if num_gpus % p == 0 and num_gpus // p <= per_node
+        )
+        error = UnsupportedSetting.build(
+            f"tensor parallel size {tp} (num_gpus={num_gpus} / pipeline_parallel={pipeline}) "
+            f"spans nodes of gpus_per_node={per_node}",
+            "tensor parallelism all-reduces inside every layer, and across nodes that traffic "
+            "goes over the network for every token",
+            f"Use pipeline_parallel={fix} (stages of {num_gpus // fix} GPUs, each inside a node)",
+        )
+        raise error

@@ -10,6 +10,7 @@ from interp_sizer.pricing import default_batched_tokens
 from interp_sizer.report import GpuFit, SizingRequest
 from interp_sizer.settings import Settings
 from interp_sizer.source import ResolvedModel
+from interp_sizer.stages import nodes
 
 __all__ = ["snippet"]
 
@@ -46,6 +47,11 @@ def snippet(model: ResolvedModel, request: SizingRequest, s: Settings, fit: GpuF
     if s.kv_cache_dtype != "auto":
         args.append(f"kv_cache_dtype={_q(s.kv_cache_dtype)}")
     args.append(f"num_gpus={fit.num_gpus}")
+    if s.pipeline_parallel > 1:
+        args.append(f"pipeline_parallel={s.pipeline_parallel}")
+    if nodes(fit.num_gpus, s.gpus_per_node) > 1:
+        # More than one machine: vLLM's Ray executor on the cluster RAY_ADDRESS names.
+        args.append(f"distributed={_q('ray')}")
     if s.backend != "eager":
         args.append(f"gpu_memory_utilization={s.utilization:g}")
         args.append(f"max_model_len={s.max_model_len}")

@@ -10,10 +10,11 @@ start-up (captures in flight).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from interp_core.steering import STATIC_WRITE_SLOTS
 from interp_sizer import calibration as cal
-from interp_sizer.activations import site_bytes_per_token, vllm_activation_peak_bytes
+from interp_sizer.activations import Site, site_bytes_per_token, vllm_activation_peak_bytes
 from interp_sizer.gpus import GpuSpec
 from interp_sizer.kv import vllm_kv_capacity
 from interp_sizer.pricing import (
@@ -26,10 +27,11 @@ from interp_sizer.pricing import (
     weights_term,
     workload_shape,
 )
-from interp_sizer.report import GpuFit, Term
+from interp_sizer.report import GpuFit, Stage, Term
 from interp_sizer.roofline import roofline
 from interp_sizer.settings import Settings
 from interp_sizer.source import ResolvedModel
+from interp_sizer.stages import stage_layout, stage_sites, stages
 
 __all__ = ["STATIC_LADDER", "vllm_fit"]
 
@@ -37,23 +39,46 @@ __all__ = ["STATIC_LADDER", "vllm_fit"]
 STATIC_LADDER = (16384, 8192, 4096, 2048, 1024)
 
 
-def vllm_fit(model: ResolvedModel, s: Settings, gpu: GpuSpec, tp: int) -> GpuFit:
+def vllm_fit(model: ResolvedModel, s: Settings, gpu: GpuSpec, n: int) -> GpuFit:
+    """`n` GPUs in `s.pipeline_parallel` stages: every stage priced, the binding one reported."""
     mnbt_default = default_batched_tokens(gpu)
     if s.backend == "vllm-static" and s.max_num_batched_tokens is None:
         # Static tap buffers scale with the step size: take the largest rung that fits.
         ladder = [t for t in STATIC_LADDER if t <= mnbt_default] or [STATIC_LADDER[-1]]
         fit = None
         for rung in ladder:
-            fit = _vllm_fit_at(model, s, gpu, tp, rung, mnbt_default)
+            fit = _all_stages(model, s, gpu, n, rung, mnbt_default)
             if fit.fits:
                 return fit
         assert fit is not None
         return fit
-    return _vllm_fit_at(model, s, gpu, tp, s.max_num_batched_tokens or mnbt_default, mnbt_default)
+    return _all_stages(model, s, gpu, n, s.max_num_batched_tokens or mnbt_default, mnbt_default)
+
+
+def _all_stages(
+    model: ResolvedModel, s: Settings, gpu: GpuSpec, n: int, mnbt: int, mnbt_default: int
+) -> GpuFit:
+    tp = n // s.pipeline_parallel
+    plan = stages(model, s, n, kv_layout_for(model, s, tp))
+    fits = [_vllm_fit_at(model, s, gpu, n, stage, mnbt, mnbt_default) for stage in plan]
+    # vLLM sizes every worker's KV cache and keeps the smallest block count for all of them,
+    # so the stage with the least room (the heaviest, as a rule) decides; a stage that does not
+    # fit at all decides first.
+    index = min(
+        range(len(fits)),
+        key=lambda i: (fits[i].fits, fits[i].max_concurrency, -plan[i].weights_bytes, -i),
+    )
+    return replace(fits[index], stages=plan, priced_stage=index)
 
 
 def _vllm_fit_at(
-    model: ResolvedModel, s: Settings, gpu: GpuSpec, tp: int, mnbt: int, mnbt_default: int
+    model: ResolvedModel,
+    s: Settings,
+    gpu: GpuSpec,
+    n: int,
+    stage: Stage,
+    mnbt: int,
+    mnbt_default: int,
 ) -> GpuFit:
     facts = model.facts
     card = gpu.memory_bytes
@@ -61,10 +86,17 @@ def _vllm_fit_at(
     margin = card - pool
     block = int(cal.VLLM_BLOCK_SIZE_CUDA.value)
     in_flight = int(cal.VLLM_CONCURRENT_BATCHES.value) * mnbt
-    layout = kv_layout_for(model, s, tp)
+    tp = n // s.pipeline_parallel
+    pipelined = s.pipeline_parallel > 1
+    whole = kv_layout_for(model, s, tp)
+    layers = range(stage.first_layer, stage.stop_layer)
+    layout = stage_layout(whole, layers) if pipelined else whole
     max_num_seqs = int(cal.VLLM_MAX_NUM_SEQS.value)
 
-    terms = [weights_term(model, s, tp)]
+    def here(sites: tuple[Site, ...]) -> tuple[Site, ...]:
+        return stage_sites(sites, layers, stage.index, s.pipeline_parallel) if pipelined else sites
+
+    terms = [weights_term(model, s, tp, stage if pipelined else None)]
     terms.append(
         Term(
             "activations",
@@ -76,7 +108,8 @@ def _vllm_fit_at(
             f"{mnbt} batched tokens, {max_num_seqs} sampler rows, x{cal.ACTIVATION_MARGIN.value}",
         )
     )
-    non_torch = cal.NON_TORCH_MEMORY.value + (cal.NCCL_PER_EXTRA_RANK.value if tp > 1 else 0)
+    # NCCL communicators exist as soon as there is a second rank, tensor or pipeline.
+    non_torch = cal.NON_TORCH_MEMORY.value + (cal.NCCL_PER_EXTRA_RANK.value if n > 1 else 0)
     terms.append(
         Term(
             "non_torch",
@@ -85,7 +118,7 @@ def _vllm_fit_at(
             "overhead",
             "pool",
             "calibrated",
-            "NCCL buffers included" if tp > 1 else "",
+            "NCCL buffers included" if n > 1 else "",
         )
     )
     if s.backend in ("vllm-generate", "vllm-static"):
@@ -105,9 +138,10 @@ def _vllm_fit_at(
         # Reads keep rows at the model's dtype; each write slot holds two float32 vectors per row
         # (the steering arithmetic's per-row parameters, interp_vllm.static_taps).
         write_bytes = STATIC_WRITE_SLOTS * 2 * 4
+        reads, writes = here(s.static_reads), here(s.static_writes)
         static_bytes = mnbt * (
-            site_bytes_per_token(s.static_reads, s.value_bytes, tp)
-            + site_bytes_per_token(s.static_writes, write_bytes, tp)
+            site_bytes_per_token(reads, s.value_bytes, tp)
+            + site_bytes_per_token(writes, write_bytes, tp)
         )
         terms.append(
             Term(
@@ -117,7 +151,8 @@ def _vllm_fit_at(
                 "capture",
                 "pool",
                 "computed",
-                f"{len(s.static_reads)} read + {len(s.static_writes)} write sites × {mnbt} rows",
+                f"{len(reads)} read + {len(writes)} write sites × {mnbt} rows"
+                + (f" on stage {stage.index}" if pipelined else ""),
             )
         )
     non_kv = sum(t.bytes for t in terms)
@@ -165,8 +200,11 @@ def _vllm_fit_at(
     capture_per_token = 0
     if s.backend == "vllm":
         capture_per_token = site_bytes_per_token(s.capture, s.value_bytes, tp)
+        captured, steered = here(s.capture), here(s.steer)
         rows = s.concurrency * s.prompt_tokens
-        live = rows * capture_per_token + site_bytes_per_token(s.steer, s.value_bytes, tp)
+        live = rows * site_bytes_per_token(captured, s.value_bytes, tp) + site_bytes_per_token(
+            steered, s.value_bytes, tp
+        )
         if live:
             margin_terms.append(
                 Term(
@@ -176,8 +214,8 @@ def _vllm_fit_at(
                     "capture",
                     "margin",
                     "computed",
-                    f"{len(s.capture)} capture sites × {rows:,} rows until collected; "
-                    f"{len(s.steer)} steering vectors",
+                    f"{len(captured)} capture sites × {rows:,} rows until collected; "
+                    f"{len(steered)} steering vectors",
                 )
             )
     elif s.backend == "vllm-static":
@@ -218,8 +256,10 @@ def _vllm_fit_at(
     max_context = largest(1, model.facts.max_position_embeddings or s.max_model_len, context_fits)
     sequences = max(1, min(s.concurrency, int(capacity.max_concurrency)))
     context = min(s.prompt_tokens, s.max_model_len)
+    # One stream walks the stages one after another: its speed is that of all the layers on
+    # one tensor-parallel group (pipelining overlaps only different requests, not priced).
     throughput = roofline(
-        workload_shape(model, s, tp, layout, context, capture_per_token),
+        workload_shape(model, s, tp, whole, context, capture_per_token),
         gpu,
         sequences=sequences,
         context=context,
@@ -229,7 +269,7 @@ def _vllm_fit_at(
     advice = _vllm_advice(model, s, gpu, fits, max_context, margin_used, card, mnbt, mnbt_default)
     return GpuFit(
         gpu=gpu,
-        num_gpus=tp,
+        num_gpus=n,
         fits=fits,
         problems=tuple(problems),
         terms=tuple(terms),

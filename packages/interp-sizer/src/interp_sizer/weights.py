@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ __all__ = [
     "ParameterCount",
     "TensorRecord",
     "WeightInventory",
+    "WeightPart",
     "checkpoint_inventory",
     "config_inventory",
     "parameter_count",
@@ -62,6 +64,10 @@ _SCALE_SUFFIXES = (
 )
 _LAYER_MARKERS = (".layers.", ".h.", ".blocks.", ".block.", "layers.")
 _EMBEDDING_MARKERS = ("embed", "lm_head", "wte", "wpe", "word_embeddings", "embed_out")
+_OUTPUT_MARKERS = ("lm_head", "embed_out")
+# The decoder layer a tensor belongs to; a vision or audio tower's layers are not the decoder's.
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|block)\.(\d+)\.")
+_TOWER_MARKERS = ("vision", "visual", "audio", "mm_projector", "multi_modal_projector")
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,10 @@ class ParameterCount:
     norms_and_biases: int
     active_routed: int  # routed-expert parameters one token uses
     approximate_layers: tuple[int, ...] = ()  # mixer layers priced as attention (no exact rule)
+    # Per decoder layer: (linear parameters other than routed experts, routed experts, norms
+    # and biases); what a pipeline stage holds (`interp_sizer.stages`).
+    per_layer: tuple[tuple[int, int, int], ...] = ()
+    final_norm: int = 0
 
     @property
     def linear(self) -> int:
@@ -256,9 +266,11 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
 
     attention = dense = routed = shared = routers = active_routed = 0
     approximate: list[int] = []
+    per_layer: list[tuple[int, int, int]] = []
     attention_layer = _attention_params(facts, biased)
     linear_layer = _linear_attention_params(facts)
     for layer in range(facts.n_layers):
+        before = (attention + dense + shared + routers, routed, norms)
         if facts.attends(layer):
             attention += attention_layer
         elif facts.layer_kind(layer) == "linear_attention" and linear_layer is not None:
@@ -279,6 +291,13 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
             dense += mlp_matrices * d * facts.d_mlp
             if biased:
                 norms += facts.d_mlp + d
+        per_layer.append(
+            (
+                attention + dense + shared + routers - before[0],
+                routed - before[1],
+                norms - before[2] + norms_per_layer * norm_width,
+            )
+        )
     return ParameterCount(
         embedding=embedding,
         unembedding=unembedding,
@@ -290,7 +309,34 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
         norms_and_biases=norms,
         active_routed=active_routed,
         approximate_layers=tuple(approximate),
+        per_layer=tuple(per_layer),
+        final_norm=norm_width,
     )
+
+
+@dataclass(frozen=True)
+class WeightPart:
+    """The weights of one place in the model (a decoder layer, the embeddings, the head)."""
+
+    linear_elements: int = 0  # narrowed by quantize-on-load
+    float_elements: int = 0  # embeddings, norms, biases: always at the model dtype
+    packed_bytes: int = 0  # pre-quantized payload and scales, as stored
+
+    def load_bytes(self, dtype: str, quantization: Quantization | None = None) -> int:
+        width = dtype_bytes(dtype)
+        linear = (
+            math.ceil(self.linear_elements * quantization.bytes_per_weight)
+            if quantization is not None
+            else self.linear_elements * width
+        )
+        return linear + self.float_elements * width + self.packed_bytes
+
+    def __add__(self, other: WeightPart) -> WeightPart:
+        return WeightPart(
+            self.linear_elements + other.linear_elements,
+            self.float_elements + other.float_elements,
+            self.packed_bytes + other.packed_bytes,
+        )
 
 
 @dataclass(frozen=True)
@@ -307,6 +353,12 @@ class WeightInventory:
     parameters: int = 0  # logical parameters, packed formats unpacked
     files: tuple[str, ...] = ()
     checkpoint_quantization: str | None = None
+    # Where the weights sit, for pipeline stages: per decoder layer (by index), the input side
+    # (embeddings, and anything outside the decoder such as a vision tower) and the output side
+    # (final norm, lm_head). Together they are the whole inventory.
+    layer_parts: Mapping[int, WeightPart] = field(default_factory=dict)
+    input_part: WeightPart = WeightPart()
+    output_part: WeightPart = WeightPart()
 
     def load_bytes(self, dtype: str, quantization: Quantization | None = None) -> int:
         """Bytes the weights take in memory when loaded in `dtype` with `quantization`."""
@@ -326,6 +378,8 @@ def checkpoint_inventory(
     linear = embedding = small = packed = stored = parameters = 0
     by_dtype: dict[str, int] = {}
     quantized = False
+    layers: dict[int, WeightPart] = {}
+    sides = {"input": WeightPart(), "output": WeightPart()}
     for record in records:
         stored += record.nbytes
         by_dtype[record.dtype] = by_dtype.get(record.dtype, 0) + record.nbytes
@@ -333,13 +387,23 @@ def checkpoint_inventory(
         role = record.role
         if role == "linear":
             linear += record.elements
+            part = WeightPart(linear_elements=record.elements)
         elif role == "embedding":
             embedding += record.elements
+            part = WeightPart(float_elements=record.elements)
         elif role == "small":
             small += record.elements
+            part = WeightPart(float_elements=record.elements)
         else:
             packed += record.nbytes
             quantized = quantized or role in ("packed", "scale")
+            part = WeightPart(packed_bytes=record.nbytes)
+        layer = _layer_of(record.name)
+        if layer is not None:
+            layers[layer] = layers.get(layer, WeightPart()) + part
+        else:
+            side = _side_of(record)
+            sides[side] = sides[side] + part
     return WeightInventory(
         source="safetensors",
         linear_elements=linear,
@@ -351,7 +415,26 @@ def checkpoint_inventory(
         parameters=parameters,
         files=tuple(files),
         checkpoint_quantization="packed" if quantized else None,
+        layer_parts=dict(sorted(layers.items())),
+        input_part=sides["input"],
+        output_part=sides["output"],
     )
+
+
+def _layer_of(name: str) -> int | None:
+    if any(marker in name for marker in _TOWER_MARKERS):
+        return None
+    found = _LAYER_INDEX.search(name)
+    return int(found.group(1)) if found else None
+
+
+def _side_of(record: TensorRecord) -> str:
+    """Outside the decoder layers: the head and the final norm are output, the rest input."""
+    if any(marker in record.name for marker in _OUTPUT_MARKERS):
+        return "output"
+    if record.role == "small" and not any(m in record.name for m in _TOWER_MARKERS):
+        return "output"  # the final norm (model.norm, transformer.ln_f, ...)
+    return "input"
 
 
 def config_inventory(
@@ -367,6 +450,16 @@ def config_inventory(
         packed = math.ceil(packed_params * quant.bytes_per_weight)
     float_elements = linear + count.embedding + count.unembedding + count.norms_and_biases
     stored = float_elements * width + packed
+    layers: dict[int, WeightPart] = {}
+    for index, (plain, routed, small) in enumerate(count.per_layer):
+        packed_here = 0
+        if quant is not None:
+            packed_here = routed if quant.experts_only else plain + routed
+        layers[index] = WeightPart(
+            linear_elements=plain + routed - packed_here,
+            float_elements=small,
+            packed_bytes=math.ceil(packed_here * quant.bytes_per_weight) if quant else 0,
+        )
     return WeightInventory(
         source="config",
         linear_elements=linear,
@@ -377,4 +470,7 @@ def config_inventory(
         bytes_by_dtype={},
         parameters=count.total,
         checkpoint_quantization=quant.method if quant is not None else None,
+        layer_parts=layers,
+        input_part=WeightPart(float_elements=count.embedding),
+        output_part=WeightPart(float_elements=count.unembedding + count.final_norm),
     )
