@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import importlib.util
 
+from interp_core.backends import cuda_available
 from interp_core.errors import InvalidArgument
 from interp_core.facts import ModelFacts
+from interp_core.parallel import check_pipeline_split
 
 __all__ = ["EXECUTORS", "check_layout"]
 
@@ -23,30 +25,20 @@ EXECUTORS = ("mp", "ray")
 def check_layout(
     num_gpus: int, pipeline_parallel: object, distributed: object, facts: ModelFacts
 ) -> int:
-    """The number of pipeline stages, once the split is known to be one vLLM can run."""
-    if (
-        not isinstance(pipeline_parallel, int)
-        or isinstance(pipeline_parallel, bool)
-        or pipeline_parallel < 1
-    ):
-        msg = f"pipeline_parallel={pipeline_parallel!r} must be a positive int (pipeline stages)"
-        raise InvalidArgument(msg)
-    if num_gpus % pipeline_parallel:
-        valid = [p for p in range(1, num_gpus + 1) if num_gpus % p == 0]
-        msg = (
-            f"num_gpus={num_gpus} cannot be split into pipeline_parallel={pipeline_parallel} "
-            f"stages of equal tensor-parallel width; choose pipeline_parallel from {valid}, or "
-            f"change num_gpus"
-        )
-        raise InvalidArgument(msg)
-    if pipeline_parallel > facts.n_layers:
-        msg = (
-            f"pipeline_parallel={pipeline_parallel} stages need at least one layer each and the "
-            f"model has {facts.n_layers}; choose at most {facts.n_layers}"
-        )
-        raise InvalidArgument(msg)
+    """The number of pipeline stages, once the split is known to be one vLLM can run.
+
+    The split rule (and its words) is the core's, shared with the sizer.
+    """
+    stages = check_pipeline_split(num_gpus, pipeline_parallel, facts.n_layers)
     if distributed not in EXECUTORS:
         msg = f"distributed={distributed!r} is not a vLLM executor here; choose 'mp' or 'ray'"
+        raise InvalidArgument(msg)
+    if distributed == "ray" and not cuda_available():
+        msg = (
+            "distributed='ray' runs vLLM's Ray executor, which vLLM's CPU build does not support "
+            "(its CPU platform declares no Ray device, so the executor refuses to place workers); "
+            "use distributed='mp' on this machine, and 'ray' on GPU nodes"
+        )
         raise InvalidArgument(msg)
     if distributed == "ray" and importlib.util.find_spec("ray") is None:
         msg = (
@@ -54,4 +46,4 @@ def check_layout(
             "(or use distributed='mp' on one machine)"
         )
         raise InvalidArgument(msg)
-    return pipeline_parallel
+    return stages
