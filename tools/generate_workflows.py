@@ -69,6 +69,7 @@ ELSEWHERE: dict[str, dict[str, str]] = {
     },
     "interp-sae": {
         "validator-envs": "building SAELens' pinned environment takes minutes; full.yml runs it",
+        "vllm-cpu": "features encoded in vLLM's workers need an engine; full.yml runs them",
     },
     "interp-sizer": {
         "vllm-cpu": "the cross-check against vLLM's own KV figures runs in full.yml",
