@@ -27,7 +27,7 @@ __all__ = [
     "run_benchmarks",
 ]
 
-WORKLOADS = ("P1", "P2", "P3", "P4", "L")
+WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S")
 PROMPT_TOKENS = 128
 VOCAB = 1000
 REFERENCE_BENCH_ENGINES = ("tl_bridge", "tl_hooked", "nnsight", "nnterp")
@@ -67,7 +67,9 @@ class BenchResult:
             "|---|---|---|---:|---|---:|",
         ]
         for row in self.rows:
-            value = f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} tok/s"
+            value = (
+                f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} {row.unit}"
+            )
             ratio = "" if row.ratio is None else f"{row.ratio:.3f}×"
             note = f" ({row.note})" if row.note else ""
             lines.append(
@@ -398,6 +400,38 @@ def bench_latency(models: dict[str, Any], *, repeats: int, warmup: int) -> list[
     return rows
 
 
+def _served(
+    folder: Path, *, repeats: int, say: Callable[[str], None], errors: dict[str, str]
+) -> list[Row]:
+    """S: served vs in-process on the eager backend (see `interp_validator.bench.served`)."""
+    import importlib.util
+
+    from interp_core import load_model, sync
+    from interp_validator.bench.served import bench_served
+
+    if importlib.util.find_spec("interp_serve") is None:
+        errors["S"] = "interp-serve is not installed: pip install 'interp-serve[client]'"
+        return []
+    say("S: 8 concurrent capture+generate and activation transfer, served vs in-process (eager)")
+    local = load_model(str(folder), backend="eager")
+    try:
+        fields = bench_served(
+            folder,
+            local,
+            backend="eager",
+            options=[],
+            prompts=[[_prompt(64, seed)] for seed in range(8)],
+            transfer_prompt=[_prompt()],
+            repeats=repeats,
+        )
+        return [Row(**row) for row in fields]
+    except Exception as exc:  # reported in the table, like the other workloads' failures
+        errors["S"] = f"{type(exc).__name__}: {exc}"
+        return []
+    finally:
+        sync.shutdown(local)
+
+
 # --- everything ----------------------------------------------------------------------------------
 def run_benchmarks(
     *,
@@ -438,6 +472,10 @@ def run_benchmarks(
             say("P1/P2: reference engines, each in its pinned environment")
             result.rows += bench_reference_engines(
                 model_dir, repeats=repeats, warmup=warmup, engines=engines, errors=result.errors
+            )
+        if "S" in chosen:
+            result.rows += _served(
+                model_dir, repeats=max(3, repeats // 3), say=say, errors=result.errors
             )
         if chosen & {"P3", "P4", "L"}:
             hooked = vanilla = None
