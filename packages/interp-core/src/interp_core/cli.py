@@ -4,7 +4,10 @@
 with its width, its shape and the layers that have it, or the reason the model has none.
 `interp backends` answers the second: every registered backend and its probe's verdict.
 `interp models` lists the bundled configs' repo ids. MODEL is a `config.json`, a folder
-holding one, or the repo id of a bundled config. Every subcommand takes `--json`.
+holding one, or the repo id of a bundled config. Every built-in subcommand takes `--json`.
+
+Other packages add subcommands through the `interp.commands` entry-point group: each entry names
+a `register(subparsers)` function that adds its parser and sets `run` (interp-serve's `serve`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from interp_core.facts import ModelFacts
 from interp_core.points import POINTS, Scope, absence_reason, layer_ranges
 from interp_core.shapes import point_shape
 
-__all__ = ["load_config", "main", "point_table"]
+__all__ = ["COMMANDS_GROUP", "load_config", "main", "point_table"]
+
+COMMANDS_GROUP = "interp.commands"
 
 # Shapes are computed with these stand-ins and printed symbolically; no real width is this large.
 _BATCH, _SEQ = 1_000_003, 1_000_033
@@ -227,7 +232,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     models.add_argument("--json", action="store_true", help="print a JSON list")
     models.set_defaults(run=_cmd_models)
+    _add_plugin_commands(sub)
     return parser
+
+
+def _add_plugin_commands(sub: Any) -> None:
+    """Subcommands other packages register (`interp.commands` entry points)."""
+    for entry in sorted(
+        importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name
+    ):
+        if entry.name in sub.choices:
+            continue  # a built-in name is never replaced
+        try:
+            register = entry.load()
+            register(sub)
+        except Exception as error:
+            broken = sub.add_parser(entry.name, help=f"(cannot load: {error})")
+            broken.add_argument("rest", nargs=argparse.REMAINDER)
+            reason = f"{entry.name!r} comes from {entry.value}, which failed to load: {error}"
+            broken.set_defaults(run=_broken(reason))
+
+
+def _broken(reason: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        message = f"interp {reason}; reinstall the package that provides it"
+        raise InterpError(message)
+
+    return run
 
 
 @quiet_broken_pipe

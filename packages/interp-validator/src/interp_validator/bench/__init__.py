@@ -14,6 +14,8 @@ warm-up. Workloads:
   (`interp_validator.bench.static_tier`, which also states the goals the rows are judged by).
 * P4 — 8 concurrent requests with capture: aggregate generated tokens/s, vLLM vs eager.
 * L — steering and logit-lens latency vs a plain capture, eager and vLLM.
+* S — `interp serve` through the `remote` backend vs the same backend in-process: 8 concurrent
+  capture+generate requests (tokens/s) and the activation transfer rate (MB/s).
 
 Results are one JSON document and a Markdown table (`report.markdown`); the README quotes it.
 """

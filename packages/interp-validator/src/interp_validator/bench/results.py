@@ -53,7 +53,9 @@ class BenchResult:
             "|---|---|---|---:|---|---:|",
         ]
         for row in self.rows:
-            value = f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} tok/s"
+            value = (
+                f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} {row.unit}"
+            )
             ratio = "" if row.ratio is None else f"{row.ratio:.3f}×"
             if row.goal is not None and row.ratio is not None:
                 verdict = "met" if row.ratio >= row.goal else "MISSED"

@@ -36,15 +36,17 @@ __all__ = [
     "run_benchmarks",
 ]
 
-WORKLOADS = ("P1", "P2", "P3", "P4", "L")
+WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S")
 # One line each for `interp-bench --help` and the benchmarks page (the package docstring has more).
 WORKLOAD_SUMMARIES = {
     "P1": "capture resid_post at every layer vs a plain HF forward (eager backend and each "
     "reference engine)",
     "P2": "the same with every point the engine can read",
-    "P3": "vLLM generation of 128 tokens with resid_post captured at every layer vs plain vLLM",
+    "P3": "vLLM generation of 128 tokens against vanilla vLLM as users run it (compiled): the "
+    "hooked backend and the compiled vllm-static tier, one stream and 8 concurrent",
     "P4": "8 concurrent requests with capture: aggregate generated tokens/s, vLLM vs eager",
     "L": "latency of steering and logit lens vs a plain capture, eager and vLLM",
+    "S": "interp serve vs in-process: 8 concurrent capture+generate, and activation transfer",
 }
 VOCAB = 1000
 REFERENCE_BENCH_ENGINES = ("tl_bridge", "tl_hooked", "nnsight", "nnterp")
@@ -273,6 +275,38 @@ def bench_latency(models: dict[str, Any], *, repeats: int, warmup: int) -> list[
     return rows
 
 
+def _served(
+    folder: Path, *, repeats: int, say: Callable[[str], None], errors: dict[str, str]
+) -> list[Row]:
+    """S: served vs in-process on the eager backend (see `interp_validator.bench.served`)."""
+    import importlib.util
+
+    from interp_core import load_model, sync
+    from interp_validator.bench.served import bench_served
+
+    if importlib.util.find_spec("interp_serve") is None:
+        errors["S"] = "interp-serve is not installed: pip install 'interp-serve[client]'"
+        return []
+    say("S: 8 concurrent capture+generate and activation transfer, served vs in-process (eager)")
+    local = load_model(str(folder), backend="eager")
+    try:
+        fields = bench_served(
+            folder,
+            local,
+            backend="eager",
+            options=[],
+            prompts=[[_prompt(64, seed)] for seed in range(8)],
+            transfer_prompt=[_prompt()],
+            repeats=repeats,
+        )
+        return [Row(**row) for row in fields]
+    except Exception as exc:  # reported in the table, like the other workloads' failures
+        errors["S"] = f"{type(exc).__name__}: {exc}"
+        return []
+    finally:
+        sync.shutdown(local)
+
+
 # --- everything ----------------------------------------------------------------------------------
 def run_benchmarks(
     *,
@@ -313,6 +347,10 @@ def run_benchmarks(
             say("P1/P2: reference engines, each in its pinned environment")
             result.rows += bench_reference_engines(
                 model_dir, repeats=repeats, warmup=warmup, engines=engines, errors=result.errors
+            )
+        if "S" in chosen:
+            result.rows += _served(
+                model_dir, repeats=max(3, repeats // 3), say=say, errors=result.errors
             )
         if chosen & {"P3", "P4", "L"}:
             hooked = None

@@ -1,0 +1,205 @@
+"""`interp serve MODEL`: load a model through the registry and serve it over HTTP.
+
+Registered as a subcommand of the `interp` CLI through the `interp.commands` entry-point group.
+Backend options (`--dtype`, `--max-model-len`, `--num-gpus`, `--static-points`, or any
+`--option KEY=JSON`) go to `load_model` untouched; the backend refuses those it does not take.
+
+Keys: `INTERP_API_KEYS` (comma-separated) and/or `--api-key-file` (one key per line). Without a
+key the server accepts anyone, which is allowed on a loopback address only; binding any other
+address without keys is refused unless `--no-auth` says so explicitly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import os
+import signal
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from interp_core.errors import InvalidArgument
+from interp_serve.settings import ServerSettings
+
+__all__ = ["build_settings", "main", "register"]
+
+KEYS_ENV = "INTERP_API_KEYS"
+
+
+def register(subparsers: Any) -> None:
+    """Add `serve` to the `interp` CLI's subcommands."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve a model over HTTP (OpenAI-compatible + interp endpoints)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    add_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = ServerSettings()
+    parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
+    parser.add_argument("--backend", default="auto", help="registered backend (default: auto)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--served-name", help="model name clients send (default: MODEL)")
+    backend = parser.add_argument_group("backend options (passed to load_model)")
+    backend.add_argument("--dtype")
+    backend.add_argument("--max-model-len", type=int)
+    backend.add_argument("--num-gpus", type=int)
+    backend.add_argument("--static-points", nargs="+", metavar="ADDRESS")
+    backend.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="any other load_model keyword, its value as JSON (e.g. --option requires_grad=true)",
+    )
+    auth = parser.add_argument_group("authentication")
+    auth.add_argument("--api-key-file", type=Path, help=f"keys, one per line (also: {KEYS_ENV})")
+    auth.add_argument(
+        "--no-auth", action="store_true", help="serve a non-loopback address without keys"
+    )
+    limits = parser.add_argument_group("limits")
+    limits.add_argument("--max-concurrency", type=int, default=defaults.max_concurrency)
+    limits.add_argument("--max-queue", type=int, default=defaults.max_queue)
+    limits.add_argument("--request-timeout", type=float, default=defaults.request_timeout_s)
+    limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    limits.add_argument("--max-capture-bytes", type=int, default=defaults.max_capture_bytes)
+    limits.add_argument("--store-budget-bytes", type=int, default=defaults.store_budget_bytes)
+    limits.add_argument("--inline-max-bytes", type=int, default=defaults.inline_max_bytes)
+    limits.add_argument("--activation-ttl", type=float, default=defaults.activation_ttl_s)
+    parser.add_argument(
+        "--cors-origin", action="append", default=[], help="allow this origin (default: none)"
+    )
+    parser.add_argument(
+        "--watch-pid", type=int, help="stop when this process exits (supervisors, tests)"
+    )
+    parser.add_argument("--log-level", default="info")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _keys(args: argparse.Namespace) -> tuple[str, ...]:
+    keys = [k.strip() for k in os.environ.get(KEYS_ENV, "").split(",") if k.strip()]
+    if args.api_key_file is not None:
+        try:
+            lines = args.api_key_file.read_text().splitlines()
+        except OSError as error:
+            message = f"cannot read --api-key-file {str(args.api_key_file)!r}: {error}"
+            raise InvalidArgument(message) from error
+        keys.extend(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+    return tuple(dict.fromkeys(keys))
+
+
+def build_settings(args: argparse.Namespace) -> ServerSettings:
+    """Settings from the arguments; refuses an open server on a non-loopback address."""
+    keys = _keys(args)
+    if not keys and not _is_loopback(args.host) and not args.no_auth:
+        message = (
+            f"refusing to serve {args.host} without API keys: anyone who can reach it could "
+            f"use the model. Set {KEYS_ENV}=key1,key2 or --api-key-file FILE, bind 127.0.0.1, "
+            f"or pass --no-auth to serve it open on purpose"
+        )
+        raise InvalidArgument(message)
+    return ServerSettings(
+        api_keys=keys,
+        served_name=args.served_name,
+        max_body_bytes=args.max_body_bytes,
+        max_capture_bytes=args.max_capture_bytes,
+        store_budget_bytes=args.store_budget_bytes,
+        inline_max_bytes=args.inline_max_bytes,
+        activation_ttl_s=args.activation_ttl,
+        max_concurrency=args.max_concurrency,
+        max_queue=args.max_queue,
+        request_timeout_s=args.request_timeout,
+        cors_origins=tuple(args.cors_origin),
+    )
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for key in ("dtype", "max_model_len", "num_gpus", "static_points"):
+        value = getattr(args, key)
+        if value is not None:
+            options[key] = value
+    for item in args.option:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.isidentifier():
+            message = f"--option {item!r} is not KEY=JSON; e.g. --option requires_grad=true"
+            raise InvalidArgument(message)
+        try:
+            options[key] = json.loads(raw)
+        except ValueError as error:
+            message = f"--option {key}: {raw!r} is not JSON ({error}); quote strings: '\"x\"'"
+            raise InvalidArgument(message) from error
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from interp_core import load_model
+    from interp_serve.app import create_app
+
+    settings = build_settings(args)
+    model = load_model(args.model, backend=args.backend, **backend_options(args))
+    app = create_app(model, settings)
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app_: Any) -> Any:
+        # Warm up on the server's own loop: a loop-bound engine (vLLM) must live on it.
+        await app.state.service.engine.warmup()
+        watcher = asyncio.create_task(_watch(args.watch_pid)) if args.watch_pid else None
+        async with inner(app_) as state:
+            yield state
+        if watcher is not None:
+            watcher.cancel()
+        # After the engine's shutdown (the inner lifespan's exit): supervisors read this line.
+        print("interp serve: stopped; the model was shut down", flush=True)
+
+    app.router.lifespan_context = lifespan
+    print(
+        f"interp serve: {args.model} on backend {model.backend_name} at "
+        f"http://{args.host}:{args.port} ({'keys required' if settings.api_keys else 'no auth'})",
+        flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+async def _watch(pid: int) -> None:
+    while True:
+        await asyncio.sleep(0.5)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            # uvicorn treats SIGTERM as a graceful shutdown, lifespan included.
+            with suppress(ProcessLookupError):
+                os.kill(os.getpid(), signal.SIGTERM)
+            return
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m interp_serve.cli MODEL ...` (the same as `interp serve MODEL ...`)."""
+    from interp_core.cli import main as interp_main
+
+    return interp_main(["serve", *(argv if argv is not None else [])])
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

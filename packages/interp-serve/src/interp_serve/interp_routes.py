@@ -1,0 +1,227 @@
+"""The interp routes: capture, lens, tokens, points, activations by handle, health, metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from interp_core.points import POINTS, Scope
+from interp_serve.errors import HandleNotFound
+from interp_serve.schemas import (
+    CaptureRequest,
+    DetokenizeRequest,
+    LensRequest,
+    SupportsRequest,
+    TokenizeRequest,
+)
+from interp_serve.service import Service
+from interp_serve.wire import (
+    facts_to_json,
+    generation_to_json,
+    lens_to_json,
+    nested_ids,
+    support_to_json,
+)
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+SAFETENSORS = "application/octet-stream"
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service
+
+
+@router.post(
+    "/v1/capture",
+    summary="One forward pass (or a generation) with captures",
+    responses={
+        200: {
+            "content": {SAFETENSORS: {}},
+            "description": "JSON, or with direct: true the safetensors bytes",
+        }
+    },
+)
+async def capture(body: CaptureRequest, request: Request) -> Any:
+    service = _service(request)
+    specs = service.specs(body.steering)
+    extra: dict[str, Any] = {}
+    if body.generate is not None:
+        generation, cache = await service.capture_generation(
+            body.tokens, body.points, specs, request.is_disconnected, **body.generate
+        )
+        prompt = len(generation.prompt_token_ids)
+        positions = {
+            "prompt": [0, prompt],
+            "generated": [prompt, prompt + len(generation.token_ids) - 1],
+        }
+        extra["generation"] = generation_to_json(generation)
+    else:
+        cache = await service.capture(
+            body.tokens, body.points, specs, body.attention_mask, request.is_disconnected
+        )
+        first = next(iter(cache.values()), None)
+        seq = int(first.shape[1]) if first is not None and len(first.shape) > 1 else None
+        positions = {"prompt": [0, seq]} if seq is not None else {}
+    if body.direct:
+        data = await service.direct(cache, {"positions": positions, **extra})
+        return Response(content=data, media_type=SAFETENSORS)
+    return {"interp": await service.keep(cache, body.inline, positions), **extra}
+
+
+@router.get(
+    "/v1/activations/{handle}",
+    summary="A capture's tensors as safetensors bytes",
+    response_class=Response,
+    responses={200: {"content": {SAFETENSORS: {}}}, 404: {"description": "expired or unknown"}},
+)
+async def activations(handle: str, request: Request) -> Response:
+    data = _service(request).store.get(handle)
+    if data is None:
+        raise _missing(handle)
+    return Response(content=data, media_type=SAFETENSORS)
+
+
+@router.delete("/v1/activations/{handle}", summary="Free a capture before it expires")
+async def delete_activations(handle: str, request: Request) -> dict[str, Any]:
+    if not _service(request).store.delete(handle):
+        raise _missing(handle)
+    return {"deleted": handle}
+
+
+def _missing(handle: str) -> HandleNotFound:
+    message = (
+        f"no activations under handle {handle!r}: it expired, was deleted, or never existed; "
+        f"capture again (handles live for the time the capture response's expires_in says)"
+    )
+    return HandleNotFound(message)
+
+
+@router.post("/v1/lens", summary="Logit lens")
+async def lens(body: LensRequest, request: Request) -> dict[str, Any]:
+    service = _service(request)
+    result = await service.engine.call(
+        "the logit lens",
+        lambda: service.model.logit_lens(
+            body.tokens, body.layers, top_k=body.top_k, point=body.point
+        ),
+        request.is_disconnected,
+    )
+    return lens_to_json(result)
+
+
+@router.post("/v1/tokenize", summary="Text to token ids (and token strings)")
+async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
+    model = _service(request).model
+    answer: dict[str, Any] = {}
+    if body.text is not None:
+        answer["tokens"] = nested_ids(model.to_tokens(body.text, prepend_bos=body.prepend_bos))
+    if body.str_tokens:
+        source = body.text if body.text is not None else body.tokens
+        answer["str_tokens"] = model.to_str_tokens(source, prepend_bos=body.prepend_bos)
+    return answer
+
+
+@router.post("/v1/detokenize", summary="Token ids to text")
+async def detokenize(body: DetokenizeRequest, request: Request) -> dict[str, Any]:
+    return {"text": _service(request).model.to_string(body.tokens)}
+
+
+@router.post("/v1/supports", summary="Whether each address can be captured here, and why not")
+async def supports(body: SupportsRequest, request: Request) -> dict[str, Any]:
+    model = _service(request).model
+    return {"verdicts": [support_to_json(model.supports(point)) for point in body.points]}
+
+
+@router.get("/v1/points", summary="Model facts and every point: served or refused, and why")
+async def points(request: Request) -> dict[str, Any]:
+    service = _service(request)
+    model = service.model
+    facts = model.facts
+    rows = []
+    for name, spec in POINTS.items():
+        if spec.scope is Scope.TRUNK:
+            verdict = model.supports(name)
+            rows.append(
+                {
+                    "point": name,
+                    "scope": "trunk",
+                    "served": bool(verdict),
+                    "served_layers": [],
+                    "refused": [] if verdict else [_refusal(None, verdict)],
+                }
+            )
+            continue
+        served, refused = [], []
+        for layer in range(facts.n_layers):
+            verdict = model.supports((name, layer))
+            if verdict:
+                served.append(layer)
+            else:
+                refused.append(_refusal(layer, verdict))
+        rows.append(
+            {
+                "point": name,
+                "scope": spec.scope.name.lower(),
+                "served": bool(served),
+                "served_layers": served,
+                "refused": _grouped(refused),
+            }
+        )
+    return {
+        "model": service.name,
+        "model_id": model.model_id,
+        "backend": model.backend_name,
+        "n_layers": model.n_layers,
+        "d_model": model.d_model,
+        "served_points": [spec.name for spec in model.points()],
+        "facts": facts_to_json(facts),
+        "points": rows,
+    }
+
+
+def _refusal(layer: int | None, verdict: Any) -> dict[str, Any]:
+    return {
+        "layers": [] if layer is None else [layer],
+        "reason": verdict.reason,
+        "instead": verdict.instead,
+    }
+
+
+def _grouped(refused: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per distinct reason, listing its layers (a router reads a short list)."""
+    groups: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for item in refused:
+        key = (item["reason"], item["instead"])
+        if key in groups:
+            groups[key]["layers"].extend(item["layers"])
+        else:
+            groups[key] = dict(item, layers=list(item["layers"]))
+    return list(groups.values())
+
+
+@router.get("/health", summary="Liveness: 200 while the engine serves, 503 once it died")
+async def health(request: Request) -> Response:
+    service = _service(request)
+    engine = service.engine
+    body = {
+        "status": "ok" if engine.dead is None else "dead",
+        "model": service.name,
+        "backend": service.model.backend_name,
+        "running": engine.running,
+        "queued": engine.waiting,
+        "reason": engine.dead,
+    }
+    status = 200 if engine.dead is None else 503
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    return Response(_service(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)

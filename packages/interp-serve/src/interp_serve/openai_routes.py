@@ -1,0 +1,262 @@
+"""The OpenAI-compatible routes: /v1/models, /v1/completions, /v1/chat/completions.
+
+Existing OpenAI clients work unchanged: same request fields, same response and stream-chunk
+shapes, errors in the `{"error": {...}}` form. Fields the engine does not serve (`n` > 1, `stop`,
+`logprobs`, `echo`, penalties) are refused with a reason instead of silently ignored. The
+optional `interp` object adds capture (over prompt and generated tokens), steering and a logit
+lens; the response then carries an `interp` object with the generated token ids, the capture's
+handle and metadata, and the lens.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from interp_core.chat import check_chat_template
+from interp_core.errors import CapabilityUnsupported
+from interp_serve.errors import status_of
+from interp_serve.schemas import ChatRequest, CompletionRequest
+from interp_serve.service import Service
+from interp_serve.wire import (
+    error_to_json,
+    generation_to_json,
+    lens_to_json,
+    nested_ids,
+    step_to_json,
+)
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service
+
+
+def _refuse_unserved(body: Any) -> None:
+    """Refuse OpenAI fields the engine does not serve, naming each."""
+    unserved = []
+    if body.n != 1:
+        unserved.append(f"n={body.n} (one completion per request; send n requests)")
+    if body.stop:
+        unserved.append("stop (stop sequences; cut the text client-side)")
+    if body.logprobs not in (None, False):
+        unserved.append("logprobs (stream with an interp object: each step carries its logprob)")
+    if body.echo:
+        unserved.append("echo (the prompt's token ids are in the interp object)")
+    if body.presence_penalty or body.frequency_penalty:
+        unserved.append("presence_penalty/frequency_penalty")
+    if unserved:
+        message = f"this server does not serve {'; '.join(unserved)}; leave those fields out"
+        raise CapabilityUnsupported(message)
+    if body.stream and body.interp is not None and body.interp.capture:
+        message = (
+            "capture with stream: true is not served: a capture covers the whole generation, "
+            "so it is answered once; send stream: false with interp.capture, or stream without"
+        )
+        raise CapabilityUnsupported(message)
+
+
+def _sampling(body: Any) -> dict[str, Any]:
+    return {
+        "max_new_tokens": body.max_tokens,
+        "temperature": body.temperature,
+        "top_k": body.top_k,
+        "top_p": body.top_p,
+        "seed": body.seed,
+    }
+
+
+@router.get("/v1/models", summary="The served model")
+async def list_models(request: Request) -> dict[str, Any]:
+    service = _service(request)
+    entry = {
+        "id": service.name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "interp-engine",
+        "backend": service.model.backend_name,
+    }
+    return {"object": "list", "data": [entry]}
+
+
+@router.post("/v1/completions", summary="OpenAI-compatible text completion")
+async def completions(body: CompletionRequest, request: Request) -> Any:
+    service = _service(request)
+    service.check_model(body.model)
+    _refuse_unserved(body)
+    tokens = service.prompt_ids(body.prompt)
+    return await _answer(service, body, tokens, request, chat=False)
+
+
+@router.post("/v1/chat/completions", summary="OpenAI-compatible chat completion")
+async def chat_completions(body: ChatRequest, request: Request) -> Any:
+    service = _service(request)
+    service.check_model(body.model)
+    _refuse_unserved(body)
+    tokenizer = service.model.tokenizer
+    check_chat_template(tokenizer)
+    messages = [m.model_dump() for m in body.messages]
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    # The template writes its own BOS where the model wants one.
+    tokens = nested_ids(service.model.to_tokens(text, prepend_bos=False))[:1]
+    return await _answer(service, body, tokens, request, chat=True)
+
+
+async def _answer(
+    service: Service, body: Any, tokens: list[list[int]], request: Request, *, chat: bool
+) -> Any:
+    options = body.interp
+    specs = service.specs(options.steering) if options is not None else []
+    sampling = _sampling(body)
+    meta: dict[str, Any] | None = {} if options is not None else None
+    if options is not None and options.lens is not None:
+        lens = options.lens
+        result = await service.engine.call(
+            "the logit lens",
+            lambda: service.model.logit_lens(
+                tokens, lens.layers, top_k=lens.top_k, point=lens.point
+            ),
+            request.is_disconnected,
+        )
+        meta["lens"] = lens_to_json(result)
+    if body.stream:
+        return await _stream(service, body, tokens, specs, sampling, meta, chat=chat)
+    if options is not None and options.capture:
+        for key in ("top_k", "top_p"):
+            if sampling.pop(key) is not None:
+                message = (
+                    f"{key} with interp.capture is not served: a captured generation samples "
+                    f"with temperature and seed only; leave {key} out"
+                )
+                raise CapabilityUnsupported(message)
+        generation, cache = await service.capture_generation(
+            tokens, options.capture, specs, request.is_disconnected, **sampling
+        )
+        prompt = len(tokens[0])
+        positions = {
+            "prompt": [0, prompt],
+            "generated": [prompt, prompt + len(generation.token_ids) - 1],
+        }
+        meta.update(await service.keep(cache, options.inline, positions))
+    else:
+        generation = await service.engine.call(
+            "the generation",
+            lambda: service.model.generate(tokens, steering=specs, **sampling),
+            request.is_disconnected,
+        )
+    service.metrics.tokens.inc(len(generation.token_ids))
+    if meta is not None:
+        meta.update(generation_to_json(generation))
+    return _completion_body(service, generation, meta, chat=chat)
+
+
+def _completion_body(service: Service, generation: Any, meta: Any, *, chat: bool) -> dict:
+    prompt_n = len(generation.prompt_token_ids)
+    usage = {
+        "prompt_tokens": prompt_n,
+        "completion_tokens": len(generation.token_ids),
+        "total_tokens": prompt_n + len(generation.token_ids),
+    }
+    if chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": generation.text},
+            "finish_reason": generation.finish_reason,
+        }
+        kind, prefix = "chat.completion", "chatcmpl-"
+    else:
+        choice = {
+            "index": 0,
+            "text": generation.text,
+            "finish_reason": generation.finish_reason,
+            "logprobs": None,
+        }
+        kind, prefix = "text_completion", "cmpl-"
+    body: dict[str, Any] = {
+        "id": prefix + uuid.uuid4().hex,
+        "object": kind,
+        "created": int(time.time()),
+        "model": service.name,
+        "choices": [choice],
+        "usage": usage,
+    }
+    if meta is not None:
+        body["interp"] = meta
+    return body
+
+
+async def _stream(
+    service: Service,
+    body: Any,
+    tokens: list[list[int]],
+    specs: list[Any],
+    sampling: dict[str, Any],
+    meta: dict[str, Any] | None,
+    *,
+    chat: bool,
+) -> Any:
+    steps = service.engine.stream(
+        "the stream",
+        lambda: service.model.generate_stream(tokens, steering=specs, **sampling),
+    )
+    # The first step is awaited before answering, so a refusal (bad sampling, a steering spec
+    # that does not fit) is a plain JSON error with its status, not an event inside a 200 stream.
+    try:
+        first = await anext(steps)
+    except StopAsyncIteration:
+        first = None
+    except BaseException:
+        await steps.aclose()
+        raise
+    ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    created = int(time.time())
+
+    def chunk(step: Any, *, opening: bool = False) -> str:
+        if chat:
+            delta: dict[str, Any] = {"content": step.text if step is not None else ""}
+            if opening:
+                delta["role"] = "assistant"
+            choice: dict[str, Any] = {"index": 0, "delta": delta}
+        else:
+            choice = {"index": 0, "text": step.text if step is not None else "", "logprobs": None}
+        choice["finish_reason"] = step.finish_reason if step is not None else None
+        data: dict[str, Any] = {
+            "id": ident,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": created,
+            "model": service.name,
+            "choices": [choice],
+        }
+        if meta is not None:
+            extra: dict[str, Any] = {"step": None if step is None else step_to_json(step)}
+            if opening:
+                extra.update(meta)
+                extra["prompt_token_ids"] = tokens[0]
+            data["interp"] = extra
+        return f"data: {json.dumps(data)}\n\n"
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            if first is not None:
+                service.metrics.tokens.inc()
+                yield chunk(first, opening=True)
+            async for step in steps:
+                service.metrics.tokens.inc()
+                yield chunk(step)
+        except Exception as error:  # after the 200 has gone out, the error is the last event
+            status = status_of(error)
+            yield f"data: {json.dumps(error_to_json(error, status))}\n\n"
+        finally:
+            await steps.aclose()
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")

@@ -1,0 +1,528 @@
+"""The `remote` backend: a model on an interp-serve server, behind the same protocol.
+
+`load_model("http://host:8000", backend="remote", api_key=...)` returns a `RemoteModel` that
+speaks the `InterpModel` protocol over HTTP: captures come back as tensors (torch when installed,
+else numpy; `tensor_type=` chooses), steering specs travel as JSON, and a refusal on the server
+is raised here as the same exception class with the same message. Specs made active with
+`interp_core.steering.steer(model, ...)` are sent with each call, active ones first.
+
+The model's facts and served points are read once, when the model is loaded; `supports`
+verdicts are asked of the server and remembered. Nothing here loads weights: `warmup` is a no-op
+(the server warmed its model up), and `shutdown` closes the connections, not the server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, ClassVar
+
+from interp_core.address import Address, AddressLike, to_address
+from interp_core.cache import ActivationCache
+from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
+from interp_core.facts import ModelFacts
+from interp_core.points import PointSpec, get_point
+from interp_core.results import Generation, GenerationStep, LensResult, Support
+from interp_core.steering import active_steering, as_specs
+from interp_serve import tensors as tensor_io
+from interp_serve.wire import (
+    error_from_json,
+    facts_from_json,
+    generation_from_json,
+    lens_from_json,
+    nested_ids,
+    specs_to_json,
+    step_from_json,
+    support_from_json,
+)
+
+__all__ = ["KEY_ENV", "RemoteBackend", "RemoteModel"]
+
+KEY_ENV = "INTERP_API_KEY"
+_INSTALL = "pip install 'interp-serve[client]'"
+
+
+class RemoteBackend:
+    """The `remote` entry of `interp.backends`: `load` takes the server's URL as the model."""
+
+    name: ClassVar[str] = "remote"
+
+    def probe(self) -> str | None:
+        missing = [m for m in ("httpx", "safetensors") if importlib.util.find_spec(m) is None]
+        if missing:
+            return f"the remote backend needs {' and '.join(missing)}: {_INSTALL}"
+        return None
+
+    def supports(self, point: Any, facts: ModelFacts) -> Support:
+        return Support.no(
+            "a remote model serves what its server's backend serves, which only the server knows",
+            "load the model and ask model.supports(point), or GET /v1/points on the server",
+        )
+
+    def load(
+        self,
+        model_id: str,
+        *,
+        num_gpus: int = 1,
+        device: object = None,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        tensor_type: str = "auto",
+        **kwargs: Any,
+    ) -> RemoteModel:
+        if kwargs:
+            message = (
+                f"backend='remote' does not take {', '.join(sorted(kwargs))}=: the server "
+                f"chose how its model is loaded (`interp serve MODEL --dtype ...`); the remote "
+                f"backend takes api_key=, timeout= and tensor_type="
+            )
+            raise InvalidArgument(message)
+        if num_gpus != 1 or device is not None:
+            message = (
+                "num_gpus= and device= are the server's choice on backend='remote'; pass them "
+                "to `interp serve` (--num-gpus), not to the client"
+            )
+            raise CapabilityUnsupported(message)
+        return RemoteModel(model_id, api_key=api_key, timeout=timeout, tensor_type=tensor_type)
+
+
+class _RemoteTokenizer:
+    """The server's tokenizer, by HTTP: `encode` and `decode` only."""
+
+    def __init__(self, model: RemoteModel) -> None:
+        self._model = model
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return nested_ids(self._model.to_tokens(text, prepend_bos=add_special_tokens))[0]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self._model.to_string(list(ids)))
+
+
+class RemoteModel:
+    """An `InterpModel` whose work runs on an interp-serve server."""
+
+    binds_event_loop = True  # its async connections belong to the loop that opened them
+
+    def __init__(
+        self, url: str, *, api_key: str | None, timeout: float, tensor_type: str = "auto"
+    ) -> None:
+        import httpx
+
+        self._url = url.rstrip("/")
+        if not self._url.startswith(("http://", "https://")):
+            message = (
+                f"backend='remote' takes the server's URL as the model, got {url!r}; pass "
+                f"e.g. 'http://127.0.0.1:8000'"
+            )
+            raise InvalidArgument(message)
+        key = api_key if api_key is not None else os.environ.get(KEY_ENV)
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        self._tensor_type = tensor_io.resolve_tensor_type(tensor_type)
+        self._client = httpx.Client(
+            base_url=self._url, headers=self._headers, timeout=self._timeout
+        )
+        self._async: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._verdicts: dict[Address, Support] = {}
+        info = self._get("/v1/points")
+        self._facts = facts_from_json(info["facts"])
+        self._served = tuple(get_point(name) for name in info["served_points"])
+        self._served_name = str(info["model"])
+        self._server_model_id = str(info["model_id"])
+        self._server_backend = str(info["backend"])
+
+    # --- identity and facts ---------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        return self._url
+
+    @property
+    def backend_name(self) -> str:
+        return "remote"
+
+    @property
+    def server_backend(self) -> str:
+        """The backend the server runs the model on ("eager", "vllm", ...)."""
+        return self._server_backend
+
+    @property
+    def server_model_id(self) -> str:
+        return self._server_model_id
+
+    @property
+    def facts(self) -> ModelFacts:
+        return self._facts
+
+    @property
+    def n_layers(self) -> int:
+        return self._facts.n_layers
+
+    @property
+    def d_model(self) -> int:
+        return self._facts.d_model
+
+    @property
+    def tokenizer(self) -> Any:
+        return _RemoteTokenizer(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"RemoteModel({self._url!r}, serving {self._server_model_id} on {self._server_backend})"
+        )
+
+    # --- HTTP -----------------------------------------------------------------------------------
+    def _raise_for(self, response: Any) -> None:
+        if response.status_code < 400:
+            return
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        retry = response.headers.get("retry-after")
+        raise error_from_json(body, response.status_code, float(retry) if retry else None)
+
+    def _unreachable(self, error: Exception) -> BackendUnavailable:
+        message = (
+            f"cannot reach the interp-serve server at {self._url} ({type(error).__name__}: "
+            f"{error}); start it with `interp serve MODEL`, or check the URL"
+        )
+        return BackendUnavailable(message)
+
+    def _get(self, path: str) -> Any:
+        import httpx
+
+        try:
+            response = self._client.get(path)
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from error
+        self._raise_for(response)
+        return response.json()
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        import httpx
+
+        try:
+            response = self._client.post(path, content=_dumps(body), headers=_JSON)
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from error
+        self._raise_for(response)
+        return response.json()
+
+    def _aclient(self) -> Any:
+        import asyncio
+
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        client = self._async.get(loop)
+        if client is None:
+            client = httpx.AsyncClient(
+                base_url=self._url, headers=self._headers, timeout=self._timeout
+            )
+            self._async[loop] = client
+        return client
+
+    async def _apost(self, path: str, body: dict[str, Any]) -> Any:
+        import httpx
+
+        try:
+            response = await self._aclient().post(path, content=_dumps(body), headers=_JSON)
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from error
+        self._raise_for(response)
+        return response.json()
+
+    async def _direct(self, body: dict[str, Any]) -> tuple[ActivationCache, dict[str, Any]]:
+        """A capture answered with the safetensors bytes themselves: one round trip, nothing
+        left in the server's store. Returns the cache and the answer's JSON metadata."""
+        import httpx
+
+        body["direct"] = True
+        try:
+            response = await self._aclient().post(
+                "/v1/capture", content=_dumps(body), headers=_JSON
+            )
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from error
+        self._raise_for(response)
+        meta = json.loads(tensor_io.metadata(response.content)["interp"])
+        tensors = tensor_io.decode(response.content, self._tensor_type)
+        cache = ActivationCache({Address.parse(k): tensors[k] for k in meta["tensors"]})
+        return cache, meta
+
+    def _steering(self, steering: Any) -> list[dict[str, Any]]:
+        return specs_to_json((*active_steering(self), *as_specs(steering)))
+
+    def _tensor(self, nested: Any) -> Any:
+        if self._tensor_type == "torch":
+            import torch
+
+            return torch.tensor(nested, dtype=torch.long)
+        import numpy as np
+
+        return np.asarray(nested, dtype=np.int64)
+
+    # --- tokens ---------------------------------------------------------------------------------
+    def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> Any:
+        answer = self._post("/v1/tokenize", {"text": text, "prepend_bos": prepend_bos})
+        return self._tensor(answer["tokens"])
+
+    def to_str_tokens(self, text: Any, *, prepend_bos: bool = True) -> list[str]:
+        body: dict[str, Any] = {"prepend_bos": prepend_bos, "str_tokens": True}
+        if isinstance(text, str) or (isinstance(text, list) and text and isinstance(text[0], str)):
+            body["text"] = text
+        else:
+            body["tokens"] = nested_ids(text)
+        return list(self._post("/v1/tokenize", body)["str_tokens"])
+
+    def to_string(self, tokens: Any) -> str | list[str]:
+        return self._post("/v1/detokenize", {"tokens": nested_ids(tokens)})["text"]
+
+    # --- capabilities ---------------------------------------------------------------------------
+    def points(self) -> tuple[PointSpec, ...]:
+        return self._served
+
+    def supports(self, point: AddressLike) -> Support:
+        address = to_address(point)
+        verdict = self._verdicts.get(address)
+        if verdict is None:
+            answer = self._post("/v1/supports", {"points": [str(address)]})
+            verdict = support_from_json(answer["verdicts"][0])
+            self._verdicts[address] = verdict
+        return verdict
+
+    # --- work -----------------------------------------------------------------------------------
+    async def capture(
+        self,
+        tokens: Any,
+        points: Sequence[AddressLike],
+        *,
+        steering: Any = None,
+        attention_mask: Any = None,
+    ) -> ActivationCache:
+        body: dict[str, Any] = {
+            "tokens": nested_ids(tokens),
+            "points": [str(to_address(p)) for p in points],
+            "steering": self._steering(steering),
+        }
+        if attention_mask is not None:
+            body["attention_mask"] = nested_ids(attention_mask)
+        cache, _ = await self._direct(body)
+        return cache
+
+    async def capture_generation(
+        self,
+        tokens: Any,
+        points: Sequence[AddressLike],
+        *,
+        max_new_tokens: int = 8,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        steering: Any = None,
+    ) -> tuple[Generation, ActivationCache]:
+        body = {
+            "tokens": nested_ids(tokens),
+            "points": [str(to_address(p)) for p in points],
+            "steering": self._steering(steering),
+            "generate": {
+                "max_new_tokens": max_new_tokens,
+                "temperature": temperature,
+                "seed": seed,
+            },
+        }
+        cache, meta = await self._direct(body)
+        return generation_from_json(meta["generation"]), cache
+
+    def _completion(self, tokens: Any, steering: Any, stream: bool, **sampling: Any) -> dict:
+        ids = nested_ids(tokens)
+        if ids and isinstance(ids[0], list):
+            if len(ids) != 1:
+                message = (
+                    f"generation on backend='remote' takes one prompt, got a batch of "
+                    f"{len(ids)}; generate each prompt in its own call (they run concurrently)"
+                )
+                raise CapabilityUnsupported(message)
+            ids = ids[0]
+        return {
+            "model": self._served_name,
+            "prompt": ids,
+            "max_tokens": sampling["max_new_tokens"],
+            "temperature": sampling["temperature"],
+            "top_k": sampling["top_k"],
+            "top_p": sampling["top_p"],
+            "seed": sampling["seed"],
+            "stream": stream,
+            "interp": {"steering": self._steering(steering)},
+        }
+
+    async def generate(
+        self,
+        tokens: Any,
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        steering: Any = None,
+    ) -> Generation:
+        body = self._completion(
+            tokens,
+            steering,
+            False,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+        )
+        answer = await self._apost("/v1/completions", body)
+        return generation_from_json(answer["interp"])
+
+    async def generate_stream(
+        self,
+        tokens: Any,
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        steering: Any = None,
+    ) -> AsyncIterator[GenerationStep]:
+        import httpx
+
+        body = self._completion(
+            tokens,
+            steering,
+            True,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+        )
+        client = self._aclient()
+        try:
+            async with client.stream(
+                "POST", "/v1/completions", content=_dumps(body), headers=_JSON
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    self._raise_for(response)
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    payload = line[len("data: ") :]
+                    if payload == "[DONE]":
+                        return
+                    data = json.loads(payload)
+                    if "error" in data:
+                        raise error_from_json(data, int(data["error"].get("code") or 500))
+                    step = data["interp"]["step"]
+                    if step is not None:
+                        yield step_from_json(step)
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from error
+
+    async def logit_lens(
+        self,
+        tokens: Any,
+        layers: Sequence[int] | None = None,
+        *,
+        top_k: int = 10,
+        point: str = "resid_post",
+    ) -> LensResult:
+        body = {
+            "tokens": nested_ids(tokens),
+            "layers": None if layers is None else list(layers),
+            "top_k": top_k,
+            "point": point,
+        }
+        return lens_from_json(await self._apost("/v1/lens", body))
+
+    async def capture_residuals(
+        self, tokens: Any, layers: Sequence[int] | None = None, *, detach: bool = True
+    ) -> dict[int, Any]:
+        if not detach:
+            message = (
+                "detach=False asks for gradients, which cannot cross HTTP; capture remotely and "
+                "differentiate in-process (backend='eager', requires_grad=True)"
+            )
+            raise CapabilityUnsupported(message)
+        chosen = list(range(self.n_layers)) if layers is None else list(layers)
+        ids = nested_ids(tokens)
+        if ids and isinstance(ids[0], list):
+            if len(ids) != 1:
+                message = "capture_residuals takes one prompt; capture a batch with capture()"
+                raise CapabilityUnsupported(message)
+        else:
+            ids = [ids]
+        cache = await self.capture(ids, [Address("resid_post", layer) for layer in chosen])
+        return {layer: cache[Address("resid_post", layer)][0] for layer in chosen}
+
+    async def generate_text(
+        self,
+        prompt: Any,
+        *,
+        max_tokens: int = 200,
+        temperature: float = 1.0,
+        seed: int | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        steering: Any = None,
+    ) -> str:
+        tokens = self.to_tokens(prompt) if isinstance(prompt, str) else prompt
+        generation = await self.generate(
+            tokens,
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            top_k=top_k,
+            top_p=top_p,
+            steering=steering,
+        )
+        return generation.text
+
+    async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
+        message = (
+            "capture_attention is not served over HTTP yet; capture the attention points "
+            "(attn_scores, attn_probs, v) with capture(), or load the model in-process"
+        )
+        raise CapabilityUnsupported(message)
+
+    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
+        message = (
+            "decode_residuals is not served over HTTP yet: it would upload tensors; use "
+            "logit_lens() on the server, or load the model in-process"
+        )
+        raise CapabilityUnsupported(message)
+
+    async def warmup(self) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        """Close this client's connections (the server keeps serving)."""
+        self._client.close()
+        for client in list(self._async.values()):
+            try:
+                await client.aclose()
+            except RuntimeError:  # its loop is gone; the sockets went with it
+                pass
+        self._async.clear()
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    # Strict JSON when possible; a NaN sampling argument still travels (as Python's json spells
+    # it) so the server refuses it in the core's words, as an in-process call would.
+    try:
+        return json.dumps(body, allow_nan=False).encode()
+    except ValueError:
+        return json.dumps(body).encode()

@@ -1,0 +1,130 @@
+"""The request bodies the server accepts, as pydantic models (they also make the OpenAPI schema).
+
+Unknown fields are refused, not ignored: a client asking for something the server does not do
+(`n: 4`, `logprobs`, a misspelt option) is told so. Sampling arguments are typed loosely here on
+purpose: the core's own checks (`interp_core.sampling`) refuse bad values with the same words
+the library uses, so a request over HTTP and a call in-process fail alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CaptureRequest",
+    "ChatRequest",
+    "CompletionRequest",
+    "DetokenizeRequest",
+    "InterpOptions",
+    "LensOptions",
+    "LensRequest",
+    "SupportsRequest",
+    "TokenizeRequest",
+]
+
+_STRICT = ConfigDict(extra="forbid")
+_TOKENS = "token ids: one prompt `[seq]` or a batch `[[...], ...]`"
+_STEERING = (
+    "steering specs: {address, vector (list of numbers), op (add|orthogonal|projection_cap), "
+    "scale, positions, min, max}"
+)
+
+
+class LensOptions(BaseModel):
+    model_config = _STRICT
+    top_k: Any = Field(10, description="guesses per layer and position (int >= 1)")
+    layers: list[int] | None = Field(None, description="layers to read (default: all)")
+    point: str = Field("resid_post", description="the point decoded at each layer")
+
+
+class InterpOptions(BaseModel):
+    """The `interp` extension of the OpenAI-compatible requests."""
+
+    model_config = _STRICT
+    capture: list[str] = Field(
+        default_factory=list,
+        description="addresses to capture over the prompt and the generated tokens",
+    )
+    steering: list[dict[str, Any]] = Field(default_factory=list, description=_STEERING)
+    lens: LensOptions | None = Field(None, description="a logit lens over the prompt")
+    inline: bool = Field(False, description="also return small captures as nested lists")
+
+
+class _Sampling(BaseModel):
+    model_config = _STRICT
+    model: str = Field(description="the served model name (GET /v1/models)")
+    max_tokens: Any = Field(16, description="tokens to generate at most")
+    temperature: Any = Field(1.0, description="0 is greedy")
+    top_p: Any = None
+    top_k: Any = None
+    seed: Any = None
+    stream: bool = Field(False, description="answer as server-sent events")
+    n: int = Field(1, description="completions per prompt; only 1 is served")
+    stop: str | list[str] | None = Field(None, description="not served: must be absent")
+    logprobs: Any = Field(None, description="not served: must be absent")
+    echo: bool = Field(False, description="not served: must be false")
+    presence_penalty: float = Field(0.0, description="not served: must be 0")
+    frequency_penalty: float = Field(0.0, description="not served: must be 0")
+    user: str | None = Field(None, description="accepted for compatibility; not used")
+    stream_options: dict[str, Any] | None = Field(None, description="accepted; not used")
+    interp: InterpOptions | None = Field(None, description="capture, steering and lens")
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[int] = Field(description="text (tokenized with BOS) or token ids")
+
+
+class ChatMessage(BaseModel):
+    model_config = _STRICT
+    role: str
+    content: str
+
+
+class ChatRequest(_Sampling):
+    messages: list[ChatMessage] = Field(description="rendered with the model's chat template")
+
+
+class CaptureRequest(BaseModel):
+    model_config = _STRICT
+    tokens: list[Any] = Field(description=_TOKENS)
+    points: list[str] = Field(description="addresses to capture, e.g. resid_post.3")
+    steering: list[dict[str, Any]] = Field(default_factory=list, description=_STEERING)
+    attention_mask: list[Any] | None = Field(None, description="same shape as tokens")
+    generate: dict[str, Any] | None = Field(
+        None,
+        description="capture_generation instead: {max_new_tokens, temperature, seed}",
+    )
+    inline: bool = Field(False, description="also return the tensors as nested lists")
+    direct: bool = Field(
+        False,
+        description="answer with the safetensors bytes themselves (no handle; the JSON answer "
+        "travels in the safetensors metadata under `interp`)",
+    )
+
+
+class LensRequest(BaseModel):
+    model_config = _STRICT
+    tokens: list[Any] = Field(description=_TOKENS)
+    layers: list[Any] | None = None
+    top_k: Any = 10
+    point: Any = "resid_post"
+
+
+class TokenizeRequest(BaseModel):
+    model_config = _STRICT
+    text: str | list[str] | None = None
+    tokens: list[Any] | None = Field(None, description="ids to split into token strings")
+    prepend_bos: bool = True
+    str_tokens: bool = Field(False, description="also return one string per token")
+
+
+class DetokenizeRequest(BaseModel):
+    model_config = _STRICT
+    tokens: list[Any] = Field(description=_TOKENS)
+
+
+class SupportsRequest(BaseModel):
+    model_config = _STRICT
+    points: list[str] = Field(description="addresses to ask about")

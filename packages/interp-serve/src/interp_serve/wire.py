@@ -1,0 +1,241 @@
+"""What crosses the wire, in which JSON form: one definition used by the server and the client.
+
+Only JSON and safetensors travel. Steering specs, generations, lens read-outs, support verdicts,
+model facts and library errors each have a `*_to_json` / `*_from_json` pair here, so the server
+and the `remote` backend cannot disagree about a field. Nothing is ever pickled or evaluated: an
+error travels as its class name (looked up among `interp_core.errors`, never imported by name
+from anywhere else) and its message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import interp_core.errors as library_errors
+from interp_core.errors import InterpError
+from interp_core.facts import ModelFacts
+from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
+from interp_core.steering import SteeringSpec, as_specs, check_vector_values
+from interp_serve import errors as serve_errors
+from interp_serve.errors import RemoteError
+
+__all__ = [
+    "error_from_json",
+    "error_to_json",
+    "facts_from_json",
+    "facts_to_json",
+    "generation_from_json",
+    "generation_to_json",
+    "lens_from_json",
+    "lens_to_json",
+    "nested_ids",
+    "spec_from_json",
+    "spec_to_json",
+    "specs_to_json",
+    "step_from_json",
+    "step_to_json",
+    "support_from_json",
+    "support_to_json",
+]
+
+
+# --- errors -------------------------------------------------------------------------------------
+# Classes an error may travel as: the library's and the server's own, by name, and nothing else.
+_KNOWN: dict[str, type[InterpError]] = {
+    name: getattr(module, name)
+    for module in (library_errors, serve_errors)
+    for name in module.__all__
+    if isinstance(getattr(module, name), type) and issubclass(getattr(module, name), InterpError)
+}
+
+
+def error_to_json(error: BaseException, status: int) -> dict[str, Any]:
+    """The OpenAI-shaped error body; `type` is the library class name so a client can re-raise."""
+    # A backend's own subclass travels as the nearest class the client knows.
+    kind = next(
+        (c.__name__ for c in type(error).__mro__ if _KNOWN.get(c.__name__) is c), "RemoteError"
+    )
+    return {"error": {"message": str(error), "type": kind, "code": status, "param": None}}
+
+
+def error_from_json(body: Any, status: int, retry_after: float | None = None) -> InterpError:
+    """The exception a server's error body stands for: the same library class and message."""
+    detail = body.get("error") if isinstance(body, Mapping) else None
+    if not isinstance(detail, Mapping):
+        return RemoteError(f"the server answered HTTP {status} without an error body", status)
+    message = str(detail.get("message", ""))
+    kind = detail.get("type")
+    cls = _KNOWN.get(str(kind))
+    if cls is serve_errors.Overloaded:
+        return serve_errors.Overloaded(message, int(retry_after or 1))
+    if cls is not None and cls is not RemoteError:
+        return cls(message)
+    return RemoteError(message, status, retry_after)
+
+
+# --- steering -----------------------------------------------------------------------------------
+def spec_to_json(spec: SteeringSpec) -> dict[str, Any]:
+    """A spec as JSON; its values are checked here with the core's own words (no NaN travels)."""
+    values = check_vector_values(spec)
+    return {
+        "address": str(spec.address),
+        "vector": values,
+        "op": spec.op,
+        "scale": spec.scale,
+        "positions": None if spec.positions is None else list(spec.positions),
+        "min": spec.min,
+        "max": spec.max,
+    }
+
+
+def specs_to_json(steering: Any) -> list[dict[str, Any]]:
+    return [spec_to_json(spec) for spec in as_specs(steering)]
+
+
+def spec_from_json(data: Mapping[str, Any]) -> SteeringSpec:
+    """A spec from its JSON form; SteeringSpec's own checks refuse anything malformed."""
+    if not isinstance(data, Mapping):
+        message = f"a steering spec must be a JSON object, got {type(data).__name__}"
+        raise library_errors.SteeringSpecError(message)
+    unknown = sorted(set(data) - {"address", "vector", "op", "scale", "positions", "min", "max"})
+    if unknown:
+        message = (
+            f"a steering spec has unknown fields {unknown}: it takes address, vector, op, scale, "
+            f"positions, min and max"
+        )
+        raise library_errors.SteeringSpecError(message)
+    if "address" not in data or "vector" not in data:
+        message = "a steering spec needs an address and a vector (a list of numbers)"
+        raise library_errors.SteeringSpecError(message)
+    return SteeringSpec(
+        data["address"],
+        data["vector"],
+        op=data.get("op", "add"),
+        scale=data.get("scale", 1.0),
+        positions=data.get("positions"),
+        min=data.get("min"),
+        max=data.get("max"),
+    )
+
+
+# --- results ------------------------------------------------------------------------------------
+def generation_to_json(generation: Generation) -> dict[str, Any]:
+    return {
+        "text": generation.text,
+        "token_ids": list(generation.token_ids),
+        "prompt_token_ids": list(generation.prompt_token_ids),
+        "finish_reason": generation.finish_reason,
+    }
+
+
+def generation_from_json(data: Mapping[str, Any]) -> Generation:
+    return Generation(
+        text=data["text"],
+        token_ids=data["token_ids"],
+        prompt_token_ids=data.get("prompt_token_ids", ()),
+        finish_reason=data.get("finish_reason"),
+    )
+
+
+def step_to_json(step: GenerationStep) -> dict[str, Any]:
+    logprob = step.logprob
+    if logprob is not None and not math.isfinite(logprob):
+        # JSON has no -inf; a zero-probability token under sampling keeps its meaning as null.
+        logprob = None
+    return {
+        "index": step.index,
+        "token_id": step.token_id,
+        "text": step.text,
+        "logprob": logprob,
+        "finished": step.finished,
+        "finish_reason": step.finish_reason,
+    }
+
+
+def step_from_json(data: Mapping[str, Any]) -> GenerationStep:
+    return GenerationStep(
+        index=int(data["index"]),
+        token_id=int(data["token_id"]),
+        text=data["text"],
+        logprob=data.get("logprob"),
+        finished=bool(data.get("finished", False)),
+        finish_reason=data.get("finish_reason"),
+    )
+
+
+def lens_to_json(lens: LensResult) -> dict[str, Any]:
+    return {
+        "point": lens.point,
+        "layers": list(lens.layers),
+        "top_k": lens.top_k,
+        "predictions": {
+            str(layer): [
+                [[p.token_id, p.token, p.prob] for p in row] for row in lens.predictions[layer]
+            ]
+            for layer in lens.layers
+        },
+    }
+
+
+def lens_from_json(data: Mapping[str, Any]) -> LensResult:
+    predictions = {
+        int(layer): tuple(
+            tuple(LensPrediction(int(t), str(s), float(p)) for t, s, p in row) for row in rows
+        )
+        for layer, rows in data["predictions"].items()
+    }
+    return LensResult(data["point"], tuple(data["layers"]), int(data["top_k"]), predictions)
+
+
+def support_to_json(verdict: Support) -> dict[str, Any]:
+    return {"ok": verdict.ok, "reason": verdict.reason, "instead": verdict.instead}
+
+
+def support_from_json(data: Mapping[str, Any]) -> Support:
+    return Support(bool(data["ok"]), data.get("reason"), data.get("instead"))
+
+
+# --- facts --------------------------------------------------------------------------------------
+def _facts_fields(facts: ModelFacts) -> dict[str, Any]:
+    fields = dataclasses.asdict(facts)
+    fields.pop("extras", None)
+    # Through JSON and back, so tuples and lists compare alike.
+    return json.loads(json.dumps(fields))
+
+
+def facts_to_json(facts: ModelFacts) -> dict[str, Any]:
+    """The config the facts were read from, and the facts themselves to check the reading."""
+    return {"config": dict(facts.extras), "fields": _facts_fields(facts)}
+
+
+def facts_from_json(data: Mapping[str, Any]) -> ModelFacts:
+    """Facts re-read from the server's config; refused when this interp-core reads it otherwise."""
+    facts = ModelFacts.from_config(data["config"])
+    mine, theirs = _facts_fields(facts), data["fields"]
+    differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    if differ:
+        error = library_errors.ConfigError.build(
+            f"this interp-core reads the server's model config differently ({', '.join(differ)})",
+            "the client and the server run different interp-core versions",
+            "install the server's interp-core version on the client",
+        )
+        raise error
+    return facts
+
+
+# --- token ids ----------------------------------------------------------------------------------
+def nested_ids(tokens: Any) -> list[Any]:
+    """Token ids (a tensor, an array or lists) as plain nested lists of ints for JSON."""
+    tolist = getattr(tokens, "tolist", None)
+    value = tolist() if callable(tolist) else tokens
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(v) for v in value]
+    return value

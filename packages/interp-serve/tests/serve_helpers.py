@@ -1,0 +1,152 @@
+"""Starting and stopping a real `interp serve` in a subprocess on a loopback port.
+
+The server is the CLI itself (`python -m interp_serve.cli`), run under uvicorn as a user would
+run it. It is told to exit when this test process exits (`--watch-pid`), so a crashed test run
+leaves no server behind, and every wait here is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+KEY = "test-key-0123456789"
+START_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+    keys: tuple[str, ...] = field(default=(KEY,))
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[0]}"} if self.keys else {}
+
+    def client(self, timeout: float = 60.0) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.headers(), timeout=timeout)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM (uvicorn's graceful shutdown), then SIGKILL to its whole process group.
+
+        The group is the server and everything it started (a vLLM engine's processes): a server
+        killed while still starting up must not leave an orphaned engine behind.
+        """
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+        return int(self.process.returncode)
+
+
+def start_server(
+    model: str | os.PathLike[str],
+    log_dir: Path,
+    *,
+    backend: str = "eager",
+    keys: tuple[str, ...] = (KEY,),
+    args: tuple[str, ...] = (),
+    name: str = "server",
+    timeout: float = START_TIMEOUT_S,
+) -> Server:
+    port = free_port()
+    env = dict(os.environ)
+    env["INTERP_API_KEYS"] = ",".join(keys)
+    # One torch thread: on a busy 2-core machine a second one costs more than it gives.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    log = log_dir / f"{name}-{port}.log"
+    command = [
+        sys.executable,
+        "-m",
+        "interp_serve.cli",
+        os.fspath(model),
+        "--backend",
+        backend,
+        "--port",
+        str(port),
+        "--watch-pid",
+        str(os.getpid()),
+        "--log-level",
+        "warning",
+        *args,
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    server = Server(process, f"http://127.0.0.1:{port}", log, keys)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"the server exited with {process.returncode}:\n{server.log_text()}"
+            )
+        try:
+            if httpx.get(f"{server.url}/health", timeout=2.0).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise AssertionError(f"the server did not answer /health in {timeout} s:\n{server.log_text()}")
+
+
+def metric(server: Server, name: str) -> float:
+    """The sum of every sample of `name` in /metrics."""
+    text = httpx.get(f"{server.url}/metrics", headers=server.headers(), timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            head, _, value = line.rpartition(" ")
+            if head.split("{")[0] == name:
+                total += float(value)
+    return total
+
+
+def leave_mid_stream(server: Server, body: dict[str, object], attempts: int = 3) -> float:
+    """Open a stream, read its first event, disconnect; the engine steps it ran, once aborted.
+
+    The server notices a gone client at its next write; on a loaded machine an engine can finish
+    all its tokens before that, so the leave is tried up to `attempts` times and the first
+    aborted stream counts. Fails if no attempt was aborted.
+    """
+    outcomes = []
+    for _ in range(attempts):
+        aborted = metric(server, "interp_serve_streams_aborted")
+        produced = metric(server, "interp_serve_stream_steps_produced")
+        with server.client() as http, http.stream("POST", "/v1/completions", json=body) as r:
+            assert next(r.iter_lines()).startswith("data: ")
+        deadline = time.monotonic() + 10
+        while metric(server, "interp_serve_running") > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # a worker that was mid-token finishes it
+        steps = metric(server, "interp_serve_stream_steps_produced") - produced
+        if metric(server, "interp_serve_streams_aborted") > aborted:
+            return steps
+        outcomes.append(steps)
+    message = f"no stream was aborted in {attempts} tries; engine steps per try: {outcomes}"
+    raise AssertionError(message)

