@@ -295,8 +295,8 @@ def _served(
             local,
             backend="eager",
             options=[],
-            prompts=[[_prompt(64, seed)] for seed in range(8)],
-            transfer_prompt=[_prompt()],
+            prompts=[[prompt_tokens(64, seed)] for seed in range(8)],
+            transfer_prompt=[prompt_tokens()],
             repeats=repeats,
         )
         return [Row(**row) for row in fields]
