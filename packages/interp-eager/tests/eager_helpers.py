@@ -78,7 +78,8 @@ def trunk(hf: torch.nn.Module) -> torch.nn.Module:
 
 def final_norm(hf: torch.nn.Module) -> torch.nn.Module:
     owner = trunk(hf)
-    for name in ("norm", "ln_f", "final_layer_norm", "final_layernorm"):
+    # LFM2 names its final norm `embedding_norm`, though it runs after the last block.
+    for name in ("norm", "ln_f", "final_layer_norm", "final_layernorm", "embedding_norm"):
         module = getattr(owner, name, None)
         if isinstance(module, torch.nn.Module):
             return module

@@ -319,7 +319,7 @@ def test_softmax_of_scores_is_probs(runs: dict[str, Run], family: str) -> None:
 # Families where z is not the probability-weighted sum of per-head values: MLA decompresses
 # values from a latent (no `value` point), DeepSeek-V4 reads one head as key and value and
 # un-rotates the output.
-_NO_VALUE_MIXING = {"deepseek_v3", "deepseek_v4"}
+_NO_VALUE_MIXING = {"deepseek_v2", "deepseek_v3", "deepseek_v4"}
 
 
 @pytest.mark.parametrize("family", sorted(set(FAMILY_NAMES) - _NO_VALUE_MIXING))
@@ -391,6 +391,10 @@ def test_expert_choices_are_consistent(runs: dict[str, Run], family: str) -> Non
             score_fn = getattr(router, "score_fn", torch.sigmoid)
             with torch.no_grad():
                 selection = score_fn(logits) + bias
+        statics = getattr(router, "moe_statics", None)
+        if statics is not None:  # ERNIE-4.5: softmax probabilities plus a selection-only bias
+            with torch.no_grad():
+                selection = statics(torch.softmax(logits.float(), dim=-1))
         ranked = selection.gather(-1, indices)
         assert bool((ranked.diff(dim=-1) <= 0).all()), f"{family} layer {layer}: not best first"
 

@@ -83,10 +83,11 @@ REQUIRED_FAMILIES = (
 # Name vocabularies for finding things in a decoder layer (test-side only: the backend has its
 # own resolution, and this inspector exists to check the facts against something independent).
 _ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention")
-_LINEAR_MIXER_NAMES = ("linear_attn",)
+# Hybrid trunks: delta-net (Qwen3-Next/3.5), Mamba (Bamba, Jamba), short convolution (LFM2).
+_LINEAR_MIXER_NAMES = ("linear_attn", "mamba", "conv")
 _MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward")
-_DOWN_NAMES = ("down_proj", "fc2", "c_proj", "fc_out", "dense_4h_to_h")
-_GATE_NAMES = ("gate_proj", "gate_up_proj")
+_DOWN_NAMES = ("down_proj", "fc2", "c_proj", "fc_out", "dense_4h_to_h", "w2")
+_GATE_NAMES = ("gate_proj", "gate_up_proj", "w1")
 _ROUTER_NAMES = ("gate", "router")
 _QK_NORM_NAMES = (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm"))
 
@@ -227,7 +228,8 @@ def _router_experts(mlp: torch.nn.Module) -> tuple[int, int]:
     router = _child(mlp, _ROUTER_NAMES)
     assert router is not None, f"no router in {type(mlp).__name__}"
     top_k = getattr(router, "top_k", None) or getattr(mlp, "top_k", None)
-    return router.weight.shape[0], int(top_k)
+    weight = router.weight if hasattr(router, "weight") else router.wg.weight  # Hunyuan: wg
+    return weight.shape[0], int(top_k)
 
 
 def _expert_width(experts: torch.nn.Module, d_model: int) -> int:
@@ -483,7 +485,7 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
             assert (facts.moe.n_experts, facts.moe.experts_per_token) == (n_experts, top_k)
             assert facts.moe.d_expert == _expert_width(mlp.experts, facts.d_model)
             assert facts.gated_mlp == ("gate_up_proj" in dict(mlp.experts.named_parameters()))
-            shared = _child(mlp, ("shared_expert", "shared_experts"))
+            shared = _child(mlp, ("shared_expert", "shared_experts", "shared_mlp"))
             if shared is None:
                 assert facts.moe.n_shared_experts == 0
             else:
@@ -504,7 +506,11 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
     attn0 = _child(layers[attending[0]], _ATTN_NAMES)
     if hasattr(attn0, "kv_a_proj_with_mqa"):
         assert facts.mla is not None
-        assert facts.mla.q_lora_rank == _out_width(attn0.q_a_proj)
+        if facts.mla.q_lora_rank is None:  # DeepSeek-V2-Lite: q projected directly
+            assert getattr(attn0, "q_a_proj", None) is None
+            assert _out_width(attn0.q_proj) == facts.q_width
+        else:
+            assert facts.mla.q_lora_rank == _out_width(attn0.q_a_proj)
         assert facts.mla.kv_lora_rank == attn0.kv_a_layernorm.weight.shape[0]
         assert _out_width(attn0.kv_a_proj_with_mqa) == (
             facts.mla.kv_lora_rank + facts.mla.qk_rope_head_dim
@@ -515,7 +521,8 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
 
     # Sandwich norms: a norm on the MLP's output inside the residual branch.
     layer0 = layers[0]
-    sandwich = hasattr(layer0, "post_feedforward_layernorm")
+    # GLM-4 names its post-MLP norm post_mlp_layernorm.
+    sandwich = any(hasattr(layer0, n) for n in ("post_feedforward_layernorm", "post_mlp_layernorm"))
     assert facts.sandwich_norms == sandwich
     if sandwich:
         pre_norms = hasattr(layer0, "input_layernorm") or hasattr(

@@ -21,8 +21,10 @@ from interp_validator.records import (
     Status,
     compact_document,
     compact_from_document,
+    document_of_compact,
     load_baseline,
     load_summary,
+    merge_compacts,
     regressions,
     sort_records,
 )
@@ -189,6 +191,32 @@ def test_the_compact_summary_holds_every_non_pass_record_and_the_cell_counts() -
     assert all(row["status"] != "pass" for row in document["records"])
     (row,) = [row for row in document["records"] if row["status"] == "fail"]
     assert row["addresses"] == ["mlp_out.1"] and row["cosine"] == fail.to_json()["cosine"]
+
+
+def test_merging_a_sweep_replaces_its_models_and_keeps_the_rest() -> None:
+    records = _scored()  # all on llama
+    other = [Record(**{**vars(r), "model": "gemma2"}) for r in records]
+    committed = json.loads(json.dumps(compact_document([*records, *other], prompt="p")))
+    # Folding nothing in gives the committed document back, byte for byte.
+    kept = merge_compacts(compact_from_document(committed), Compact({}, {}, []), [])
+    assert document_of_compact(kept, prompt="p") == committed
+    # A sweep of llama alone, now all passes, replaces llama's rows and keeps gemma2's.
+    fixed = [_with(r, Status.PASS) for r in records]
+    merged = merge_compacts(compact_from_document(committed), Compact.from_records(fixed), [])
+    document = document_of_compact(merged, prompt="p")
+    counts = {row["model"]: row["counts"] for row in document["cells"]}
+    assert counts["llama"] == {"pass": 6}
+    assert counts["gemma2"] == {"pass": 3, "fail": 1, "not_expressible": 1, "refused": 1}
+    assert {row["model"] for row in document["records"]} == {"gemma2"}
+    assert document["totals"] == {"pass": 9, "fail": 1, "not_expressible": 1, "refused": 1}
+    # A sweep of another backend on llama leaves the eager rows alone.
+    vllm = [Record(**{**vars(r), "backend": "vllm"}) for r in fixed]
+    both = merge_compacts(compact_from_document(committed), Compact.from_records(vllm), [], [])
+    assert both.counts[("eager", "nnterp", "llama")] == counts["gemma2"]
+    assert both.counts[("vllm", "nnterp", "llama")] == {"pass": 6}
+    # A model the sweep ran but recorded nothing for loses its committed rows too.
+    dropped = merge_compacts(compact_from_document(committed), Compact({}, {}, []), ["gemma2"])
+    assert {cell[2] for cell in dropped.counts} == {"llama"}
 
 
 def _result(records: list[Record]) -> SweepResult:

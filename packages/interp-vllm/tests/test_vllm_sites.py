@@ -8,7 +8,7 @@ compared with the eager capture of the same tokens in float32, per position. att
 attn_probs are rebuilt by `attention.py` from the `_q_rot` / `_k_rot` (/ `_sinks`) reads. Each
 writable site is then add-steered with the same vector and the last layer's resid_post compared.
 Coverage: every (point, layer) the registry gives the family is a site or refused, and every
-refusal is a sentence. One engine per family (module-scoped parameter), ~3 minutes for the 28
+refusal is a sentence. One engine per family (module-scoped parameter), ~4.5 minutes for the 40
 families on two busy cores. Skipped as a whole without vLLM.
 
 The eager side runs first because vLLM's Transformers modeling backend rewrites HF's model

@@ -25,8 +25,11 @@ Conventions the fields follow:
   `use_sliding_window: false` turns off).
 - `embedding_multiplier` is Granite's `embedding_multiplier`, or sqrt(d_model) on the Gemma
   family, which scales the embedding output by it (transformers rounds it to the model dtype).
-- `sandwich_norms` is True on Gemma-2/3 and OLMo-2/3; OLMo-2/3 have the post norms only, with
-  no norm before attention or the MLP, which `post_norms_only` tells apart.
+- `sandwich_norms` is True on Gemma-2/3, GLM-4, OLMo-2/3, EXAONE-4 and FlexOlmo; the last four
+  have the post norms only, with no norm before attention or the MLP, which `post_norms_only`
+  tells apart.
+- The family conventions a config leaves unsaid (default tying, biases, QK-norm, ...) are tables
+  in `interp_core.family_conventions`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from interp_core import family_conventions as conventions
 from interp_core.errors import ConfigError, PointUnsupported
 
 __all__ = [
@@ -128,7 +132,7 @@ class ModelFacts:
     @property
     def post_norms_only(self) -> bool:
         """Whether the sandwich norms come without pre-norms (OLMo-2/3 normalise only after)."""
-        return self.model_type in _POST_NORM_ONLY_TYPES
+        return self.model_type in conventions.POST_NORM_ONLY_TYPES
 
     # --- per-layer predicates -------------------------------------------------------------------
     def _check_layer(self, layer: int) -> None:
@@ -183,149 +187,6 @@ class ModelFacts:
 
 
 # --- reading a config -------------------------------------------------------------------------
-# Tables of family conventions, keyed by `model_type`. They hold only what a config does not say
-# for itself; wherever a config states a fact, the config wins.
-
-# What the transformers config class assumes for keys a published config may leave out. Only
-# families whose published configs actually omit them are listed; everything else must state its
-# dimensions.
-_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
-    # Gemma-3 multimodal checkpoints name only the keys that differ from Gemma3TextConfig().
-    "gemma3_text": {
-        "vocab_size": 262_208,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "max_position_embeddings": 131_072,
-        "sliding_window": 4096,
-        "sliding_window_pattern": 6,
-    },
-    "gemma2": {
-        "head_dim": 256,
-        "sliding_window": 4096,
-        "attn_logit_softcapping": 50.0,
-        "final_logit_softcapping": 30.0,
-    },
-    "gpt_oss": {"sliding_window": 128},
-    "qwen3_next": {"full_attention_interval": 4},
-}
-
-# `tie_word_embeddings` when the config leaves it out is the config class's own default; families
-# not listed inherit PretrainedConfig's True.
-_UNTIED_BY_DEFAULT = frozenset(
-    {
-        "codegen",
-        "deepseek_v2",
-        "deepseek_v3",
-        "gpt_neox",
-        "gpt_oss",
-        "gptj",
-        "granite",
-        "granitemoe",
-        "llama",
-        "mistral",
-        "mixtral",
-        "olmo2",
-        "olmo3",
-        "phi",
-        "phi3",
-        "qwen2",
-        "qwen2_moe",
-        "qwen3",
-        "qwen3_moe",
-        "qwen3_next",
-    }
-)
-
-# Linear layers with biases and LayerNorms with a bias beside the gain (the GPT-2 era); the other
-# families use bias-free linears and RMSNorm (a config's `attention_bias` adds q/k/v biases only).
-_BIASED_TYPES = frozenset(
-    {
-        "bloom",
-        "codegen",
-        "falcon",
-        "gpt2",
-        "gpt_bigcode",
-        "gpt_neo",
-        "gpt_neox",
-        "gptj",
-        "opt",
-        "phi",
-        "starcoder2",
-    }
-)
-
-# A learned absolute position embedding added to the token embeddings; the rest use rotary or
-# ALiBi positions, which have no table.
-_LEARNED_POSITION_TYPES = frozenset({"codegen", "gpt2", "gpt_bigcode", "gpt_neo", "opt"})
-
-# Plain fc -> act -> proj MLPs; every other family multiplies a gate into the up projection.
-_UNGATED_MLP_TYPES = frozenset(
-    {
-        "bloom",
-        "codegen",
-        "falcon",
-        "gpt2",
-        "gpt_bigcode",
-        "gpt_neo",
-        "gpt_neox",
-        "gptj",
-        "mpt",
-        "opt",
-        "persimmon",
-        "phi",
-        "starcoder2",
-    }
-)
-
-# Attention and MLP read the same resid_pre in every layer, with no config switch to say so.
-_ALWAYS_PARALLEL_TYPES = frozenset({"codegen", "cohere", "cohere2", "gptj", "phi"})
-
-# Families whose parallel switch defaults to on when the config leaves it out.
-_PARALLEL_BY_DEFAULT = frozenset({"falcon", "gpt_neox"})
-
-# RMSNorm on the queries and keys before attention, with no config switch to say so.
-_QK_NORM_TYPES = frozenset(
-    {"gemma3", "gemma3_text", "olmo2", "olmo3", "olmoe", "qwen3", "qwen3_moe", "qwen3_next"}
-)
-
-# Norms on the sublayer outputs, inside the residual branch.
-_SANDWICH_NORM_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "olmo2", "olmo3"})
-_POST_NORM_ONLY_TYPES = frozenset({"olmo2", "olmo3"})
-
-# Families that multiply the embedding output by sqrt(d_model).
-_SQRT_EMBED_SCALE_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
-
-# An output gate multiplies the attention result before o_proj.
-_GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_next"})
-# Attention whose keys and values are one projected tensor (K = V), so no value projection exists.
-_SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
-
-# Families that slide only from `max_window_layers` on, and only with `use_sliding_window`; every
-# other family that states a window slides on every layer (Mistral, Phi-3, Starcoder2).
-_WINDOW_FROM_MAX_LAYERS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
-
-# Names configs use in `layer_types`, mapped to LAYER_KINDS.
-_LAYER_TYPE_NAMES: dict[str, str] = {
-    "full_attention": "full",
-    "attention": "full",
-    "sliding_attention": "sliding",
-    "chunked_attention": "chunked",
-    "linear_attention": "linear_attention",
-    "recurrent": "recurrent",
-    "mamba": "mamba",
-    "mamba2": "mamba",
-    "conv": "conv",
-    "short_conv": "conv",
-}
-
-# Names configs use in `mlp_layer_types`.
-_SPARSE_MLP_NAMES = frozenset({"sparse", "moe", "hash_moe"})
-_DENSE_MLP_NAMES = frozenset({"dense", "mlp"})
-
 _NOT_STATED = object()
 
 
@@ -367,14 +228,14 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         moe=moe,
         mla=mla,
         qk_norm=reader.qk_norm(),
-        sandwich_norms=model_type in _SANDWICH_NORM_TYPES,
+        sandwich_norms=model_type in conventions.SANDWICH_NORM_TYPES,
         parallel_attn_mlp=reader.parallel_attn_mlp(),
-        gated_mlp=model_type not in _UNGATED_MLP_TYPES,
-        biases=model_type in _BIASED_TYPES,
-        learned_positions=model_type in _LEARNED_POSITION_TYPES,
+        gated_mlp=model_type not in conventions.UNGATED_MLP_TYPES,
+        biases=model_type in conventions.BIASED_TYPES,
+        learned_positions=model_type in conventions.LEARNED_POSITION_TYPES,
         gated_attn_output=bool(reader.get("attn_output_gate")[1])
-        or model_type in _GATED_ATTN_OUTPUT_TYPES,
-        shared_key_value=model_type in _SHARED_KEY_VALUE_TYPES,
+        or model_type in conventions.GATED_ATTN_OUTPUT_TYPES,
+        shared_key_value=model_type in conventions.SHARED_KEY_VALUE_TYPES,
         attn_logit_softcap=reader.number("attn_logit_softcapping"),
         final_logit_softcap=reader.number("final_logit_softcapping"),
         logit_multiplier=reader.logit_multiplier(),
@@ -402,7 +263,7 @@ class _Reader:
         self.cfg = self._text_config(config)
         self.model_type = self._model_type()
         self.architecture = self._architecture()
-        self.defaults = _CLASS_DEFAULTS.get(self.model_type, {})
+        self.defaults = conventions.CLASS_DEFAULTS.get(self.model_type, {})
 
     # --- lookups ---------------------------------------------------------------------------
     def get(self, *keys: str) -> tuple[str | None, Any]:
@@ -564,7 +425,7 @@ class _Reader:
             found, value = self.get(key)
             if found is not None:
                 return bool(value)
-        return self.model_type in _QK_NORM_TYPES
+        return self.model_type in conventions.QK_NORM_TYPES
 
     def parallel_attn_mlp(self) -> bool:
         if self.model_type == "falcon" and self.get("new_decoder_architecture")[1]:
@@ -574,16 +435,38 @@ class _Reader:
             found, value = self.get(key)
             if found is not None:
                 return bool(value)
-        return self.model_type in _ALWAYS_PARALLEL_TYPES | _PARALLEL_BY_DEFAULT
+        return (
+            self.model_type in conventions.ALWAYS_PARALLEL_TYPES | conventions.PARALLEL_BY_DEFAULT
+        )
 
     # --- layer kinds -------------------------------------------------------------------------
     def layer_kinds(self, n_layers: int) -> tuple[str, ...]:
         _, layer_types = self.get("layer_types")
         if layer_types is not None:
             return self._named_layer_kinds(layer_types, n_layers)
+        if self.get("attn_layer_indices")[0] is not None:
+            # Bamba: softmax attention at the listed layers, Mamba-2 mixers everywhere else.
+            attends = self._layer_indices("attn_layer_indices", n_layers)
+            return tuple("full" if i in attends else "mamba" for i in range(n_layers))
+        if self.get("attn_layer_period")[0] is not None:
+            # Jamba: every `attn_layer_period`-th layer from `attn_layer_offset` attends.
+            period = self.positive_int("the attention-layer period", "attn_layer_period")
+            offset = self.optional_int("attn_layer_offset", minimum=0) or 0
+            return tuple("full" if i % period == offset else "mamba" for i in range(n_layers))
+        if self.get("full_attn_idxs")[0] is not None:
+            # LFM2 (older configs): attention at the listed layers, short convolutions elsewhere.
+            attends = self._layer_indices("full_attn_idxs", n_layers)
+            return tuple("full" if i in attends else "conv" for i in range(n_layers))
         if self.model_type == "gemma2":
             # Gemma-2 alternates, starting with a sliding layer.
             return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
+        _, pattern = self.get("sliding_window_pattern")
+        if isinstance(pattern, str) and pattern and set(pattern) <= {"L", "G"}:
+            # EXAONE-4 spells the pattern out, one letter per layer, repeated: "LLLG" is three
+            # local (sliding) layers, then a global one.
+            return tuple(
+                "sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(n_layers)
+            )
         if self.get("sliding_window_pattern", "_sliding_window_pattern")[0] is not None:
             # Gemma-3 / Cohere-2: every `pattern`-th layer, counted from 1, is global.
             pattern = self.positive_int(
@@ -600,7 +483,7 @@ class _Reader:
         window_stated = self.get("sliding_window")[0] is not None
         use_window = self.cfg.get("use_sliding_window")
         if window_stated and use_window is not False:
-            if self.model_type not in _WINDOW_FROM_MAX_LAYERS_TYPES:
+            if self.model_type not in conventions.WINDOW_FROM_MAX_LAYERS_TYPES:
                 return ("sliding",) * n_layers
             if use_window:
                 first = self.optional_int("max_window_layers", minimum=0) or 0
@@ -611,9 +494,9 @@ class _Reader:
         names = self._per_layer_list(layer_types, "layer_types", n_layers)
         kinds = []
         for layer, name in enumerate(names):
-            kind = _LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
+            kind = conventions.LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
             if kind is None:
-                known = ", ".join(sorted(_LAYER_TYPE_NAMES))
+                known = ", ".join(sorted(conventions.LAYER_TYPE_NAMES))
                 message = (
                     f"`layer_types[{layer}]` is {name!r}, a layer kind interp-core does not "
                     f"know, so which points exist on that layer is unknown: known names are "
@@ -645,8 +528,11 @@ class _Reader:
             return 0
         keys = ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
         if self.get(*keys)[0] is not None:
-            return self.positive_int("the MLP width", *keys)
-        if self.model_type in _UNGATED_MLP_TYPES:
+            width = self.positive_int("the MLP width", *keys)
+            if self.get("block_auto_adjust_ff_dim")[1]:
+                width = self._lfm2_width(width)
+            return width
+        if self.model_type in conventions.UNGATED_MLP_TYPES:
             # GPT-2-era families leave the width null and build 4 * d_model.
             return 4 * d_model
         tried = ", ".join(f"`{k}`" for k in keys)
@@ -656,8 +542,21 @@ class _Reader:
         )
         raise ConfigError(message)
 
+    def _lfm2_width(self, stated: int) -> int:
+        # LFM2 builds its gated MLP Llama-style from the stated width: two thirds of it, times
+        # `block_ffn_dim_multiplier` when set (and only then rounded up to `block_multiple_of`).
+        width = int(2 * stated / 3)
+        multiplier = self.number("block_ffn_dim_multiplier")
+        if multiplier is not None:
+            width = int(multiplier * width)
+            multiple = self.optional_int("block_multiple_of") or 1
+            width = multiple * ((width + multiple - 1) // multiple)
+        return width
+
     def moe(self, n_layers: int) -> MoEFacts | None:
-        key, n_experts = self.get("num_experts", "num_local_experts", "n_routed_experts")
+        key, n_experts = self.get(
+            "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"
+        )
         if key is None or n_experts == 0:
             # Dense members of MoE-capable families say 0 experts (Granite-4.0-H-1B).
             return None
@@ -667,6 +566,8 @@ class _Reader:
             "num_experts_per_tok",
             "num_experts_per_token",
             "experts_per_token",
+            "moe_k",  # ERNIE-4.5
+            "moe_topk",  # Hunyuan
         )
         if experts_per_token > n_experts:
             message = (
@@ -679,10 +580,18 @@ class _Reader:
         d_expert = self.positive_int(
             "the width of one expert", "moe_intermediate_size", "intermediate_size"
         )
-        n_shared = self.optional_int("n_shared_experts", "num_shared_experts", minimum=0) or 0
+        n_shared = (
+            self.optional_int(
+                "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", minimum=0
+            )
+            or 0
+        )
         shared_width = self.optional_int(
             "shared_expert_intermediate_size", "shared_intermediate_size", minimum=0
         )
+        if self.model_type in conventions.SHARED_MLP_TYPES:
+            # Hunyuan-MoE: one shared MLP of the dense width beside the experts, always.
+            n_shared, shared_width = 1, self.positive_int("the MLP width", "intermediate_size")
         if shared_width:
             n_shared = n_shared or 1  # Qwen2-MoE / Qwen3-Next: one shared expert of that width
         elif n_shared:
@@ -705,6 +614,14 @@ class _Reader:
             first_dense = self.optional_int("first_k_dense_replace", minimum=0) or 0
             every = self.optional_int("moe_layer_freq") or 1
             return tuple(i for i in range(first_dense, n_layers) if i % every == 0)
+        if self.get("moe_layer_start_index")[0] is not None:
+            # ERNIE-4.5: every `moe_layer_interval`-th layer (counted from 1) between the start
+            # and end indices, both included.
+            start = self.optional_int("moe_layer_start_index", minimum=0) or 0
+            end = self.optional_int("moe_layer_end_index", minimum=0)
+            last = n_layers - 1 if end is None else end
+            every = self.optional_int("moe_layer_interval") or 1
+            return tuple(i for i in range(start, last + 1) if (i + 1) % every == 0)
         if self.get("decoder_sparse_step")[0] is not None:
             # Qwen-MoE: every `decoder_sparse_step`-th layer, counted from 1, except the layers
             # `mlp_only_layers` keeps dense.
@@ -722,10 +639,12 @@ class _Reader:
         names = self._per_layer_list(mlp_layer_types, "mlp_layer_types", n_layers)
         sparse = []
         for layer, name in enumerate(names):
-            if name in _SPARSE_MLP_NAMES:
+            if name in conventions.SPARSE_MLP_NAMES:
                 sparse.append(layer)
-            elif name not in _DENSE_MLP_NAMES:
-                known = ", ".join(sorted(_SPARSE_MLP_NAMES | _DENSE_MLP_NAMES))
+            elif name not in conventions.DENSE_MLP_NAMES:
+                known = ", ".join(
+                    sorted(conventions.SPARSE_MLP_NAMES | conventions.DENSE_MLP_NAMES)
+                )
                 message = (
                     f"`mlp_layer_types[{layer}]` is {name!r}, which says neither dense nor "
                     f"routed: known names are {known}. Fix the entry, or teach "
@@ -764,7 +683,7 @@ class _Reader:
                 )
                 raise ConfigError(message)
             return value
-        return self.model_type not in _UNTIED_BY_DEFAULT
+        return self.model_type not in conventions.UNTIED_BY_DEFAULT
 
     def logit_multiplier(self) -> float | None:
         divisor = self.number("logits_scaling")
@@ -787,7 +706,7 @@ class _Reader:
         value = self.number("embedding_multiplier")
         if value is not None:
             return value
-        if self.model_type in _SQRT_EMBED_SCALE_TYPES:
+        if self.model_type in conventions.SQRT_EMBED_SCALE_TYPES:
             return math.sqrt(d_model)
         return None
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from interp_core.errors import PointUnsupported
+from interp_core.family_conventions import QK_NORM_AFTER_ROPE_TYPES
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -88,6 +89,12 @@ def _where(facts: ModelFacts, present: Callable[[int], bool]) -> list[int]:
 def _needs_qk_norm(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.qk_norm:
         return None
+    if facts.model_type in QK_NORM_AFTER_ROPE_TYPES:
+        return Absence(
+            f"{facts.architecture} normalises each query and key head after rotary embedding, "
+            f"so no tensor is the norm's input before rotary, which {spec.name} names",
+            "read attn_scores (built from the normed, rotated q and k) or attn_in",
+        )
     return Absence(
         f"{facts.architecture} has no QK-norm (no per-head query/key norm), so {spec.name} "
         "does not exist",

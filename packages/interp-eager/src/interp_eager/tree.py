@@ -25,14 +25,28 @@ __all__ = ["STREAM_HEADS", "LayerParts", "ModelTree", "QKVLayout", "bind_tree"]
 TRUNK_CONTAINERS = ("model", "language_model", "text_model", "transformer", "gpt_neox", "decoder")
 LAYER_LISTS = ("layers", "h", "blocks")
 EMBEDDINGS = ("embed_tokens", "wte", "word_embeddings", "embed_in", "embeddings", "tok_embeddings")
-FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm", "norm_f")
+# LFM2 calls its final norm `embedding_norm`, though it runs after the last block.
+FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm", "norm_f", "embedding_norm")
 LM_HEADS = ("lm_head", "embed_out")
 # Multi-stream trunks collapse their residual streams into one vector before the final norm.
 STREAM_HEADS = ("hc_head",)
-MIXERS = ("self_attn", "self_attention", "attention", "attn", "linear_attn", "mixer")
+# Hybrid trunks name the non-attention mixer after its kind: Mamba (Bamba, Jamba) and LFM2's
+# short convolution.
+MIXERS = (
+    "self_attn",
+    "self_attention",
+    "attention",
+    "attn",
+    "linear_attn",
+    "mixer",
+    "mamba",
+    "conv",
+)
 Q_PROJS = ("q_proj", "query", "q_b_proj")
 K_PROJS = ("k_proj", "key")
 V_PROJS = ("v_proj", "value")
+Q_NORMS = ("q_norm", "q_layernorm")  # LFM2: q_layernorm
+K_NORMS = ("k_norm", "k_layernorm")
 QKV_PROJS = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv")
 # DeepSeek-V4 projects out in two steps; z is the input of the first (o_a_proj).
 O_PROJS = ("o_proj", "c_proj", "out_proj", "dense", "o_a_proj")
@@ -43,9 +57,28 @@ DOWN_PROJS = ("down_proj", "c_proj", "dense_4h_to_h", "fc_out", "fc2", "w2")
 GATE_UP_PROJS = ("gate_up_proj",)
 ROUTERS = ("gate", "router")
 EXPERTS = ("experts",)
-PRE_ATTN_NORMS = ("input_layernorm", "ln_1", "ln_attn", "self_attn_layer_norm", "attention_norm")
+PRE_ATTN_NORMS = (
+    "input_layernorm",
+    "ln_1",
+    "ln_attn",
+    "self_attn_layer_norm",
+    "attention_norm",
+    "attention_layernorm",
+    "operator_norm",
+)
 POST_MLP_NORMS = ("post_feedforward_layernorm", "post_mlp_layernorm", "post_mlp_norm")
-PRE_MLP_NORMS = ("pre_feedforward_layernorm", "ln_2", "ln_mlp", "ffn_norm", "final_layer_norm")
+PRE_MLP_NORMS = (
+    "pre_feedforward_layernorm",
+    "ln_2",
+    "ln_mlp",
+    "ffn_norm",
+    "final_layer_norm",
+    "feedforward_layernorm",
+    "pre_ff_layernorm",
+)
+# GLM-4 names its post-attention norm apart, which makes its `post_attention_layernorm` the
+# pre-MLP norm even though a post-MLP norm is present.
+POST_ATTN_NORMS = ("post_self_attn_layernorm",)
 AMBIGUOUS_NORM = "post_attention_layernorm"
 
 
@@ -181,11 +214,11 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
             parts.qkv_layout = _qkv_layout(mixer, facts, qkv_name or "")
         o_name, parts.o_proj = _child(mixer, O_PROJS)
         note("o_proj", owner, o_name)
-        for role in ("q_norm", "k_norm"):
-            child = getattr(mixer, role, None)
-            if child is not None and hasattr(child, "forward"):
+        for role, vocab in (("q_norm", Q_NORMS), ("k_norm", K_NORMS)):
+            child_name, child = _child(mixer, vocab)
+            if child is not None:
                 setattr(parts, role, child)
-                note(role, owner, role)
+                note(role, owner, child_name)
 
     mlp_name, mlp = _child(block, MLPS)
     if mlp is not None:
@@ -223,9 +256,11 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
     post_mlp_name, parts.post_mlp_norm = _child(block, POST_MLP_NORMS)
     note("post_mlp_norm", prefix, post_mlp_name)
     pre_mlp_name, parts.pre_mlp_norm = _child(block, PRE_MLP_NORMS)
+    post_attn_name, parts.post_attn_norm = _child(block, POST_ATTN_NORMS)
+    note("post_attn_norm", prefix, post_attn_name)
     ambiguous = getattr(block, AMBIGUOUS_NORM, None)
     if ambiguous is not None:
-        if parts.post_mlp_norm is not None:
+        if parts.post_mlp_norm is not None and parts.post_attn_norm is None:
             # A post-MLP norm proves a sandwich: the ambiguous norm follows attention.
             parts.post_attn_norm = ambiguous
             note("post_attn_norm", prefix, AMBIGUOUS_NORM)

@@ -1,8 +1,11 @@
 """Which tiny config stands for each architecture family in the tests?
 
-Family names are the transformers `model_type` of the family's text model, with one exception:
-`gemma3` names the text-only Gemma-3 (`model_type` `gemma3_text`, `Gemma3ForCausalLM`), since
-the multimodal wrapper is not a causal LM of its own. `FAMILY_NAMES` lists them in a fixed order.
+Family names are the transformers `model_type` of the family's text model, with three
+exceptions named after their multimodal wrapper's type, which is not a causal LM of its own:
+`gemma3` is the text-only Gemma-3 (`model_type` `gemma3_text`, `Gemma3ForCausalLM`), `qwen3_5`
+and `qwen3_5_moe` the text-only Qwen3.5 and Qwen3.5-MoE (`qwen3_5_text`, `qwen3_5_moe_text`).
+`FAMILY_NAMES` lists them in a fixed order: the first 32 here, then those released since
+(`interp_testmodels.configs_recent`).
 
 Each config is chosen to exercise what makes its family different, within limits every backend
 can run on a CPU:
@@ -23,99 +26,20 @@ a config object is asked for, so the docs generator reads it for free.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
-from interp_testmodels.tokenizer import (
-    BOS_TOKEN_ID,
-    EOS_TOKEN_ID,
-    PAD_TOKEN_ID,
-    TOKENIZER_VOCAB_SIZE,
-)
+from interp_testmodels.config_parts import DROP, IDS, INIT_RANGE, FamilySpec, decoder, gpt
+from interp_testmodels.configs_recent import RECENT_SPECS
+from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
 __all__ = ["FAMILIES", "FAMILY_NAMES", "INIT_RANGE", "UNAVAILABLE", "FamilySpec"]
-
-# The spread of the random weights. The transformers default (0.02) leaves query-key products
-# near zero at this width, so every attention pattern is almost uniform and a wrong softmax scale
-# or a missing softcap changes little; 0.1 gives peaked patterns and logits with a spread of a
-# few units while the residual stream stays well scaled through 4 layers.
-INIT_RANGE = 0.1
-
-
-@dataclass(frozen=True)
-class FamilySpec:
-    """One family's tiny config: the `model_type`, the keyword arguments, and what it exercises."""
-
-    name: str
-    model_type: str
-    config: Mapping[str, Any]
-    notes: str
-    traits: tuple[str, ...] = ()
-
-    @property
-    def config_class_name(self) -> str:
-        from transformers import CONFIG_MAPPING
-
-        return CONFIG_MAPPING[self.model_type].__name__
-
-    def make_config(self) -> Any:
-        """The transformers config object these keyword arguments build."""
-        from transformers import AutoConfig
-
-        # A deep copy: config classes may normalise nested dicts (rope_parameters) in place,
-        # which would change this spec, and with it the cache key, after the first build.
-        return AutoConfig.for_model(self.model_type, **copy.deepcopy(dict(self.config)))
-
-
-# --- the configs -------------------------------------------------------------------------------
-# Marks a shared key that a family's config must not receive at all.
-_DROP = object()
-_IDS = {"bos_token_id": BOS_TOKEN_ID, "eos_token_id": EOS_TOKEN_ID, "pad_token_id": PAD_TOKEN_ID}
-
-
-def _decoder(**overrides: Any) -> dict[str, Any]:
-    """The shared dimensions of the Llama-style families, with per-family overrides."""
-    base: dict[str, Any] = {
-        "vocab_size": TOKENIZER_VOCAB_SIZE,
-        "hidden_size": 128,
-        "intermediate_size": 256,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 128,
-        "initializer_range": INIT_RANGE,
-        **_IDS,
-    }
-    base.update(overrides)
-    return {key: value for key, value in base.items() if value is not _DROP}
-
-
-def _gpt(**overrides: Any) -> dict[str, Any]:
-    """The shared dimensions of the GPT-2-era families, which spell them differently."""
-    base: dict[str, Any] = {
-        "vocab_size": TOKENIZER_VOCAB_SIZE,
-        "n_embd": 128,
-        "n_layer": 2,
-        "n_head": 4,
-        "n_positions": 128,
-        "initializer_range": INIT_RANGE,
-        "resid_pdrop": 0.0,
-        "embd_pdrop": 0.0,
-        "attn_pdrop": 0.0,
-        **_IDS,
-    }
-    base.update(overrides)
-    return base
-
 
 _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gpt2",
         "gpt2",
-        _gpt(),
+        gpt(),
         "LayerNorm with bias, learned absolute positions, fused c_attn (q|k|v) in Conv1D layout, "
         "ungated GELU MLP of 4·d (n_inner left null), tied embeddings.",
         ("learned-positions", "fused-qkv", "conv1d", "ungated-mlp", "tied"),
@@ -123,8 +47,8 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gpt_neox",
         "gpt_neox",
-        _decoder(
-            num_key_value_heads=_DROP,
+        decoder(
+            num_key_value_heads=DROP,
             rope_parameters={
                 "rope_type": "default",
                 "rope_theta": 10000.0,
@@ -141,7 +65,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gptj",
         "gptj",
-        _gpt(rotary_dim=16),
+        gpt(rotary_dim=16),
         "Parallel attention + MLP sharing one LayerNorm, interleaved rotary on 16 of 32 dims, "
         "separate q/k/v without bias, MLP of 4·d, untied lm_head with bias.",
         ("parallel", "partial-rotary", "ungated-mlp"),
@@ -149,7 +73,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gpt_bigcode",
         "gpt_bigcode",
-        _gpt(multi_query=True),
+        gpt(multi_query=True),
         "Multi-query attention (one K/V head) with a fused c_attn of width d + 2·head_dim, "
         "learned positions, tied embeddings.",
         ("mqa", "learned-positions", "fused-qkv", "ungated-mlp", "tied"),
@@ -168,7 +92,7 @@ _SPECS: tuple[FamilySpec, ...] = (
             "do_layer_norm_before": True,
             "dropout": 0.0,
             "init_std": INIT_RANGE,
-            **_IDS,
+            **IDS,
         },
         "OPT-125m layout: pre-LayerNorm, learned positions offset by 2, ReLU MLP (fc1/fc2), "
         "biases on every projection, tied embeddings.",
@@ -183,7 +107,7 @@ _SPECS: tuple[FamilySpec, ...] = (
             "n_layer": 2,
             "n_head": 4,
             "initializer_range": INIT_RANGE,
-            **_IDS,
+            **IDS,
         },
         "ALiBi position bias (no rotary, no position embeddings), a LayerNorm right after the "
         "embedding, fused query_key_value interleaved per head, MLP of 4·d, tied embeddings.",
@@ -204,7 +128,7 @@ _SPECS: tuple[FamilySpec, ...] = (
             "alibi": False,
             "max_position_embeddings": 128,
             "initializer_range": INIT_RANGE,
-            **_IDS,
+            **IDS,
         },
         "Falcon-40B decoder (new_decoder_architecture): parallel attention + MLP with two "
         "LayerNorms (ln_attn, ln_mlp), grouped K/V (2 of 4 heads) in a fused query_key_value, "
@@ -214,21 +138,21 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "llama",
         "llama",
-        _decoder(),
+        decoder(),
         "The reference decoder: RMSNorm, rotary, GQA (2 K/V heads for 4), SwiGLU MLP, untied.",
         ("gqa", "gated-mlp"),
     ),
     FamilySpec(
         "mistral",
         "mistral",
-        _decoder(sliding_window=4),
+        decoder(sliding_window=4),
         "Llama with a 4-token sliding window on every layer.",
         ("gqa", "gated-mlp", "sliding"),
     ),
     FamilySpec(
         "mixtral",
         "mixtral",
-        _decoder(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2),
+        decoder(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2),
         "Every layer a routed mixture: 4 SwiGLU experts of width 128, top-2, softmax router "
         "(Mixtral has no dense layers to mix in).",
         ("gqa", "moe"),
@@ -236,14 +160,14 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "qwen2",
         "qwen2",
-        _decoder(use_sliding_window=False),
+        decoder(use_sliding_window=False),
         "Llama with biases on q/k/v (Qwen2 always has them) and none on o_proj.",
         ("gqa", "gated-mlp", "qkv-bias"),
     ),
     FamilySpec(
         "qwen2_moe",
         "qwen2_moe",
-        _decoder(
+        decoder(
             num_hidden_layers=3,
             num_experts=4,
             num_experts_per_tok=2,
@@ -261,14 +185,14 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "qwen3",
         "qwen3",
-        _decoder(head_dim=32, use_sliding_window=False),
+        decoder(head_dim=32, use_sliding_window=False),
         "Llama with per-head RMSNorm on q and k (QK-norm) and an explicit head_dim.",
         ("gqa", "gated-mlp", "qk-norm"),
     ),
     FamilySpec(
         "qwen3_moe",
         "qwen3_moe",
-        _decoder(
+        decoder(
             num_hidden_layers=3,
             head_dim=32,
             num_experts=4,
@@ -286,7 +210,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "qwen3_next",
         "qwen3_next",
-        _decoder(
+        decoder(
             num_hidden_layers=4,
             head_dim=32,
             layer_types=[
@@ -321,7 +245,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gemma",
         "gemma",
-        _decoder(
+        decoder(
             num_key_value_heads=1,
             head_dim=32,
             hidden_act="gelu_pytorch_tanh",
@@ -333,7 +257,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gemma2",
         "gemma2",
-        _decoder(
+        decoder(
             head_dim=32,
             sliding_window=4,
             query_pre_attn_scalar=24,
@@ -349,7 +273,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gemma3",
         "gemma3_text",
-        _decoder(
+        decoder(
             num_hidden_layers=3,
             head_dim=32,
             sliding_window=4,
@@ -364,8 +288,8 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "phi",
         "phi",
-        _decoder(
-            num_key_value_heads=_DROP,
+        decoder(
+            num_key_value_heads=DROP,
             partial_rotary_factor=0.5,
             hidden_act="gelu_new",
             resid_pdrop=0.0,
@@ -379,7 +303,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "phi3",
         "phi3",
-        _decoder(sliding_window=6, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0),
+        decoder(sliding_window=6, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0),
         "Fused qkv_proj (q|k|v with GQA) and fused gate_up_proj, sliding window 6 on every "
         "layer (Phi-3-mini states one too).",
         ("gqa", "fused-qkv", "fused-gate-up", "sliding"),
@@ -387,7 +311,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "olmo",
         "olmo",
-        _decoder(clip_qkv=None),
+        decoder(clip_qkv=None),
         "LayerNorm without any parameters (nothing to perturb there), otherwise Llama-like with "
         "GQA; clip_qkv left off.",
         ("gqa", "parameter-free-norm", "gated-mlp"),
@@ -395,7 +319,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "olmo2",
         "olmo2",
-        _decoder(),
+        decoder(),
         "Norms only after each sublayer (no pre-norms), QK-norm over the whole q and k width "
         "(not per head).",
         ("gqa", "post-norms-only", "qk-norm", "gated-mlp"),
@@ -403,7 +327,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "olmoe",
         "olmoe",
-        _decoder(
+        decoder(
             num_key_value_heads=4,
             intermediate_size=64,
             num_experts=4,
@@ -417,7 +341,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "cohere",
         "cohere",
-        _decoder(logit_scale=0.5, use_qk_norm=True),
+        decoder(logit_scale=0.5, use_qk_norm=True),
         "Parallel attention + MLP sharing one LayerNorm without bias, interleaved rotary, "
         "per-head LayerNorm on q and k (Command-R+), logits scaled by 0.5, tied embeddings.",
         ("gqa", "parallel", "qk-norm", "logit-scale", "tied"),
@@ -425,7 +349,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "cohere2",
         "cohere2",
-        _decoder(
+        decoder(
             num_hidden_layers=4,
             sliding_window=4,
             layer_types=[
@@ -443,7 +367,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "granite",
         "granite",
-        _decoder(
+        decoder(
             embedding_multiplier=4.0,
             residual_multiplier=0.5,
             attention_multiplier=0.05,
@@ -456,7 +380,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "granitemoe",
         "granitemoe",
-        _decoder(
+        decoder(
             intermediate_size=64,
             num_local_experts=4,
             num_experts_per_tok=2,
@@ -472,7 +396,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "stablelm",
         "stablelm",
-        _decoder(
+        decoder(
             partial_rotary_factor=0.25,
             use_qkv_bias=True,
             qk_layernorm=False,
@@ -487,7 +411,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "starcoder2",
         "starcoder2",
-        _decoder(
+        decoder(
             sliding_window=4,
             use_bias=True,
             hidden_act="gelu_pytorch_tanh",
@@ -502,7 +426,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "deepseek_v3",
         "deepseek_v3",
-        _decoder(
+        decoder(
             num_hidden_layers=3,
             num_key_value_heads=4,
             q_lora_rank=32,
@@ -535,7 +459,7 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gpt_oss",
         "gpt_oss",
-        _decoder(
+        decoder(
             head_dim=32,
             intermediate_size=64,
             num_local_experts=4,
@@ -560,9 +484,9 @@ _SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "deepseek_v4",
         "deepseek_v4",
-        _decoder(
+        decoder(
             # V4 maps intermediate_size onto moe_intermediate_size: it has no dense MLP width.
-            intermediate_size=_DROP,
+            intermediate_size=DROP,
             num_key_value_heads=1,
             head_dim=64,
             partial_rotary_factor=0.5,
@@ -592,9 +516,11 @@ _SPECS: tuple[FamilySpec, ...] = (
     ),
 )
 
-FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
+FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
+    {spec.name: spec for spec in (*_SPECS, *RECENT_SPECS)}
+)
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
 # Families the installed transformers cannot build or run on this CPU, with the exact error, and
-# the substitute standing in for each. Empty: all 32 run with transformers 5.19 on torch 2.13 CPU.
+# the substitute standing in for each. Empty: all 60 run with transformers 5.19 on torch 2.13 CPU.
 UNAVAILABLE: Mapping[str, str] = MappingProxyType({})

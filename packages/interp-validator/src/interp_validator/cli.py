@@ -119,6 +119,12 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per engine process")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="fold this sweep into the compact summary.json already under --out: the models "
+        "swept replace their rows there, every other model's rows are kept",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--json",
@@ -176,6 +182,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Read before the sweep: --baseline may name the summary.json this run rewrites.
     baseline = load_baseline(args.baseline) if args.baseline is not None else None
+    committed = None
+    if args.merge:
+        summary = args.out / "summary.json"
+        if not summary.is_file():
+            print(
+                f"interp-validate: --merge needs a compact {summary} to fold into", file=sys.stderr
+            )
+            return 2
+        committed = json.loads(summary.read_text(encoding="utf-8"))
     narrowed = bool(args.family or args.model)
     options = SweepOptions(
         backends=_names(args.backend),
@@ -192,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interp-validate: {exc}", file=sys.stderr)
         return 2
     command = ["interp-validate", *(argv if argv is not None else sys.argv[1:])]
-    written = write_results(result, args.out, command=command)
+    written = write_results(result, args.out, command=command, merge_into=committed)
     counts: dict[str, int] = {}
     for record in result.records:
         counts[record.status.value] = counts.get(record.status.value, 0) + 1

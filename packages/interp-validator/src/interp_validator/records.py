@@ -203,7 +203,34 @@ class Compact:
 def compact_document(records: Iterable[Record], **context: Any) -> dict[str, Any]:
     """The committed `summary.json`: format 2, the context, totals, one row per cell (counts and
     worst metrics), and every non-pass record with its reason as an index into `reasons`."""
-    compact = Compact.from_records(records)
+    return document_of_compact(Compact.from_records(records), **context)
+
+
+def merge_compacts(
+    base: Compact,
+    update: Compact,
+    models: Iterable[str],
+    backends: Iterable[str] | None = None,
+) -> Compact:
+    """`base` with every cell of `models` (and of `backends`, all when None) replaced by
+    `update`'s: a sweep of a few families folded into the committed summary of all of them
+    (`interp-validate --merge`)."""
+    rerun = set(models) | {model for _, _, model in update.counts}
+    swept = None if backends is None else set(backends) | {b for b, _, _ in update.counts}
+
+    def replaced(backend: str, model: str) -> bool:
+        return model in rerun and (swept is None or backend in swept)
+
+    kept = {cell: tally for cell, tally in base.counts.items() if not replaced(cell[0], cell[2])}
+    worst = {cell: base.worst[cell] for cell in kept}
+    counts = {**kept, **update.counts}
+    worst.update(update.worst)
+    non_pass = [r for r in base.non_pass if not replaced(r.backend, r.model)]
+    return Compact(counts, worst, sort_records([*non_pass, *update.non_pass]))
+
+
+def document_of_compact(compact: Compact, **context: Any) -> dict[str, Any]:
+    """The committed `summary.json` of a `Compact` (see `compact_document`)."""
     reasons = sorted({r.reason or "" for r in compact.non_pass})
     index = {text: i for i, text in enumerate(reasons)}
     cells = []

@@ -32,10 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from interp_validator.records import (
+    Compact,
     Record,
     Status,
     compact_document,
     compact_from_document,
+    document_of_compact,
+    merge_compacts,
     sort_records,
     summary_document,
 )
@@ -102,9 +105,17 @@ def _tolerances_json(result: Any) -> dict[str, Any]:
     return {pair: tol.to_json() for pair, tol in sorted(result.tolerances.items())}
 
 
-def write_results(result: Any, out: Path, *, command: Sequence[str] | None = None) -> list[Path]:
+def write_results(
+    result: Any,
+    out: Path,
+    *,
+    command: Sequence[str] | None = None,
+    merge_into: Mapping[str, Any] | None = None,
+) -> list[Path]:
     """Write every file of a sweep under `out` (the compact summary and report, the plot, and the
-    full records under `full/`); returns the paths written."""
+    full records under `full/`); returns the paths written. With `merge_into` (the committed
+    compact summary, read before the sweep) the compact pair keeps every model this sweep did
+    not run; the plot and `full/` hold this sweep only, so the committed plot is left alone."""
     out.mkdir(parents=True, exist_ok=True)
     context = {
         "prompt": result.prompt,
@@ -127,15 +138,27 @@ def write_results(result: Any, out: Path, *, command: Sequence[str] | None = Non
         path = runs / f"{backend}--{engine}.json"
         _dump(path, _run_document(result, backend, engine, records))
         written.append(path)
-    plot = write_plot(result.records, out / PLOT_NAME, result.tolerances)
-    if plot is not None:
+    plot = None
+    if merge_into is None:
+        plot = write_plot(result.records, out / PLOT_NAME, result.tolerances)
+    elif (out / PLOT_NAME).is_file():
+        plot = out / PLOT_NAME
+    if plot is not None and merge_into is None:
         written.append(plot)
     report = render_report(result, command=command, plot=False)
     (full / REPORT_NAME).write_text(report, encoding="utf-8")
     written.append(full / REPORT_NAME)
     extra = {"skipped_models": dict(sorted(result.skipped_models.items()))}
     written += write_compact(
-        result.records, out, context={**context, **extra}, command=command, plot=plot is not None
+        result.records,
+        out,
+        context={**context, **extra},
+        # A merged summary is no one command's output: name the tool alone, as a full sweep does.
+        command=command if merge_into is None else None,
+        plot=plot is not None,
+        merge_into=merge_into,
+        models=[p.target.name for p in result.plans] + list(result.skipped_models),
+        backends=list(result.backends),
     )
     return written
 
@@ -147,15 +170,35 @@ def write_compact(
     context: Mapping[str, Any],
     command: Sequence[str] | None = None,
     plot: bool = True,
+    merge_into: Mapping[str, Any] | None = None,
+    models: Sequence[str] = (),
+    backends: Sequence[str] | None = None,
 ) -> list[Path]:
     """The committed pair under `out`: `summary.json` (format 2, `records.compact_document`)
     and `report.md` rendered from it. Neither holds a timing: unchanged results rewrite them
-    byte for byte."""
-    document = compact_document(records, **context)
+    byte for byte. With `merge_into` (a committed summary), the sweep's `models` replace their
+    cells there (those of `backends`, all when None) and every other cell is kept."""
+    if merge_into is None:
+        document = compact_document(records, **context)
+    else:
+        merged = merge_compacts(
+            compact_from_document(merge_into), Compact.from_records(records), models, backends
+        )
+        document = document_of_compact(merged, **_merged_context(merge_into, context))
     _dump(out / SUMMARY_NAME, document)
     text = render_compact_report(document, command=command, plot=plot)
     (out / REPORT_NAME).write_text(text, encoding="utf-8")
     return [out / SUMMARY_NAME, out / REPORT_NAME]
+
+
+def _merged_context(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    # The sweep's own context wins; versions and skips of backends, engines and models it did
+    # not run stay as committed.
+    merged = {**{k: v for k, v in base.items() if k in new}, **new}
+    for key in ("backends", "engines", "skipped_models", "tolerances"):
+        if isinstance(base.get(key), Mapping) and isinstance(new.get(key), Mapping):
+            merged[key] = dict(sorted({**base[key], **new[key]}.items()))
+    return merged
 
 
 def _run_document(result: Any, backend: str, engine: str, records: list[Record]) -> dict:

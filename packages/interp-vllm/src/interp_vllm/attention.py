@@ -73,7 +73,7 @@ def scaling_for(config: Mapping[str, Any], layer: int) -> tuple[str, float]:
     """
     facts = ModelFacts.from_config(config)
     kind = facts.model_type
-    if config.get("query_pre_attn_scalar") is not None and kind.startswith("gemma"):
+    if config.get("query_pre_attn_scalar") is not None and "gemma" in kind:  # VaultGemma too
         return "mul", float(config["query_pre_attn_scalar"]) ** -0.5
     if kind in {"granite", "granitemoe", "granitemoeshared"}:
         return "mul", float(config.get("attention_multiplier", facts.head_dim**-0.5))

@@ -110,6 +110,25 @@ def _module(root: Any, path: str) -> Any:
     return root.get_submodule(path) if path else root
 
 
+def _activation(mlp: Any, name: str) -> Any:
+    if name.startswith("F."):
+        return getattr(torch.nn.functional, name[2:])
+    return getattr(mlp, name)
+
+
+def _routed(routed: Any, layout: Layout, k: int) -> tuple[Any, Any, Any]:
+    """(logits, weights, indices) of one router call, by the layout's rule."""
+    if layout.router_rule == "softmax-top-k":
+        probs = torch.softmax(routed, dim=-1, dtype=torch.float32)
+        weights, indices = torch.topk(probs, k, dim=-1)
+        return routed, weights.to(routed.dtype), indices
+    if layout.router_rule is not None:
+        message = f"unknown router rule {layout.router_rule!r} in the layout"
+        raise LayoutMismatch(message)
+    logits_at, weights_at, indices_at = layout.router_fields
+    return routed[logits_at], routed[weights_at], routed[indices_at]
+
+
 def _flat(tensor: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
     return tensor.reshape(batch, seq, -1)
 
@@ -188,7 +207,7 @@ def reference_points(
                 name = getattr(layout, role)
                 if name is not None:
                     hooks.output(f"{layer}.{role}", getattr(mlp, name))
-            ref.mlp_modules[layer] = (getattr(mlp, layout.act), down)
+            ref.mlp_modules[layer] = (_activation(mlp, layout.act), down)
         if layout.streams:
             hooks.input(f"{layer}.attn_hc", block.attn_hc)
             hooks.input(f"{layer}.mlp_hc", block.ffn_hc)
@@ -287,11 +306,11 @@ def reference_points(
         else:
             put("mlp_out_post", layer, scaled(mlp_out))
         if layer in ref.sparse_layers:
-            logits_at, weights_at, indices_at = layout.router_fields
-            routed = out[f"{layer}.router"]
-            put("router_logits", layer, _flat(routed[logits_at], batch, seq))
-            put("expert_weights", layer, _flat(routed[weights_at], batch, seq))
-            put("expert_indices", layer, _flat(routed[indices_at], batch, seq))
+            k = text_config.num_experts_per_tok
+            logits, weights, indices = _routed(out[f"{layer}.router"], layout, k)
+            put("router_logits", layer, _flat(logits, batch, seq))
+            put("expert_weights", layer, _flat(weights, batch, seq))
+            put("expert_indices", layer, _flat(indices, batch, seq))
         else:
             if layout.gate_up_proj is not None:
                 gate, up = out[f"{layer}.gate_up_proj"].chunk(2, dim=-1)
@@ -373,7 +392,7 @@ def _qk_norm_points(
     else:
         q_in, k_in = query, key
     with torch.no_grad():
-        q_out, k_out = mixer.q_norm(q_in), mixer.k_norm(k_in)
+        q_out, k_out = getattr(mixer, layout.q_norm)(q_in), getattr(mixer, layout.k_norm)(k_in)
     points[Address("q_norm_in", layer)] = q_in.reshape(batch, seq, -1)
     points[Address("k_norm_in", layer)] = k_in.reshape(batch, seq, -1)
     points[Address("q_norm_out", layer)] = q_out.reshape(batch, seq, -1)

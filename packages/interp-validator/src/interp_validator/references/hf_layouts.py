@@ -37,6 +37,8 @@ class Layout:
     qkv_layout: str | None = None  # "thirds" | "per_head" | "per_kv_group"
     o_proj: str = "o_proj"
     qk_norm: str | None = None  # "per_head" (norm over head_dim) | "full" (over the whole width)
+    q_norm: str = "q_norm"  # the QK-norm modules' names, relative to the mixer
+    k_norm: str = "k_norm"
     gated_query: bool = False  # Qwen3-Next: q_proj emits [query | gate] per head
     attn_adds_residual: bool = False  # BLOOM: the mixer returns residual + o_proj output
     pre_attn_norm: str | None = "input_layernorm"
@@ -51,9 +53,14 @@ class Layout:
     linear_proj: str | None = "up_proj"  # gated MLPs: the linear branch
     gate_up_proj: str | None = None  # fused [gate | up] (Phi-3)
     down_proj: str = "down_proj"
-    act: str = "act_fn"  # the activation module, an attribute of the MLP (of the block for OPT)
+    # The activation module, an attribute of the MLP (of the block for OPT); "F.<name>" where the
+    # MLP calls torch.nn.functional.<name> instead of holding a module (LFM2).
+    act: str = "act_fn"
     router: str = "gate"  # relative to the MLP of a sparse layer
     router_fields: tuple[int, int, int] = (0, 1, 2)  # logits, weights, indices in its output
+    # "softmax-top-k": the router is a bare linear layer returning logits only (Jamba); the
+    # reference ranks them itself (float32 softmax, top-k, weights cast back, no renormalising).
+    router_rule: str | None = None
     streams: bool = False  # DeepSeek-V4's hyper-connection trunk
 
 
@@ -226,11 +233,115 @@ LAYOUTS: dict[str, Layout] = {
     "deepseek_v4": replace(
         _LLAMA, q_proj=None, k_proj=None, v_proj=None, o_proj="o_a_proj", streams=True
     ),
+    # --- released since the first 32 ---
+    "smollm3": _LLAMA,
+    "helium": _LLAMA,
+    "seed_oss": _LLAMA,
+    "ministral3": _LLAMA,
+    "ernie4_5": _LLAMA,
+    "olmo3": replace(
+        _LLAMA,
+        qk_norm="full",
+        pre_attn_norm=None,
+        pre_mlp_norm=None,
+        post_attn_norm="post_attention_layernorm",
+        post_mlp_norm="post_feedforward_layernorm",
+    ),
+    "exaone4": replace(
+        _LLAMA,
+        qk_norm="per_head",
+        pre_attn_norm=None,
+        pre_mlp_norm=None,
+        post_attn_norm="post_attention_layernorm",
+        post_mlp_norm="post_feedforward_layernorm",
+    ),
+    "vaultgemma": replace(_LLAMA, pre_mlp_norm="pre_feedforward_layernorm"),
+    "apertus": replace(
+        _LLAMA,
+        qk_norm="per_head",
+        pre_attn_norm="attention_layernorm",
+        pre_mlp_norm="feedforward_layernorm",
+        pre_proj="up_proj",
+        linear_proj=None,
+    ),
+    "glm4": replace(
+        _LLAMA,
+        post_attn_norm="post_self_attn_layernorm",
+        pre_mlp_norm="post_attention_layernorm",
+        post_mlp_norm="post_mlp_layernorm",
+        pre_proj=None,
+        linear_proj=None,
+        gate_up_proj="gate_up_proj",
+        act="activation_fn",
+    ),
+    # The QK-norm follows rotary: no QK-norm points to name (query_layernorm is post-RoPE).
+    "hunyuan_v1_dense": _LLAMA,
+    "hunyuan_v1_moe": _LLAMA,
+    "phimoe": replace(_LLAMA, router="router"),
+    "ernie4_5_moe": _LLAMA,
+    "glm4_moe": replace(_LLAMA, qk_norm="per_head"),
+    "dots1": replace(_LLAMA, qk_norm="per_head"),
+    "deepseek_v2": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
+    "qwen3_5": replace(_LLAMA, linear_mixer="linear_attn", qk_norm="per_head", gated_query=True),
+    "qwen3_5_moe": replace(
+        _LLAMA, linear_mixer="linear_attn", qk_norm="per_head", gated_query=True
+    ),
+    "ministral": _LLAMA,
+    "arcee": replace(_LLAMA, pre_proj="up_proj", linear_proj=None),
+    "glm": replace(
+        _LLAMA, pre_proj=None, linear_proj=None, gate_up_proj="gate_up_proj", act="activation_fn"
+    ),
+    "flex_olmo": replace(
+        _LLAMA,
+        qk_norm="full",
+        pre_attn_norm=None,
+        pre_mlp_norm=None,
+        post_attn_norm="post_attention_layernorm",
+        post_mlp_norm="post_feedforward_layernorm",
+    ),
+    "nemotron": replace(_LLAMA, pre_proj="up_proj", linear_proj=None),
+    "lfm2": replace(
+        _LLAMA,
+        final_norm="model.embedding_norm",
+        linear_mixer="conv",
+        o_proj="out_proj",
+        qk_norm="per_head",
+        q_norm="q_layernorm",
+        k_norm="k_layernorm",
+        pre_attn_norm="operator_norm",
+        pre_mlp_norm="ffn_norm",
+        mlp="feed_forward",
+        pre_proj="w1",
+        linear_proj="w3",
+        down_proj="w2",
+        act="F.silu",
+    ),
+    "bamba": replace(
+        _LLAMA,
+        final_norm="model.final_layernorm",
+        linear_mixer="mamba",
+        pre_mlp_norm="pre_ff_layernorm",
+        mlp="feed_forward",
+    ),
+    "jamba": replace(
+        _LLAMA,
+        final_norm="model.final_layernorm",
+        linear_mixer="mamba",
+        pre_mlp_norm="pre_ff_layernorm",
+        mlp="feed_forward",
+        router="router",
+        router_rule="softmax-top-k",
+    ),
+    "cohere2_moe": replace(_LLAMA, pre_mlp_norm=None, parallel=("resid", "attn", "mlp")),
 }
 
 
 # transformers model_types whose layout is listed under another key.
-_LAYOUT_ALIASES = {"gemma3_text": "gemma3"}
+_LAYOUT_ALIASES = {
+    "gemma3_text": "gemma3",
+    "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe_text": "qwen3_5_moe",
+}
 
 
 def layout_key(model_type: str) -> str | None:

@@ -169,6 +169,25 @@ KNOWN_DEFECTS: tuple[Defect, ...] = (
         "fold_value_biases is not exact with attention sinks (rows sum to less than one), so "
         "compatibility mode changes attn_out and everything after it",
     ),
+    Defect(
+        ("tl_bridge", "tl_bridge_compat"),
+        ("hunyuan_v1_dense",),
+        None,
+        "transformer-lens",
+        ("3.9.0",),
+        "TransformerBridge 3.9.0 computes Hunyuan attention differently from HF (attn_in and "
+        "value match, attn_scores differ by up to 0.35 at layer 0; Hunyuan normalises q and k "
+        "after rotary), so every point from layer 0's attention on differs",
+    ),
+    Defect(
+        ("tl_bridge", "tl_bridge_compat"),
+        ("jamba",),
+        ("attn_scores",),
+        "transformer-lens",
+        ("3.9.0",),
+        "TransformerBridge's hook_attn_scores holds Jamba's scores without the causal mask "
+        "(every future key visible) while its attn_probs match HF",
+    ),
 )
 
 

@@ -1,0 +1,224 @@
+"""Family conventions: what a published config leaves unsaid, keyed by `model_type`.
+
+`interp_core.facts` reads a config literally where it speaks; these tables hold only what it
+does not say for itself (the config class's defaults, traits the modelling code hard-wires).
+Wherever a config states a fact, the config wins. Plain data, standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ALWAYS_PARALLEL_TYPES",
+    "BIASED_TYPES",
+    "CLASS_DEFAULTS",
+    "DENSE_MLP_NAMES",
+    "GATED_ATTN_OUTPUT_TYPES",
+    "LAYER_TYPE_NAMES",
+    "LEARNED_POSITION_TYPES",
+    "PARALLEL_BY_DEFAULT",
+    "POST_NORM_ONLY_TYPES",
+    "QK_NORM_AFTER_ROPE_TYPES",
+    "QK_NORM_TYPES",
+    "SANDWICH_NORM_TYPES",
+    "SHARED_KEY_VALUE_TYPES",
+    "SHARED_MLP_TYPES",
+    "SPARSE_MLP_NAMES",
+    "SQRT_EMBED_SCALE_TYPES",
+    "UNGATED_MLP_TYPES",
+    "UNTIED_BY_DEFAULT",
+    "WINDOW_FROM_MAX_LAYERS_TYPES",
+]
+
+# Tables of family conventions, keyed by `model_type`. They hold only what a config does not say
+# for itself; wherever a config states a fact, the config wins.
+
+# What the transformers config class assumes for keys a published config may leave out. Only
+# families whose published configs actually omit them are listed; everything else must state its
+# dimensions.
+CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    # Gemma-3 multimodal checkpoints name only the keys that differ from Gemma3TextConfig().
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131_072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    "gemma2": {
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+    },
+    "gpt_oss": {"sliding_window": 128},
+    "qwen3_next": {"full_attention_interval": 4},
+}
+
+# `tie_word_embeddings` when the config leaves it out is the config class's own default; families
+# not listed inherit PretrainedConfig's True.
+UNTIED_BY_DEFAULT = frozenset(
+    {
+        "apertus",
+        "arcee",
+        "bamba",
+        "codegen",
+        "deepseek_v2",
+        "deepseek_v3",
+        "dots1",
+        "exaone4",
+        "flex_olmo",
+        "glm",
+        "glm4",
+        "glm4_moe",
+        "gpt_neox",
+        "gpt_oss",
+        "gptj",
+        "granite",
+        "granitemoe",
+        "helium",
+        "hunyuan_v1_dense",
+        "hunyuan_v1_moe",
+        "jamba",
+        "llama",
+        "ministral",
+        "ministral3",
+        "mistral",
+        "mixtral",
+        "nemotron",
+        "olmo2",
+        "olmo3",
+        "phi",
+        "phi3",
+        "phimoe",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_5_moe_text",
+        "qwen3_5_text",
+        "qwen3_moe",
+        "qwen3_next",
+        "seed_oss",
+    }
+)
+
+# Linear layers with biases and LayerNorms with a bias beside the gain (the GPT-2 era); the other
+# families use bias-free linears and RMSNorm (a config's `attention_bias` adds q/k/v biases only).
+BIASED_TYPES = frozenset(
+    {
+        "bloom",
+        "codegen",
+        "falcon",
+        "gpt2",
+        "gpt_bigcode",
+        "gpt_neo",
+        "gpt_neox",
+        "gptj",
+        "opt",
+        "phi",
+        "starcoder2",
+    }
+)
+
+# A learned absolute position embedding added to the token embeddings; the rest use rotary or
+# ALiBi positions, which have no table.
+LEARNED_POSITION_TYPES = frozenset({"codegen", "gpt2", "gpt_bigcode", "gpt_neo", "opt"})
+
+# Plain fc -> act -> proj MLPs; every other family multiplies a gate into the up projection.
+UNGATED_MLP_TYPES = frozenset(
+    {
+        "apertus",
+        "arcee",
+        "bloom",
+        "codegen",
+        "falcon",
+        "gpt2",
+        "gpt_bigcode",
+        "gpt_neo",
+        "gpt_neox",
+        "gptj",
+        "mpt",
+        "nemotron",
+        "opt",
+        "persimmon",
+        "phi",
+        "starcoder2",
+    }
+)
+
+# Attention and MLP read the same resid_pre in every layer, with no config switch to say so.
+ALWAYS_PARALLEL_TYPES = frozenset({"codegen", "cohere", "cohere2", "cohere2_moe", "gptj", "phi"})
+
+# Families whose parallel switch defaults to on when the config leaves it out.
+PARALLEL_BY_DEFAULT = frozenset({"falcon", "gpt_neox"})
+
+# RMSNorm on the queries and keys before attention, with no config switch to say so.
+QK_NORM_TYPES = frozenset(
+    {
+        "apertus",
+        "dots1",
+        "exaone4",
+        "flex_olmo",
+        "gemma3",
+        "lfm2",
+        "gemma3_text",
+        "olmo2",
+        "olmo3",
+        "olmoe",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "qwen3_5_moe_text",
+        "qwen3_5_text",
+    }
+)
+
+# A per-head norm on the queries and keys applied after rotary embedding (Hunyuan), where the
+# QK-norm points are defined before it: the norm exists, but not at those points.
+QK_NORM_AFTER_ROPE_TYPES = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe"})
+
+# One shared MLP of `intermediate_size` beside the routed experts on every sparse layer, with no
+# config key to say so (Hunyuan-MoE's shared_mlp).
+SHARED_MLP_TYPES = frozenset({"hunyuan_v1_moe"})
+
+# Norms on the sublayer outputs, inside the residual branch.
+SANDWICH_NORM_TYPES = frozenset(
+    {"exaone4", "flex_olmo", "gemma2", "gemma3", "gemma3_text", "glm4", "olmo2", "olmo3"}
+)
+POST_NORM_ONLY_TYPES = frozenset({"exaone4", "flex_olmo", "olmo2", "olmo3"})
+
+# Families that multiply the embedding output by sqrt(d_model).
+SQRT_EMBED_SCALE_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "vaultgemma"})
+
+# An output gate multiplies the attention result before o_proj.
+GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_5_moe_text", "qwen3_5_text", "qwen3_next"})
+# Attention whose keys and values are one projected tensor (K = V), so no value projection exists.
+SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
+
+# Families that slide only from `max_window_layers` on, and only with `use_sliding_window`; every
+# other family that states a window slides on every layer (Mistral, Phi-3, Starcoder2).
+WINDOW_FROM_MAX_LAYERS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+
+# Names configs use in `layer_types`, mapped to LAYER_KINDS.
+LAYER_TYPE_NAMES: dict[str, str] = {
+    "full_attention": "full",
+    "attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear_attention",
+    "recurrent": "recurrent",
+    "mamba": "mamba",
+    "mamba2": "mamba",
+    "conv": "conv",
+    "short_conv": "conv",
+}
+
+# Names configs use in `mlp_layer_types`.
+SPARSE_MLP_NAMES = frozenset({"sparse", "moe", "hash_moe"})
+DENSE_MLP_NAMES = frozenset({"dense", "mlp"})

@@ -1,0 +1,93 @@
+"""The pieces every tiny family config is built from: the spec type and the shared dimensions.
+
+`interp_testmodels.configs` (the families of the first releases) and
+`interp_testmodels.configs_recent` (the architectures released since) both build their tables
+from these. Plain data: transformers is imported only when a config object is asked for.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from interp_testmodels.tokenizer import (
+    BOS_TOKEN_ID,
+    EOS_TOKEN_ID,
+    PAD_TOKEN_ID,
+    TOKENIZER_VOCAB_SIZE,
+)
+
+__all__ = ["DROP", "IDS", "INIT_RANGE", "FamilySpec", "decoder", "gpt"]
+
+# The spread of the random weights. The transformers default (0.02) leaves query-key products
+# near zero at this width, so every attention pattern is almost uniform and a wrong softmax scale
+# or a missing softcap changes little; 0.1 gives peaked patterns and logits with a spread of a
+# few units while the residual stream stays well scaled through 4 layers.
+INIT_RANGE = 0.1
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One family's tiny config: the `model_type`, the keyword arguments, and what it exercises."""
+
+    name: str
+    model_type: str
+    config: Mapping[str, Any]
+    notes: str
+    traits: tuple[str, ...] = ()
+
+    @property
+    def config_class_name(self) -> str:
+        from transformers import CONFIG_MAPPING
+
+        return CONFIG_MAPPING[self.model_type].__name__
+
+    def make_config(self) -> Any:
+        """The transformers config object these keyword arguments build."""
+        from transformers import AutoConfig
+
+        # A deep copy: config classes may normalise nested dicts (rope_parameters) in place,
+        # which would change this spec, and with it the cache key, after the first build.
+        return AutoConfig.for_model(self.model_type, **copy.deepcopy(dict(self.config)))
+
+
+# Marks a shared key that a family's config must not receive at all.
+DROP = object()
+IDS = {"bos_token_id": BOS_TOKEN_ID, "eos_token_id": EOS_TOKEN_ID, "pad_token_id": PAD_TOKEN_ID}
+
+
+def decoder(**overrides: Any) -> dict[str, Any]:
+    """The shared dimensions of the Llama-style families, with per-family overrides."""
+    base: dict[str, Any] = {
+        "vocab_size": TOKENIZER_VOCAB_SIZE,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 128,
+        "initializer_range": INIT_RANGE,
+        **IDS,
+    }
+    base.update(overrides)
+    return {key: value for key, value in base.items() if value is not DROP}
+
+
+def gpt(**overrides: Any) -> dict[str, Any]:
+    """The shared dimensions of the GPT-2-era families, which spell them differently."""
+    base: dict[str, Any] = {
+        "vocab_size": TOKENIZER_VOCAB_SIZE,
+        "n_embd": 128,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_positions": 128,
+        "initializer_range": INIT_RANGE,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        **IDS,
+    }
+    base.update(overrides)
+    return base
