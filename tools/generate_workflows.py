@@ -32,7 +32,14 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "interp-validator": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
     "interp-sizer": ("interp-core",),
     # The serve suite runs a real server on the eager backend (found through the registry).
-    "interp-serve": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
+    # The serve suite serves the eager backend, with SAEs written by interp-sae's test writers.
+    "interp-serve": (
+        "interp-core",
+        "interp-torch",
+        "interp-testmodels",
+        "interp-eager",
+        "interp-sae",
+    ),
     "interp-engine": ("interp-core", "interp-torch", "interp-eager"),
     # The SAE suite runs a tiny eager model (through the registry), the vLLM worker-side encoding
     # on the CPU (no engine), and compares with SAELens in the validator's pinned environment.

@@ -150,3 +150,19 @@ def leave_mid_stream(server: Server, body: dict[str, object], attempts: int = 3)
         outcomes.append(steps)
     message = f"no stream was aborted in {attempts} tries; engine steps per try: {outcomes}"
     raise AssertionError(message)
+
+
+def write_saes(root: Path, d_in: int, d_sae: int = 64) -> dict[str, Path]:
+    """Two tiny SAELens SAEs for the tiny Llama, laid out by interp-sae's own test writers:
+    `relu` (standard) at resid_post.1 and `jr0` (JumpReLU) at resid_post.0."""
+    folder = str(Path(__file__).resolve().parents[2] / "interp-sae" / "tests")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    from sae_files import write_saelens
+
+    write_saelens(
+        root / "r1", "standard", d_in=d_in, d_sae=d_sae, hook_name="blocks.1.hook_resid_post"
+    )
+    hook = "blocks.0.hook_resid_post"
+    write_saelens(root / "jr0", "jumprelu", d_in=d_in, d_sae=d_sae, hook_name=hook, seed=2)
+    return {"relu": root / "r1", "jr0": root / "jr0"}

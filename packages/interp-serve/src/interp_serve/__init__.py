@@ -2,9 +2,10 @@
 
 `interp serve MODEL` (see `interp_serve.cli`) puts any registered backend behind
 OpenAI-compatible completions and chat with an optional `interp` object (capture, steering,
-lens), plus capture, lens, tokenize and points endpoints, activations as safetensors by handle,
-health and Prometheus metrics. `create_app(model, settings)` builds the same ASGI app for an
-already loaded model. `load_model(url, backend="remote")` (the `client` extra) returns a model
+lens, feature steering), plus capture, lens, tokenize and points endpoints, SAE features
+(`--sae`, the `sae` extra), activations as safetensors by handle, health and Prometheus metrics.
+`create_app(model, settings, saes)` builds the same ASGI app for an already loaded model.
+`load_model(url, backend="remote")` (the `client` extra) returns a model
 with the library's protocol whose work runs on such a server.
 """
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -44,10 +44,13 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OPEN_PATHS = frozenset({"/health"})
 
 
-def create_app(model: Any, settings: ServerSettings | None = None) -> FastAPI:
-    """An app serving `model` (any backend's `InterpModel`, already loaded)."""
+def create_app(
+    model: Any, settings: ServerSettings | None = None, saes: Mapping[str, Any] | None = None
+) -> FastAPI:
+    """An app serving `model` (any backend's `InterpModel`, already loaded), with `saes`
+    (name -> `interp_sae.SAE`, see `interp_serve.saes.load_saes`) for features and steering."""
     settings = settings or ServerSettings()
-    service = Service(model, settings)
+    service = Service(model, settings, saes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -1,8 +1,10 @@
 """`interp serve MODEL`: load a model through the registry and serve it over HTTP.
 
 Registered as a subcommand of the `interp` CLI through the `interp.commands` entry-point group.
-Backend options (`--dtype`, `--max-model-len`, `--num-gpus`, `--static-points`, or any
-`--option KEY=JSON`) go to `load_model` untouched; the backend refuses those it does not take.
+Backend options (`--dtype`, `--max-model-len`, `--num-gpus`, `--pipeline-parallel`,
+`--distributed`, `--static-points`, or any `--option KEY=JSON`) go to `load_model` untouched;
+the backend refuses those it does not take. `--sae [NAME=]PATH` (repeatable) loads SAEs at start
+for `/v1/features` and feature steering; it needs interp-sae, imported only then.
 
 Keys: `INTERP_API_KEYS` (comma-separated) and/or `--api-key-file` (one key per line). Without a
 key the server accepts anyone, which is allowed on a loopback address only; binding any other
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.errors import InvalidArgument
+from interp_serve.saes import import_interp_sae, load_saes
 from interp_serve.settings import ServerSettings
 
 __all__ = ["build_settings", "main", "register"]
@@ -51,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     backend.add_argument("--dtype")
     backend.add_argument("--max-model-len", type=int)
     backend.add_argument("--num-gpus", type=int)
+    backend.add_argument(
+        "--pipeline-parallel", type=int, help="pipeline stages the --num-gpus are split into"
+    )
+    backend.add_argument(
+        "--distributed", choices=("mp", "ray"), help="how the workers run (vLLM: mp or ray)"
+    )
     backend.add_argument("--static-points", nargs="+", metavar="ADDRESS")
     backend.add_argument(
         "--option",
@@ -58,6 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=JSON",
         help="any other load_model keyword, its value as JSON (e.g. --option requires_grad=true)",
+    )
+    parser.add_argument(
+        "--sae",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="load this SAE folder at start (repeatable; named after its folder unless NAME=); "
+        "needs interp-sae",
     )
     auth = parser.add_argument_group("authentication")
     auth.add_argument("--api-key-file", type=Path, help=f"keys, one per line (also: {KEYS_ENV})")
@@ -73,6 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument("--store-budget-bytes", type=int, default=defaults.store_budget_bytes)
     limits.add_argument("--inline-max-bytes", type=int, default=defaults.inline_max_bytes)
     limits.add_argument("--activation-ttl", type=float, default=defaults.activation_ttl_s)
+    limits.add_argument(
+        "--max-top-k", type=int, default=defaults.max_top_k, help="/v1/features top_k cap"
+    )
     parser.add_argument(
         "--cors-origin", action="append", default=[], help="allow this origin (default: none)"
     )
@@ -125,12 +145,14 @@ def build_settings(args: argparse.Namespace) -> ServerSettings:
         max_queue=args.max_queue,
         request_timeout_s=args.request_timeout,
         cors_origins=tuple(args.cors_origin),
+        max_top_k=args.max_top_k,
     )
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {}
-    for key in ("dtype", "max_model_len", "num_gpus", "static_points"):
+    keys = ("dtype", "max_model_len", "num_gpus", "pipeline_parallel", "distributed")
+    for key in (*keys, "static_points"):
         value = getattr(args, key)
         if value is not None:
             options[key] = value
@@ -154,8 +176,18 @@ def run(args: argparse.Namespace) -> int:
     from interp_serve.app import create_app
 
     settings = build_settings(args)
+    if args.sae:
+        # Refused (interp-sae missing) before a model load that can take minutes.
+        import_interp_sae()
     model = load_model(args.model, backend=args.backend, **backend_options(args))
-    app = create_app(model, settings)
+    try:
+        saes = load_saes(args.sae, model) if args.sae else {}
+    except BaseException:
+        from interp_core import sync
+
+        sync.shutdown(model)
+        raise
+    app = create_app(model, settings, saes)
     inner = app.router.lifespan_context
 
     @asynccontextmanager

@@ -7,11 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from interp_core.errors import InvalidArgument
 from interp_core.points import POINTS, Scope
 from interp_serve.errors import HandleNotFound
+from interp_serve.saes import sae_rows
 from interp_serve.schemas import (
     CaptureRequest,
     DetokenizeRequest,
+    FeaturesRequest,
     LensRequest,
     SupportsRequest,
     TokenizeRequest,
@@ -71,6 +74,48 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
         data = await service.direct(cache, {"positions": positions, **extra})
         return Response(content=data, media_type=SAFETENSORS)
     return {"interp": await service.keep(cache, body.inline, positions), **extra}
+
+
+@router.post(
+    "/v1/features",
+    summary="Top-k SAE features per token, encoded next to the capture",
+    responses={
+        200: {
+            "content": {SAFETENSORS: {}},
+            "description": "JSON, or with direct: true the safetensors bytes",
+        }
+    },
+)
+async def features(body: FeaturesRequest, request: Request) -> Any:
+    service = _service(request)
+    if (body.tokens is None) == (body.text is None):
+        message = "give the prompt as tokens (ids) or as text, exactly one of them"
+        raise InvalidArgument(message)
+    tokens = (
+        body.tokens if body.tokens is not None else nested_ids(service.model.to_tokens(body.text))
+    )
+    specs = service.specs(body.steering, body.features, body.clamp)
+    names, results = await service.features(
+        tokens, body.saes, body.top_k, specs, request.is_disconnected
+    )
+    tensors = {}
+    for name, result in zip(names, results, strict=True):
+        tensors[f"{name}.indices"] = result.top.indices
+        tensors[f"{name}.values"] = result.top.values
+    first = next(iter(tensors.values()))
+    seq = int(first.shape[1]) if len(first.shape) > 2 else int(first.shape[0])
+    described = {row["name"]: row for row in sae_rows({n: service.saes[n] for n in names})}
+    extra = {"top_k": body.top_k, "saes": described, "tokens": nested_ids(tokens)}
+    if body.direct:
+        data = await service.direct(tensors, {"positions": {"prompt": [0, seq]}, **extra})
+        return Response(content=data, media_type=SAFETENSORS)
+    kept = await service.keep(tensors, body.inline, {"prompt": [0, seq]})
+    return {"interp": kept, **extra}
+
+
+@router.get("/v1/saes", summary="The SAEs this server loaded at start (--sae)")
+async def saes(request: Request) -> dict[str, Any]:
+    return {"saes": sae_rows(_service(request).saes)}
 
 
 @router.get(

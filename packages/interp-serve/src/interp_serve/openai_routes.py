@@ -115,7 +115,11 @@ async def _answer(
     service: Service, body: Any, tokens: list[list[int]], request: Request, *, chat: bool
 ) -> Any:
     options = body.interp
-    specs = service.specs(options.steering) if options is not None else []
+    specs = (
+        service.specs(options.steering, options.features, options.clamp)
+        if options is not None
+        else []
+    )
     sampling = _sampling(body)
     meta: dict[str, Any] | None = {} if options is not None else None
     if options is not None and options.lens is not None:

@@ -239,20 +239,23 @@ class RemoteModel:
     async def _direct(self, body: dict[str, Any]) -> tuple[ActivationCache, dict[str, Any]]:
         """A capture answered with the safetensors bytes themselves: one round trip, nothing
         left in the server's store. Returns the cache and the answer's JSON metadata."""
+        tensors, meta = await self._direct_tensors("/v1/capture", body)
+        cache = ActivationCache({Address.parse(k): tensors[k] for k in meta["tensors"]})
+        return cache, meta
+
+    async def _direct_tensors(
+        self, path: str, body: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         import httpx
 
         body["direct"] = True
         try:
-            response = await self._aclient().post(
-                "/v1/capture", content=_dumps(body), headers=_JSON
-            )
+            response = await self._aclient().post(path, content=_dumps(body), headers=_JSON)
         except httpx.TransportError as error:
             raise self._unreachable(error) from error
         self._raise_for(response)
         meta = json.loads(tensor_io.metadata(response.content)["interp"])
-        tensors = tensor_io.decode(response.content, self._tensor_type)
-        cache = ActivationCache({Address.parse(k): tensors[k] for k in meta["tensors"]})
-        return cache, meta
+        return tensor_io.decode(response.content, self._tensor_type), meta
 
     def _steering(self, steering: Any) -> list[dict[str, Any]]:
         return specs_to_json((*active_steering(self), *as_specs(steering)))
@@ -501,6 +504,35 @@ class RemoteModel:
             "logit_lens() on the server, or load the model in-process"
         )
         raise CapabilityUnsupported(message)
+
+    # --- SAEs loaded on the server (interp serve --sae) ---------------------------------------
+    def saes(self) -> list[dict[str, Any]]:
+        """The SAEs the server loaded: name, address, write_address, d_in, d_sae, ..."""
+        return list(self._get("/v1/saes")["saes"])
+
+    async def features(
+        self,
+        tokens: Any,
+        saes: Sequence[str] | None = None,
+        *,
+        top_k: int,
+        steering: Any = None,
+    ) -> dict[str, dict[str, Any]]:
+        """Top-k features per token of the server's SAEs, by name (all when `saes` is None),
+        encoded on the server next to its capture: `{name: {"indices", "values"}}`, each
+        `[batch, seq, top_k]`, largest first. Only the top-k cross the network."""
+        body: dict[str, Any] = {
+            "tokens": nested_ids(tokens),
+            "top_k": top_k,
+            "steering": self._steering(steering),
+        }
+        if saes is not None:
+            body["saes"] = list(saes)
+        tensors, meta = await self._direct_tensors("/v1/features", body)
+        return {
+            name: {"indices": tensors[f"{name}.indices"], "values": tensors[f"{name}.values"]}
+            for name in meta["saes"]
+        }
 
     async def warmup(self) -> None:
         return None

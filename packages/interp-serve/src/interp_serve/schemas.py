@@ -17,6 +17,9 @@ __all__ = [
     "ChatRequest",
     "CompletionRequest",
     "DetokenizeRequest",
+    "FeatureAdd",
+    "FeatureClamp",
+    "FeaturesRequest",
     "InterpOptions",
     "LensOptions",
     "LensRequest",
@@ -39,6 +42,26 @@ class LensOptions(BaseModel):
     point: str = Field("resid_post", description="the point decoded at each layer")
 
 
+class FeatureAdd(BaseModel):
+    """Steer by a feature: add `strength` × its decoder row where the SAE writes."""
+
+    model_config = _STRICT
+    sae: str = Field(description="the SAE's name on this server (GET /v1/saes)")
+    feature: int = Field(description="feature index, 0 to d_sae - 1")
+    strength: float = Field(description="the multiple of the feature's decoder row added")
+    positions: list[int] | None = Field(None, description="token positions (default: all)")
+
+
+class FeatureClamp(BaseModel):
+    """Clamp a feature to `value`, keeping the rest of the row and the reconstruction error."""
+
+    model_config = _STRICT
+    sae: str = Field(description="the SAE's name on this server (GET /v1/saes)")
+    feature: int = Field(description="feature index, 0 to d_sae - 1")
+    value: float = Field(description="the feature's activation after the clamp")
+    positions: list[int] | None = Field(None, description="token positions (default: all)")
+
+
 class InterpOptions(BaseModel):
     """The `interp` extension of the OpenAI-compatible requests."""
 
@@ -48,6 +71,12 @@ class InterpOptions(BaseModel):
         description="addresses to capture over the prompt and the generated tokens",
     )
     steering: list[dict[str, Any]] = Field(default_factory=list, description=_STEERING)
+    features: list[FeatureAdd] = Field(
+        default_factory=list, description="steer by SAE features (applied after `steering`)"
+    )
+    clamp: list[FeatureClamp] = Field(
+        default_factory=list, description="clamp SAE features (applied after `features`)"
+    )
     lens: LensOptions | None = Field(None, description="a logit lens over the prompt")
     inline: bool = Field(False, description="also return small captures as nested lists")
 
@@ -101,6 +130,23 @@ class CaptureRequest(BaseModel):
         False,
         description="answer with the safetensors bytes themselves (no handle; the JSON answer "
         "travels in the safetensors metadata under `interp`)",
+    )
+
+
+class FeaturesRequest(BaseModel):
+    model_config = _STRICT
+    tokens: list[Any] | None = Field(None, description=_TOKENS + "; or give text")
+    text: str | list[str] | None = Field(None, description="tokenized with BOS, as to_tokens")
+    saes: list[str] | None = Field(None, description="SAE names (default: every loaded SAE)")
+    top_k: Any = Field(description="features per token, largest first (int, 1 to the cap)")
+    steering: list[dict[str, Any]] = Field(default_factory=list, description=_STEERING)
+    features: list[FeatureAdd] = Field(default_factory=list, description="steer by features")
+    clamp: list[FeatureClamp] = Field(default_factory=list, description="clamp features")
+    inline: bool = Field(
+        True, description="return indices and values as nested lists (else a handle only)"
+    )
+    direct: bool = Field(
+        False, description="answer with the safetensors bytes themselves, as /v1/capture"
     )
 
 

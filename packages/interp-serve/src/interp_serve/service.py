@@ -20,6 +20,7 @@ from interp_core.steering import SteeringSpec
 from interp_serve import tensors as tensor_io
 from interp_serve.engine import Engine
 from interp_serve.metrics import Metrics
+from interp_serve.saes import feature_specs, pick
 from interp_serve.settings import ServerSettings
 from interp_serve.store import ActivationStore, check_request_bytes
 from interp_serve.wire import nested_ids, spec_from_json
@@ -35,9 +36,13 @@ _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 class Service:
     """The model, its engine, the activation store, the settings and the metrics of one app."""
 
-    def __init__(self, model: Any, settings: ServerSettings) -> None:
+    def __init__(
+        self, model: Any, settings: ServerSettings, saes: Mapping[str, Any] | None = None
+    ) -> None:
         self.model = model
         self.settings = settings
+        # name -> interp_sae.SAE, loaded at start (`--sae`); empty without interp-sae.
+        self.saes: dict[str, Any] = dict(saes or {})
         self.name = settings.served_name or model.model_id
         self.engine = Engine(
             model,
@@ -67,9 +72,15 @@ class Service:
             return nested_ids(self.model.to_tokens(prompt))
         return [list(prompt)]
 
-    @staticmethod
-    def specs(steering: Sequence[Mapping[str, Any]]) -> list[SteeringSpec]:
-        return [spec_from_json(s) for s in steering]
+    def specs(
+        self,
+        steering: Sequence[Mapping[str, Any]],
+        features: Sequence[Any] = (),
+        clamp: Sequence[Any] = (),
+    ) -> list[SteeringSpec]:
+        """The request's specs (JSON), then its feature steering and clamps, in that order."""
+        specs = [spec_from_json(s) for s in steering]
+        return specs + feature_specs(self.saes, features, clamp)
 
     def _precheck_bytes(self, points: Sequence[Any], batch: int, seq: int) -> None:
         """Refuse a capture over the cap before computing it, when the model's dtype is known."""
@@ -147,6 +158,44 @@ class Service:
         return await self.engine.call(
             "the capture", lambda: self.model.capture(tokens, points, **kwargs), gone
         )
+
+    async def features(
+        self,
+        tokens: list[Any],
+        names: Sequence[str] | None,
+        top_k: Any,
+        steering: list[SteeringSpec],
+        gone: Gone | None = None,
+    ) -> tuple[list[str], list[Any]]:
+        """Top-k features per token of the named SAEs (all loaded ones by default)."""
+        if names is None:
+            names = list(self.saes)
+        saes = [pick(self.saes, name) for name in names]
+        if not saes:
+            message = (
+                "no SAE to encode with: name at least one in saes (GET /v1/saes lists them)"
+                if self.saes
+                else "this server loaded no SAE; start it with --sae PATH to serve features"
+            )
+            raise InvalidArgument(message)
+        cap = self.settings.max_top_k
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= cap:
+            message = (
+                f"top_k={top_k!r}: pass an int from 1 to this server's cap of {cap} (and at "
+                f"most each SAE's d_sae); ask the operator to raise --max-top-k for more"
+            )
+            raise InvalidArgument(message)
+        batch, seq = _batch_and_seq(tokens)
+        # Indices (int64) and values (float32) per token, per SAE: refused before the pass.
+        check_request_bytes(batch * seq * top_k * 12 * len(saes), self.settings.max_capture_bytes)
+        from interp_sae import features
+
+        results = await self.engine.call(
+            "the features",
+            lambda: features(self.model, tokens, saes, top_k=top_k, steering=steering),
+            gone,
+        )
+        return list(names), results
 
     async def capture_generation(
         self,

@@ -29,3 +29,5 @@ class ServerSettings:
     max_queue: int = 256
     request_timeout_s: float = 600.0
     cors_origins: tuple[str, ...] = ()
+    # Top-k features per token a /v1/features request may ask for (the answer grows with it).
+    max_top_k: int = 256
