@@ -471,12 +471,23 @@ def _bench_tables(meta: Any, rows: list[Mapping[str, Any]]) -> str:
                 + (f" ({esc(str(r['note']))})" if r.get("note") else ""),
                 _bench_value(r),
                 esc(str(r.get("baseline", ""))),
-                "" if not isinstance(r.get("ratio"), int | float) else f"{r['ratio']:.3f}×",
+                _bench_ratio(r),
             ]
             for r in group
         ]
         out.append(table(["subject", "variant", "value", "baseline", "ratio"], body) + "\n\n")
     return "".join(out)
+
+
+def _bench_ratio(row: Mapping[str, Any]) -> str:
+    """The ratio, and the goal it is judged by where the benchmark set one (met or missed)."""
+    ratio, goal = row.get("ratio"), row.get("goal")
+    if not isinstance(ratio, int | float):
+        return ""
+    text = f"{ratio:.3f}×"
+    if isinstance(goal, int | float):
+        text += f" (goal ≥ {goal:g}×: {'met' if ratio >= goal else 'missed'})"
+    return text
 
 
 def _unwrap(data: Any) -> Any:
