@@ -7,7 +7,8 @@ far more than it gives. The previous setting is restored after each module.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -67,10 +68,24 @@ def _restore(saved: list[tuple[type, tuple[type, ...], dict[str, Any]]]) -> None
                 delattr(cls, key)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _hf_classes_restored() -> Iterator[None]:
+@contextlib.contextmanager
+def hf_classes_kept() -> Iterator[None]:
+    """HF's model classes as they are now, restored on exit (around one in-process engine)."""
     saved = _snapshot()
     try:
         yield
     finally:
         _restore(saved)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _hf_classes_restored() -> Iterator[None]:
+    with hf_classes_kept():
+        yield
+
+
+@pytest.fixture(scope="session")
+def keep_hf_classes() -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """For a module that starts several in-process engines: restore HF's classes after each, so
+    an eager reference built later (another engine of the same family) sees HF's own classes."""
+    return hf_classes_kept

@@ -168,15 +168,21 @@ STATIC_FAMILIES = tuple(
     params=[(f, "hooked") for f in FAMILIES] + [(f, "static") for f in STATIC_FAMILIES],
     ids=lambda p: f"{p[0]}-{p[1]}",
 )
-def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+def engine(request: pytest.FixtureRequest, keep_hf_classes: Any) -> Iterator[Engine]:
     previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    built = Engine(*request.param)
+    # A family served through vLLM's Transformers backend has its HF classes decorated by the
+    # engine; the same family's next engine (hooked, then static) builds its eager reference
+    # first, which needs HF's own classes back.
     try:
-        yield built
+        with keep_hf_classes():
+            built = Engine(*request.param)
+            try:
+                yield built
+            finally:
+                built.close()
     finally:
-        built.close()
         if previous is None:
             os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
         else:
