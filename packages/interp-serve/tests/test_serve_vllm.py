@@ -216,8 +216,12 @@ def test_engine_death_is_503_and_health_says_so(vllm_server: Any) -> None:
     # Last in the module: it kills the shared server's engine.
     cores = [pid for pid in _descendants(vllm_server.process.pid) if "EngineCore" in _name_of(pid)]
     assert cores, "no EngineCore process under the server"
-    for pid in cores:
-        os.kill(pid, signal.SIGKILL)
+    # The engine dies whole: its workers with it (an orphaned worker could outlive the server).
+    for pid in [p for core in cores for p in _descendants(core)] + cores:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     body = {"tokens": [[0, 5, 6]], "points": ["resid_post.0"]}
     deadline = time.monotonic() + 60
     with vllm_server.client() as http:
