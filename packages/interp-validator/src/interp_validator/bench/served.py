@@ -157,3 +157,48 @@ def bench_served(
         "note": f"in-process {local_s * 1000:.1f} ms, served {served_s * 1000:.1f} ms",
     }
     return [rate_row, transfer_row]
+
+
+def bench_transfer(
+    folder: Path,
+    local: Any,
+    *,
+    backend: str,
+    label: str,
+    prompt: list[list[int]],
+    repeats: int,
+) -> dict[str, Any]:
+    """Workload S's transfer row alone, for a bigger model (`label` names it): one capture of
+    resid_post at every layer of `prompt`, served against in-process, interleaved."""
+    from interp_core import load_model, sync
+
+    layers = [f"resid_post.{layer}" for layer in range(local.n_layers)]
+    seconds: dict[str, list[float]] = {"in-process": [], "served": []}
+    with _server(folder, backend, []) as (url, key):
+        remote = load_model(url, backend="remote", api_key=key)
+        try:
+            for model in (local, remote):  # warm-up, both sides
+                sync.capture(model, prompt, layers)
+            for _ in range(repeats):
+                for name, model in (("in-process", local), ("served", remote)):
+                    start = time.perf_counter()
+                    cache = sync.capture(model, prompt, layers)
+                    seconds[name].append(time.perf_counter() - start)
+            size = sum(math.prod(cache[p].shape) * cache[p].element_size() for p in layers)
+        finally:
+            sync.shutdown(remote)
+    local_s = statistics.median(seconds["in-process"])
+    served_s = statistics.median(seconds["served"])
+    return {
+        "workload": "S",
+        "subject": f"{backend} served (ours)",
+        "variant": (
+            f"{label}: resid_post every layer, {len(prompt[0])} tokens "
+            f"({size / 1e6:.2f} MB), MB/s served"
+        ),
+        "value": size / 1e6 / served_s,
+        "unit": "MB/s",
+        "baseline": f"{backend} in-process capture",
+        "ratio": local_s / served_s,
+        "note": f"in-process {local_s * 1000:.1f} ms, served {served_s * 1000:.1f} ms",
+    }

