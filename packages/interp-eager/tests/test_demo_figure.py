@@ -7,9 +7,6 @@ key tokens on its outer axes, show the pattern itself, and carry one colour bar 
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
-pytest.importorskip("matplotlib")
 
 
 def test_the_heatmap_labels_tokens_and_has_a_colour_bar() -> None:

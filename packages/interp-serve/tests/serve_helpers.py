@@ -166,3 +166,21 @@ def write_saes(root: Path, d_in: int, d_sae: int = 64) -> dict[str, Path]:
     hook = "blocks.0.hook_resid_post"
     write_saelens(root / "jr0", "jumprelu", d_in=d_in, d_sae=d_sae, hook_name=hook, seed=2)
     return {"relu": root / "r1", "jr0": root / "jr0"}
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process under `pid` (read from /proc, so no psutil is needed)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found

@@ -235,21 +235,6 @@ def test_full_queue_is_429_with_retry_after(tight: Any, local: Any) -> None:
 
 
 # --- the process ----------------------------------------------------------------------------
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
 
 
 def test_shutdown_and_parent_exit_leave_no_process(model_path: Path, tmp_path: Path) -> None:
@@ -258,7 +243,7 @@ def test_shutdown_and_parent_exit_leave_no_process(model_path: Path, tmp_path: P
         running = serve_helpers.start_server(
             model_path, tmp_path, name="watched", args=("--watch-pid", str(parent.pid))
         )
-        family = {running.process.pid, *_descendants(running.process.pid)}
+        family = {running.process.pid, *serve_helpers.descendants(running.process.pid)}
         parent.kill()
         parent.wait(10)
         running.process.wait(30)  # it stops by itself once the watched process is gone

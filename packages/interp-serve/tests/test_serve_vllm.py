@@ -214,10 +214,14 @@ def _name(server: Any) -> str:
 
 def test_engine_death_is_503_and_health_says_so(vllm_server: Any) -> None:
     # Last in the module: it kills the shared server's engine.
-    cores = [pid for pid in _descendants(vllm_server.process.pid) if "EngineCore" in _name_of(pid)]
+    cores = [
+        pid
+        for pid in serve_helpers.descendants(vllm_server.process.pid)
+        if "EngineCore" in _name_of(pid)
+    ]
     assert cores, "no EngineCore process under the server"
     # The engine dies whole: its workers with it (an orphaned worker could outlive the server).
-    for pid in [p for core in cores for p in _descendants(core)] + cores:
+    for pid in [p for core in cores for p in serve_helpers.descendants(core)] + cores:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -246,20 +250,3 @@ def _name_of(pid: int) -> str:
         )
     except OSError:
         return ""
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found

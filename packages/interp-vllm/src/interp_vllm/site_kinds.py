@@ -11,7 +11,7 @@ return replacements and never write into vLLM's tensors.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,8 +32,10 @@ __all__ = [
     "output_tensor",
     "output_value",
     "read_only",
+    "site_groups",
     "sum_input_site",
     "sum_output_site",
+    "watch_group",
     "with_output",
 ]
 
@@ -226,6 +228,29 @@ def sum_output_site(module: torch.nn.Module) -> Site:
         return with_output(out, value + delta.to(value.dtype))
 
     return Site(module, "post", read, add)
+
+
+def site_groups(
+    sites: Mapping[str, Site], keys: Iterable[str]
+) -> dict[tuple[int, str], tuple[torch.nn.Module, str, list[str]]]:
+    """The `keys` that have a site, grouped by (module, side): one hook serves each group."""
+    groups: dict[tuple[int, str], tuple[torch.nn.Module, str, list[str]]] = {}
+    for key in sorted(keys):
+        site = sites.get(key)
+        if site is not None:
+            gid = (id(site.module), site.phase)
+            groups.setdefault(gid, (site.module, site.phase, []))[2].append(key)
+    return groups
+
+
+def watch_group(module: torch.nn.Module, phase: str, body: Callable[[Any, Any, Any], Any]) -> Any:
+    """Register `body(args, kwargs, output)` as `module`'s forward pre-hook ("pre", output None)
+    or forward hook ("post"); what it returns is the hook's return value. Returns the handle."""
+    if phase == "pre":
+        return module.register_forward_pre_hook(
+            lambda m, a, kw: body(a, kw, None), with_kwargs=True
+        )
+    return module.register_forward_hook(lambda m, a, kw, o: body(a, kw, o), with_kwargs=True)
 
 
 def read_only(site: Site, why: str) -> Site:

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from interp_torch.steering_rows import neutral_parameters, row_delta, row_parameters
+from interp_vllm.site_kinds import site_groups, watch_group
 
 __all__ = ["StaticTaps", "TapBuffer", "WriteBuffer", "tap"]
 
@@ -162,22 +163,9 @@ class StaticTaps:
 
     def install(self, sites: dict[str, Any]) -> None:
         """Hook every (module, side) group that holds a read or write site."""
-        groups: dict[tuple[int, str], tuple[Any, str, list[str]]] = {}
-        for key in sorted(set(self.reads) | set(self.writes)):
-            site = sites[key]
-            gid = (id(site.module), site.phase)
-            groups.setdefault(gid, (site.module, site.phase, []))[2].append(key)
-        for module, phase, keys in groups.values():
+        for module, phase, keys in site_groups(sites, set(self.reads) | set(self.writes)).values():
             body = self._body([(k, sites[k]) for k in keys], phase)
-            if phase == "pre":
-                handle = module.register_forward_pre_hook(
-                    lambda m, a, kw, body=body: body(a, kw, None), with_kwargs=True
-                )
-            else:
-                handle = module.register_forward_hook(
-                    lambda m, a, kw, o, body=body: body(a, kw, o), with_kwargs=True
-                )
-            self.handles.append(handle)
+            self.handles.append(watch_group(module, phase, body))
         self.armed = True
 
     def _body(self, keyed: list[tuple[str, Any]], phase: str) -> Callable[..., Any]:

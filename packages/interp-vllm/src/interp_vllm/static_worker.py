@@ -33,6 +33,7 @@ import torch
 
 from interp_core.errors import CapabilityUnsupported
 from interp_vllm.engine import STATIC_CONFIG_KEY
+from interp_vllm.site_kinds import site_groups, watch_group
 from interp_vllm.static_taps import StaticTaps
 
 # Also CPUStaticWorker and GPUStaticWorker, built on first use (module __getattr__).
@@ -130,11 +131,6 @@ def _probe(runner: Any, model: Any, sites: dict[str, Any]) -> dict[str, Any]:
     forward traces nothing and the probe hooks fire as Python.
     """
     shapes: dict[str, Any] = {}
-    groups: dict[tuple[int, str], tuple[Any, str, list[str]]] = {}
-    for key, site in sites.items():
-        groups.setdefault((id(site.module), site.phase), (site.module, site.phase, []))[2].append(
-            key
-        )
 
     def record(keys: list[str]) -> Any:
         def seen(args: Any, kwargs: Any, out: Any) -> None:
@@ -144,21 +140,10 @@ def _probe(runner: Any, model: Any, sites: dict[str, Any]) -> dict[str, Any]:
 
         return seen
 
-    handles = []
-    for module, phase, keys in groups.values():
-        seen = record(keys)
-        if phase == "pre":
-            handles.append(
-                module.register_forward_pre_hook(
-                    lambda m, a, kw, seen=seen: seen(a, kw, None), with_kwargs=True
-                )
-            )
-        else:
-            handles.append(
-                module.register_forward_hook(
-                    lambda m, a, kw, o, seen=seen: seen(a, kw, o), with_kwargs=True
-                )
-            )
+    handles = [
+        watch_group(module, phase, record(keys))
+        for module, phase, keys in site_groups(sites, sites).values()
+    ]
     compiled = [m for m in model.modules() if hasattr(m, "do_not_compile")]
     saved = [m.do_not_compile for m in compiled]
     try:

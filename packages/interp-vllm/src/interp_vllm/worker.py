@@ -59,6 +59,7 @@ from interp_core.errors import (
 from interp_core.steering import POSITION_LIMIT, SteeringSpec
 from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
+from interp_vllm.site_kinds import site_groups
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
 
 __all__ = [
@@ -368,13 +369,7 @@ class InterpWorkerExtension(SAEWorkerMixin):
 
     def _interp_sync_hooks(self, needed: set[str]) -> None:
         """Hook exactly the (module, phase) groups that some needed site key lives on."""
-        groups: dict[tuple[int, str], tuple[Any, str, list[str]]] = {}
-        for key in sorted(needed):
-            site = self._interp_sites.get(key)
-            if site is None:
-                continue
-            gid = (id(site.module), site.phase)
-            groups.setdefault(gid, (site.module, site.phase, []))[2].append(key)
+        groups = site_groups(self._interp_sites, needed)
         for gid in list(self._interp_hooks):
             if gid not in groups:
                 self._interp_hooks.pop(gid)[0].remove()
