@@ -135,6 +135,32 @@ def test_every_declared_read_matches_eager(
     assert not bad, bad
 
 
+def test_large_captures_travel_through_shared_memory_and_leave_no_file(
+    static: VLLMModel, eager: InterpModel, declared: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker writes big answers to one /dev/shm file the client reads and deletes."""
+    from interp_vllm import row_transfer
+
+    if row_transfer.client_route(static.engine) is None:
+        pytest.skip("no writable /dev/shm here: every answer travels inline")
+    routes: list[bool] = []
+    unpack = row_transfer.unpack_rows
+
+    def spy(answer: dict[str, Any]) -> dict[str, Any]:
+        routes.append("captured_file" in answer)
+        return unpack(answer)
+
+    monkeypatch.setattr(row_transfer, "unpack_rows", spy)
+    batch = torch.tensor([_prompt(3, 40)])
+    got = sync.capture(static, batch, declared)
+    want = sync.capture(eager, batch, declared)
+    assert routes == [True]
+    bad = {p: _diff(got[p], want[p]) for p in declared if _diff(got[p], want[p]) > ATOL}
+    assert not bad, bad
+    tag = f"{row_transfer.PREFIX}-{row_transfer.engine_tag(static.engine)}-"
+    assert not [p for p in row_transfer.SHM.iterdir() if p.name.startswith(tag)]
+
+
 def test_an_undeclared_point_is_refused_naming_static_points(
     static: VLLMModel, tokens: Any
 ) -> None:

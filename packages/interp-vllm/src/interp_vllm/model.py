@@ -321,6 +321,9 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
             if handler is not None:
                 handler.cancel()
             await asyncio.to_thread(shutdown_engine, engine, children)
+            from interp_vllm.row_transfer import remove_leftovers
+
+            remove_leftovers(engine)
             # Let the cancelled handler finish and collect the engine now: vLLM's __del__ shuts
             # down again, which fails noisily if it only runs at interpreter exit.
             await asyncio.sleep(0)

@@ -19,4 +19,5 @@ def decode_tensor(raw: bytes, shape: list[int], dtype: str) -> torch.Tensor:
     kind = getattr(torch, dtype)
     if not raw:
         return torch.empty(shape, dtype=kind)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape).clone()
+    # The bytearray is already the caller's own writable copy: no second copy.
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape)

@@ -132,8 +132,12 @@ async def collect(
     steering write that overflowed the model dtype) is raised as its `interp_core.errors` class;
     any other hook failure voids the request as `CapabilityUnsupported`.
     """
+    from interp_vllm.row_transfer import client_route, unpack_rows
+
     lens = None if lens_top_k is None else {"top_k": lens_top_k}
-    answers = await engine.collective_rpc("interp_collect", args=(rid, lens))
+    answers = await engine.collective_rpc("interp_collect", args=(rid, lens, client_route(engine)))
+    # Read (and so delete) every rows file first: an error raised below must not leave one.
+    unpacked = [unpack_rows(answer) for answer in answers]
     refusals = [answer["refusal"] for answer in answers if answer.get("refusal")]
     if refusals:
         kind = _REFUSALS.get(refusals[0]["error"], CapabilityUnsupported)
@@ -142,18 +146,15 @@ async def collect(
     if errors:
         msg = "a vLLM worker hook failed on this request; its captures and steering are void"
         raise CapabilityUnsupported.build(msg, "; ".join(errors), INSTEAD)
-    from interp_vllm.worker import decode_tensor
-
     # Each key comes from the ranks that hold its layer: every rank under tensor parallelism
     # alone, the owning stage's ranks (in tensor-parallel order) under pipeline parallelism.
     holders: dict[str, list[dict[str, Any]]] = {}
-    for answer in answers:
-        for key in answer["captured"]:
+    held_rows: dict[str, list[Any]] = {}
+    for answer, rows_of in zip(answers, unpacked, strict=True):
+        for key, rows in rows_of.items():
             holders.setdefault(key, []).append(answer)
-    captured = {
-        key: _gather(key, [decode_tensor(*a["captured"][key]) for a in held], facts)
-        for key, held in holders.items()
-    }
+            held_rows.setdefault(key, []).append(rows)
+    captured = {key: _gather(key, ranks, facts) for key, ranks in held_rows.items()}
     positions = {key: held[0]["positions"][key] for key, held in holders.items()}
     lens = {key: block for a in reversed(answers) for key, block in a["lens"].items()}
     features = {k: v for a in reversed(answers) for k, v in a.get("features", {}).items()}

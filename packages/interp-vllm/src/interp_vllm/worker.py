@@ -58,6 +58,7 @@ from interp_core.errors import (
 )
 from interp_core.steering import POSITION_LIMIT, SteeringSpec
 from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
+from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
 from interp_vllm.site_kinds import site_groups
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
@@ -544,11 +545,15 @@ class InterpWorkerExtension(SAEWorkerMixin):
         return site.add(args, kwargs, out, delta)
 
     # --- per request ----------------------------------------------------------------------------
-    def interp_collect(self, rid: str, lens: dict[str, Any] | None = None) -> dict[str, Any]:
+    def interp_collect(
+        self, rid: str, lens: dict[str, Any] | None = None, route: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Everything request `rid` produced, one row per position, then forget it.
 
         `lens` ({"top_k": k}) decodes the request's lens rows through the final norm and the
         unembedding here, in the worker, and returns only the top-k ids and probabilities.
+        `route` (`row_transfer.client_route`) lets the rows go through shared memory when the
+        client runs on this host.
         """
         request = self._interp_requests.pop(rid, None)
         orphans, self._interp_orphan_errors = self._interp_orphan_errors, []
@@ -563,17 +568,15 @@ class InterpWorkerExtension(SAEWorkerMixin):
                 "refusal": request.refusal,
                 "seen": True,
             }
-        captured: dict[str, Any] = {}
+        captured: dict[str, torch.Tensor] = {}
         positions: dict[str, list[int]] = {}
         for key, chunks in request.rows.items():
-            where, rows = _by_position(chunks)
-            captured[key] = encode_tensor(rows)
-            positions[key] = where
+            positions[key], captured[key] = _by_position(chunks)
         readout: dict[str, Any] = {}
         if lens is not None and request.lens_rows:
             readout = self._interp_lens(request, int(lens["top_k"]))
         return {
-            "captured": captured,
+            **pack_rows(captured, route),
             "positions": positions,
             "lens": readout,
             "features": collect_features(request.feature_rows) if request.feature_rows else {},
