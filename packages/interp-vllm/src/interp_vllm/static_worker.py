@@ -261,9 +261,17 @@ def collect_step(worker: Any, taps: StaticTaps) -> None:
                     request.refuse(_non_finite(key, request.writes[key][-1], written))
         if key not in taps.reads:
             continue
-        for segment in segments:
-            request = segment.request
-            if request.refusal is None and request.reads(key):
-                part = slice(segment.start, segment.stop)
-                rows = taps.rows(key, part.start, part.stop)
-                worker._interp_keep(request, key, step.positions[part], rows)
+        readers = [s for s in segments if s.request.refusal is None and s.request.reads(key)]
+        if not readers:
+            continue
+        # One host copy of the step's rows per key (the buffer is overwritten by the next step),
+        # each capturing request keeping its slice: one copy, not one per request, per step.
+        low, high = min(s.start for s in readers), max(s.stop for s in readers)
+        host = None
+        if any(key in s.request.capture for s in readers):
+            host = taps.rows(key, low, high).detach().to("cpu", copy=True)
+        for segment in readers:
+            part = slice(segment.start, segment.stop)
+            rows = taps.rows(key, part.start, part.stop)
+            mine = None if host is None else host[part.start - low : part.stop - low]
+            worker._interp_keep(segment.request, key, step.positions[part], rows, mine)

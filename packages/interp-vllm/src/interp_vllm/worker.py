@@ -123,10 +123,17 @@ class _Request:
         if self.refusal is None:
             self.refusal = {"error": type(error).__name__, "message": str(error)}
 
-    def keep(self, key: str, where: torch.Tensor, rows: torch.Tensor) -> None:
-        """Keep rows read at `key` (at absolute positions `where`) for capture and/or the lens."""
+    def keep(
+        self, key: str, where: torch.Tensor, rows: torch.Tensor, host: torch.Tensor | None = None
+    ) -> None:
+        """Keep rows read at `key` (at absolute positions `where`) for capture and/or the lens.
+
+        `host` is the same rows already copied to the CPU for this request's own keeping (the
+        static taps copy a whole step's rows once and hand each request its slice).
+        """
         if key in self.capture:
-            self.rows.setdefault(key, []).append((where, rows.detach().to("cpu", copy=True)))
+            kept = rows.detach().to("cpu", copy=True) if host is None else host
+            self.rows.setdefault(key, []).append((where, kept))
         if key in self.lens:
             self.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
 
@@ -461,10 +468,15 @@ class InterpWorkerExtension(SAEWorkerMixin):
         return out if phase == "post" else (args, kwargs)
 
     def _interp_keep(
-        self, request: _Request, key: str, where: torch.Tensor, rows: torch.Tensor
+        self,
+        request: _Request,
+        key: str,
+        where: torch.Tensor,
+        rows: torch.Tensor,
+        host: torch.Tensor | None = None,
     ) -> None:
         """Keep one request's rows at `key`: raw (capture, lens) and SAE top-k (features)."""
-        request.keep(key, where, rows)
+        request.keep(key, where, rows, host)
         wanted = request.features.get(key)
         if wanted:
             encoded = self.interp_sae_encode_rows(wanted, rows)
