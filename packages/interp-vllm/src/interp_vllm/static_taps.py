@@ -224,9 +224,6 @@ class StaticTaps:
                 slot, start, stop, None, neutral_parameters(width, params.add.dtype)
             )
 
-    def rows(self, key: str, start: int, stop: int) -> torch.Tensor:
-        return self.reads[key].rows[start:stop]
-
 
 def _steered(
     site: Any, params: WriteBuffer, value: torch.Tensor, args: Any, kwargs: Any, out: Any

@@ -264,14 +264,5 @@ def collect_step(worker: Any, taps: StaticTaps) -> None:
         readers = [s for s in segments if s.request.refusal is None and s.request.reads(key)]
         if not readers:
             continue
-        # One host copy of the step's rows per key (the buffer is overwritten by the next step),
-        # each capturing request keeping its slice: one copy, not one per request, per step.
-        low, high = min(s.start for s in readers), max(s.stop for s in readers)
-        host = None
-        if any(key in s.request.capture for s in readers):
-            host = taps.rows(key, low, high).detach().to("cpu", copy=True)
-        for segment in readers:
-            part = slice(segment.start, segment.stop)
-            rows = taps.rows(key, part.start, part.stop)
-            mine = None if host is None else host[part.start - low : part.stop - low]
-            worker._interp_keep(segment.request, key, step.positions[part], rows, mine)
+        # The buffer's rows are copied out before the next step overwrites them.
+        worker._interp_keep_step(step, key, readers, taps.reads[key].rows)

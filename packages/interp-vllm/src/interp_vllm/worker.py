@@ -460,12 +460,28 @@ class InterpWorkerExtension(SAEWorkerMixin):
             if not wanted:
                 continue
             value = self._interp_sites[key].read(args, kwargs, out)
-            for segment in wanted:
-                part = slice(segment.start, segment.stop)
-                self._interp_keep(segment.request, key, step.positions[part], value[part])
+            self._interp_keep_step(step, key, wanted, value)
         if not changed:
             return None
         return out if phase == "post" else (args, kwargs)
+
+    def _interp_keep_step(
+        self, step: _Step, key: str, readers: list[_Segment], value: torch.Tensor
+    ) -> None:
+        """Keep each reading request's rows of this step's `value` at `key`.
+
+        The captured rows leave the device in one copy per key and step (each request keeps its
+        slice of it), not one per request: on a GPU that is one transfer instead of one per
+        request, on a CPU one copy instead of many small ones.
+        """
+        low, high = min(s.start for s in readers), max(s.stop for s in readers)
+        host = None
+        if any(key in s.request.capture for s in readers):
+            host = value[low:high].detach().to("cpu", copy=True)
+        for segment in readers:
+            part = slice(segment.start, segment.stop)
+            mine = None if host is None else host[part.start - low : part.stop - low]
+            self._interp_keep(segment.request, key, step.positions[part], value[part], mine)
 
     def _interp_keep(
         self,
