@@ -28,6 +28,7 @@ from docsgen.page_parts import (
 from interp_core.address import Address
 from interp_core.compat import all_known_issues
 from interp_core.facts import ModelFacts
+from interp_core.known_models import config_provenance
 from interp_core.points import POINTS, equivalent_for
 
 __all__ = ["architecture_page", "architectures_index"]
@@ -154,11 +155,16 @@ def _checkpoints_table(family: Family) -> str:
     if family.test_facts is not None:
         sources.append(("tiny test model", family.test_facts))
     rows = []
+    reconstructed = False
     for label, f in sources:
         experts = f"{f.moe.n_experts} / top-{f.moe.experts_per_token}" if f.moe else NO
+        name = code(label) if "/" in label else esc(label)
+        if "/" in label and config_provenance(label) is not None:
+            reconstructed = True
+            name += " <em>(reconstructed)</em>"
         rows.append(
             [
-                code(label) if "/" in label else esc(label),
+                name,
                 str(f.n_layers),
                 str(f.d_model),
                 f"{f.n_heads} / {f.n_kv_heads}",
@@ -170,20 +176,30 @@ def _checkpoints_table(family: Family) -> str:
                 YES if f.tied_embeddings else NO,
             ]
         )
-    return table(
-        [
-            "config",
-            "layers",
-            "d_model",
-            "heads / kv",
-            "head_dim",
-            "d_mlp",
-            "experts",
-            "window",
-            "vocab",
-            "tied",
-        ],
-        rows,
+    note = (
+        "\n\n<p><em>Reconstructed</em>: not a downloaded file but transformers' documented "
+        "defaults for that checkpoint, bundled after its headline dimensions matched independent "
+        "public pages (<code>interp_core/model_configs/PROVENANCE.json</code> names them).</p>"
+        if reconstructed
+        else ""
+    )
+    return (
+        table(
+            [
+                "config",
+                "layers",
+                "d_model",
+                "heads / kv",
+                "head_dim",
+                "d_mlp",
+                "experts",
+                "window",
+                "vocab",
+                "tied",
+            ],
+            rows,
+        )
+        + note
     )
 
 

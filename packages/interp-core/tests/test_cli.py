@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from interp_core.cli import main
-from interp_core.known_models import load_known_config
+from interp_core.known_models import (
+    config_provenance,
+    facts_for,
+    known_model_ids,
+    load_known_config,
+)
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 LLAMA_POINTS = {
@@ -105,6 +111,26 @@ def test_the_console_script_is_installed() -> None:
     assert exe, "the `interp` console script is not installed next to this interpreter"
     result = subprocess.run([exe, "points", SMOLLM2], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "30 layers" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "model_id", [m for m in known_model_ids() if config_provenance(m) is not None]
+)
+def test_a_reconstructed_config_answers_offline_through_the_console_script(model_id: str) -> None:
+    exe = shutil.which("interp", path=str(Path(sys.executable).parent))
+    assert exe, "the `interp` console script is not installed next to this interpreter"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/nonexistent"}
+    result = subprocess.run(
+        [exe, "points", model_id, "--json"], capture_output=True, text=True, check=False, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    table = json.loads(result.stdout)
+    facts = facts_for(model_id)
+    assert table["n_layers"] == facts.n_layers
+    rows = {row["point"]: row for row in table["points"]}
+    assert rows["resid_post"]["absent"] is None
+    assert rows["resid_post"]["shape"] == f"[batch, seq, {facts.d_model}]"
+    assert rows["resid_post"]["layers"] == list(range(facts.n_layers))
 
 
 def test_a_path_that_does_not_exist_is_called_one(capsys) -> None:

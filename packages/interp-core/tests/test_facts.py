@@ -358,6 +358,47 @@ EXPECTED: dict[str, Expected] = {
         embedding_multiplier=12.0,
         max_positions=131072,
     ),
+    # --- reconstructed from transformers' documented defaults (model_configs/PROVENANCE.json);
+    # the headline numbers below are the independent pages' numbers, not the files'.
+    "baidu/ERNIE-4.5-0.3B-PT": Expected(
+        18, 1024, 16, 2, 128, 3072, 103424, True, {"full": 18}, max_positions=131072, dtype=None
+    ),
+    # Layer 0 dense, the other 27 routed: 64 experts of 1536, top-6, two shared (2 x 1536).
+    "baidu/ERNIE-4.5-21B-A3B-PT": Expected(
+        28,
+        2560,
+        20,
+        4,
+        128,
+        12288,
+        103424,
+        True,
+        {"full": 28},
+        moe=(64, 6, 1536, 2, 3072, tuple(range(1, 28))),
+        max_positions=131072,
+        dtype=None,
+    ),
+    "mistralai/Ministral-3-8B-Base-2512": Expected(
+        34, 4096, 32, 8, 128, 14336, 131072, False, {"full": 34}, max_positions=262144, dtype=None
+    ),
+    "THUDM/glm-4-9b-chat": Expected(
+        40, 4096, 32, 2, 128, 13696, 151552, False, {"full": 40}, max_positions=131072, dtype=None
+    ),
+    # Attention on every 8th layer from layer 4, Mamba elsewhere; every other layer routed.
+    "ai21labs/Jamba-v0.1": Expected(
+        32,
+        4096,
+        32,
+        8,
+        128,
+        14336,
+        65536,
+        False,
+        {"mamba": 28, "full": 4},
+        moe=(16, 2, 14336, 0, None, tuple(range(1, 32, 2))),
+        max_positions=262144,
+        dtype=None,
+    ),
 }
 
 REQUIRED = (
@@ -399,8 +440,8 @@ def test_known_model_ids_are_sorted_repo_ids() -> None:
 
 def test_bundled_files_are_plain_json_objects() -> None:
     folder = resources.files("interp_core").joinpath("model_configs")
-    names = [entry.name for entry in folder.iterdir()]
-    assert names and all(name.endswith(".json") for name in names)
+    names = [entry.name for entry in folder.iterdir() if entry.name != "PROVENANCE.json"]
+    assert names and all(name.endswith(".json") and "--" in name for name in names)
     for name in names:
         config = json.loads(folder.joinpath(name).read_text(encoding="utf-8"))
         assert isinstance(config, dict) and "model_type" in config, name

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sizer_helpers import required
 
-from interp_core.known_models import load_known_config
+from interp_core.known_models import config_provenance, known_model_ids, load_known_config
 from interp_sizer import HubUnavailable, UnknownModel, resolve_model, size
 
 
@@ -19,6 +19,24 @@ def test_a_bundled_id_resolves_offline_from_the_core_catalogue() -> None:
     model = resolve_model("Qwen/Qwen3-8B", hub=False)
     assert model.origin == "bundled" and model.inventory.source == "config"
     assert model.facts.n_layers == 36
+
+
+@pytest.mark.parametrize(
+    "model_id", [m for m in known_model_ids() if config_provenance(m) is not None]
+)
+def test_a_reconstructed_config_is_priced_offline_near_its_stated_size(
+    model_id: str, monkeypatch
+) -> None:
+    # The weights the sizer derives from the reconstructed dimensions must land within 10% of
+    # the parameter total the public pages state: a second, independent check of the file.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    report = size(model_id)
+    assert report.model.origin == "bundled" and report.dtype == "bfloat16"
+    entry = config_provenance(model_id)
+    assert entry is not None
+    derived = report.weights_bytes / 2  # two bytes per bfloat16 parameter
+    assert abs(derived - entry["parameters"]) / entry["parameters"] < 0.10
+    assert report.kv_bytes_per_token > 0 and report.fits
 
 
 def test_the_hf_cache_wins_and_brings_exact_headers(tmp_path: Path, monkeypatch) -> None:

@@ -1,13 +1,19 @@
 """Which models can interp-core describe with no network at all, and what do their configs say?
 
-interp-core ships the published `config.json` of a few dozen popular checkpoints under
+interp-core ships the `config.json` of a few dozen popular checkpoints under
 `interp_core/model_configs/`, one file per model named `<org>--<name>.json`. They are facts only
 (no weights, no tokenizer) and serve two readers: the sizer's offline catalogue, which prices a
 model before anything is downloaded, and tests that want a real architecture without the Hub.
+
+Not every file was downloaded: some are reconstructed from the defaults transformers documents
+as describing a named checkpoint, and bundled only once their headline dimensions matched
+independent public pages. `model_configs/PROVENANCE.json` says which, from what, and what was
+checked; `config_provenance` reads it. Files without an entry there predate that record.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 from collections.abc import Callable, Mapping
@@ -19,9 +25,17 @@ from typing import Any
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 
-__all__ = ["bundled_first", "facts_for", "known_model_ids", "load_known_config"]
+__all__ = [
+    "bundled_first",
+    "config_provenance",
+    "facts_for",
+    "known_model_ids",
+    "load_known_config",
+]
 
 _CONFIG_DIR = "model_configs"
+# Names no config (it has no `--`), so `known_model_ids` never lists it.
+_PROVENANCE = "PROVENANCE.json"
 _SUFFIX = ".json"
 # `/` cannot appear in a file name, and no Hub org or model name contains `--`.
 _SEPARATOR = "--"
@@ -80,6 +94,23 @@ def bundled_first(
         return fetch(name)
 
     return fetch_config
+
+
+@cache
+def _provenance() -> dict[str, dict[str, Any]]:
+    text = _config_dir().joinpath(_PROVENANCE).read_text(encoding="utf-8")
+    return json.loads(text)["configs"]
+
+
+def config_provenance(model_id: str) -> dict[str, Any] | None:
+    """Where a bundled config came from when it was not downloaded: `source` (what it was
+    reconstructed from), `checked_against` (the public pages its dimensions were compared with),
+    `checked` (which of its numbers they confirm), `parameters` (the total they state) and
+    `note`. None for a bundled config without an entry; refused for an unknown id.
+    """
+    load_known_config(model_id)  # the same refusal for an unknown id
+    entry = _provenance().get(model_id)
+    return None if entry is None else copy.deepcopy(entry)
 
 
 def facts_for(model_id: str) -> ModelFacts:

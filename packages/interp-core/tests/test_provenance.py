@@ -1,0 +1,122 @@
+"""Does every bundled config that was not downloaded say where it came from, and is it clean?
+
+`model_configs/PROVENANCE.json` records the configs reconstructed from transformers' documented
+defaults. The configs bundled before that record existed are listed here once; any other
+bundled file without an entry fails, so a new config cannot arrive without its provenance.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from interp_core.errors import ConfigError
+from interp_core.known_models import config_provenance, known_model_ids, load_known_config
+
+# Bundled before PROVENANCE.json existed; their origin is not recorded. Never add to this.
+PREDATES_RECORD = frozenset(
+    {
+        "EleutherAI/pythia-70m",
+        "HuggingFaceTB/SmolLM2-135M",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "Qwen/Qwen2.5-7B",
+        "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-32B",
+        "Qwen/Qwen3-4B",
+        "Qwen/Qwen3-8B",
+        "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        "allenai/OLMo-2-1124-7B",
+        "deepseek-ai/DeepSeek-V3",
+        "google/gemma-2-2b",
+        "google/gemma-2-2b-it",
+        "google/gemma-3-1b-it",
+        "google/gemma-3-4b-it",
+        "ibm-granite/granite-3.3-8b-instruct",
+        "meta-llama/Llama-3.1-70B",
+        "meta-llama/Llama-3.1-8B",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "meta-llama/Llama-3.2-1B",
+        "meta-llama/Llama-3.2-3B",
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "microsoft/Phi-3-mini-4k-instruct",
+        "mistralai/Mistral-7B-v0.1",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "openai/gpt-oss-20b",
+        "openai-community/gpt2",
+    }
+)
+
+# What transformers adds to every config object and no published config.json holds.
+INTERNAL_KEYS = {
+    "_name_or_path",
+    "chunk_size_feed_forward",
+    "id2label",
+    "is_encoder_decoder",
+    "label2id",
+    "output_attentions",
+    "output_hidden_states",
+    "problem_type",
+    "return_dict",
+}
+
+
+def _record() -> dict[str, dict[str, object]]:
+    folder = resources.files("interp_core").joinpath("model_configs")
+    return json.loads(folder.joinpath("PROVENANCE.json").read_text(encoding="utf-8"))["configs"]
+
+
+RECORDED = sorted(_record())
+
+
+def test_every_bundled_config_has_provenance_unless_it_predates_the_record() -> None:
+    missing = [m for m in known_model_ids() if m not in PREDATES_RECORD and m not in RECORDED]
+    assert missing == []
+
+
+def test_every_provenance_entry_names_a_bundled_config() -> None:
+    assert set(RECORDED) <= set(known_model_ids())
+    assert not set(RECORDED) & PREDATES_RECORD
+    assert PREDATES_RECORD <= set(known_model_ids())
+
+
+@pytest.mark.parametrize("model_id", RECORDED)
+def test_provenance_entry_states_source_and_public_checks(model_id: str) -> None:
+    entry = config_provenance(model_id)
+    assert entry is not None
+    assert set(entry) == {"source", "checked_against", "checked", "parameters", "note"}
+    assert isinstance(entry["parameters"], int) and entry["parameters"] > 0
+    source = str(entry["source"])
+    assert source.startswith("transformers ") and f"(docstring names {model_id})" in source
+    urls = entry["checked_against"]
+    assert isinstance(urls, list) and urls
+    assert all(isinstance(u, str) and u.startswith("https://") for u in urls)
+    # A check against the model's own Hub repository would not be independent of the file.
+    assert not any(f"huggingface.co/{model_id}" in u for u in urls)
+    assert "layers" in str(entry["checked"])
+
+
+@pytest.mark.parametrize("model_id", RECORDED)
+def test_reconstructed_config_is_a_clean_causal_lm_config(model_id: str) -> None:
+    config = load_known_config(model_id)
+    assert not INTERNAL_KEYS & set(config)
+    (architecture,) = config["architectures"]
+    assert architecture.endswith("ForCausalLM")
+    # The defaults say nothing about the published dtype, so none is claimed.
+    assert "torch_dtype" not in config and "dtype" not in config
+
+
+def test_a_config_without_a_record_reads_as_none_and_an_unknown_id_is_refused() -> None:
+    assert config_provenance("openai-community/gpt2") is None
+    with pytest.raises(ConfigError, match="is not one of the"):
+        config_provenance("zzzz/qqqq")
+
+
+def test_config_provenance_returns_a_fresh_copy() -> None:
+    model_id = RECORDED[0]
+    first = config_provenance(model_id)
+    assert first is not None
+    first["checked_against"].append("https://example.invalid")  # type: ignore[union-attr]
+    again = config_provenance(model_id)
+    assert again is not None and "https://example.invalid" not in again["checked_against"]
