@@ -134,3 +134,11 @@ class HubKernelUnsupported(CapabilityUnsupported):
 
 class NoChatTemplateError(CapabilityUnsupported):
     """A chat rendering asked of a tokenizer that carries no chat template."""
+
+
+class EngineDied(InterpError, RuntimeError):
+    """The model's engine stopped under it: a worker, a node or the engine core died.
+
+    The request it was serving fails with this error, and so does every later call, until the
+    model is shut down and loaded again (a supervisor's job for a server).
+    """

@@ -32,7 +32,7 @@ from interp_serve.errors import ClientGone, EngineDead, Overloaded, RequestTimeo
 __all__ = ["Engine"]
 
 # Exception class names by which backends report that their engine is gone for good.
-_DEATH_NAMES = frozenset({"EngineDeadError", "EngineGenerateError"})
+_DEATH_NAMES = frozenset({"EngineDeadError", "EngineGenerateError", "EngineDied"})
 
 
 def _is_death(error: BaseException) -> bool:

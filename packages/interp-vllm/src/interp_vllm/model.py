@@ -82,6 +82,7 @@ from interp_vllm.wire import (
     as_generation,
     cache,
     collect,
+    engine_death,
     needed_keys,
     request_spec,
     run_request,
@@ -249,8 +250,17 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
 
     # --- static declaration ---------------------------------------------------------------------
     # --- engine ---------------------------------------------------------------------------------
+    @property
+    def dead(self) -> str | None:
+        """Why the engine died under this model (every call is then refused), or None."""
+        died = None if self._engine is None else engine_death(self._engine)
+        return None if died is None else str(died)
+
     async def _ready(self) -> Any:
         if self._engine is not None:
+            died = engine_death(self._engine)
+            if died is not None:
+                raise died
             return self._engine
         if self._shut_down:
             # Starting again here would silently spend a minute and the memory shutdown() freed.
@@ -645,8 +655,13 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
                     reason = completion.finish_reason if last else None
                     yield GenerationStep(index, int(token), text, None, last, reason)
                     index += 1
+        except Exception as exc:
+            died = engine_death(engine, exc)
+            if died is not None:
+                raise died from exc
+            raise
         finally:
-            if spec:
+            if spec and engine_death(engine) is None:
                 await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
 
     async def capture_generation(

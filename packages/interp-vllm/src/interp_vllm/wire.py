@@ -20,6 +20,7 @@ from typing import Any
 from interp_core.address import Address
 from interp_core.errors import (
     CapabilityUnsupported,
+    EngineDied,
     InterpError,
     InvalidArgument,
     SteeringSpecError,
@@ -114,13 +115,37 @@ async def run_request(
     try:
         async for output in engine.generate(request, params, rid):
             final = output
-    except BaseException:
+    except BaseException as exc:
+        died = engine_death(engine, exc)
+        if died is not None:
+            raise died from exc
         if spec:
             await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
         raise
     if not spec:
         return final, {"captured": {}, "positions": {}, "lens": {}}
     return final, await collect(engine, rid, facts, lens_top_k=lens_top_k)
+
+
+# vLLM's own names for "the engine core is gone" (v1's AsyncLLM raises the first; the second
+# wraps it for a request that was in flight).
+_DEATHS = frozenset({"EngineDeadError", "EngineGenerateError"})
+
+
+def engine_death(engine: Any, error: BaseException | None = None) -> EngineDied | None:
+    """The library error for a dead engine, or None while it lives.
+
+    Dead means vLLM says so (`engine.errored`) or `error` is its engine-death error.
+    """
+    named = error is not None and any(c.__name__ in _DEATHS for c in type(error).__mro__)
+    if not named and not getattr(engine, "errored", False):
+        return None
+    cause = f"{type(error).__name__}: {error}" if error is not None else "vLLM reports it errored"
+    return EngineDied(
+        f"the vLLM engine died while serving this model ({cause}); a worker, a node or the "
+        f"engine core stopped, and the model serves nothing more: call shutdown() and load it "
+        f"again (under distributed='ray', check that every node of the cluster is up)"
+    )
 
 
 async def collect(
