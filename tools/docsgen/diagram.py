@@ -354,7 +354,9 @@ class _Diagram:
         extras.append("mask")
         self.note(qk_left, y_k + 26, " · ".join(extras))
         if f.sliding_window:
-            self.note(qk_left, y_k + 38, f"window {f.sliding_window} on sliding layers")
+            where = "chunks of" if "chunked" in f.layer_kinds else "window"
+            kind = "chunked" if "chunked" in f.layer_kinds else "sliding"
+            self.note(qk_left, y_k + 38, f"{where} {f.sliding_window} on {kind} layers")
         y_s = (y_q + y_k) / 2
         cx += _WIDE
         self.line((qk_right, y_s), (cx - 8, y_s))

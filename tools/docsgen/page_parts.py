@@ -214,6 +214,8 @@ def trait_rows(f: ModelFacts) -> list[tuple[str, str]]:
         ("attention output gate", YES if f.gated_attn_output else NO),
         ("layer kinds", _layer_kinds(f)),
         ("sliding window", f"{f.sliding_window} tokens" if f.sliding_window else NO),
+        ("routed attention heads", YES if f.routed_attention else NO),
+        ("q/k/v clamp", f"±{f.qkv_clip:g}" if f.qkv_clip is not None else NO),
         ("attention logit softcap", _num(f.attn_logit_softcap)),
         ("norm placement", _norms(f)),
         (
@@ -247,10 +249,16 @@ def trait_tags(f: ModelFacts) -> list[str]:
         tags.append("QK-norm")
     if f.gated_attn_output:
         tags.append("gated attention")
+    if f.routed_attention:
+        tags.append("mixture of attention heads")
+    if f.qkv_clip is not None:
+        tags.append("clipped q/k/v")
     kinds = set(f.layer_kinds or ())
-    if kinds - {"full", "sliding"}:
+    if kinds - {"full", "sliding", "chunked"}:
         tags.append("hybrid mixers")
-    if f.sliding_window:
+    if "chunked" in kinds:
+        tags.append("chunked attention")
+    elif f.sliding_window:
         tags.append("sliding window")
     if f.attn_logit_softcap or f.final_logit_softcap:
         tags.append("softcaps")

@@ -78,8 +78,9 @@ def trunk(hf: torch.nn.Module) -> torch.nn.Module:
 
 def final_norm(hf: torch.nn.Module) -> torch.nn.Module:
     owner = trunk(hf)
-    # LFM2 names its final norm `embedding_norm`, though it runs after the last block.
-    for name in ("norm", "ln_f", "final_layer_norm", "final_layernorm", "embedding_norm"):
+    # LFM2 names its final norm `embedding_norm`, though it runs after the last block; DBRX norm_f.
+    names = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "embedding_norm", "norm_f")
+    for name in names:
         module = getattr(owner, name, None)
         if isinstance(module, torch.nn.Module):
             return module

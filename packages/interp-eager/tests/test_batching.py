@@ -23,6 +23,7 @@ import torch
 from eager_helpers import PAD_TOKEN_ID, model
 
 from interp_core.address import Address
+from interp_core.errors import CapabilityUnsupported
 from interp_core.steering import SteeringSpec
 from interp_core.testing.checks import served_addresses
 from interp_testmodels.families import FAMILY_NAMES
@@ -34,6 +35,11 @@ _PROMPTS = (
     "The quick brown fox jumps over the lazy dog while the cat sleeps",
 )
 _MATRICES = {"attn_scores", "attn_probs"}
+# Families whose modelling code counts some position from the padded tensor's first column
+# (Llama-4's NoPE query temperature, stepping every 4 positions in the tiny config): the backend
+# refuses left padding there rather than return rows that differ from themselves alone. Measured
+# without the refusal: logits moved by 0.08-0.16.
+_PADDED_INDEX_FAMILIES = {"llama4"}
 
 
 def _pad(rows: list[torch.Tensor], side: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,6 +83,10 @@ def test_a_padded_batch_equals_each_row_alone(family: str, side: str) -> None:
     assert len({len(r) for r in rows}) == len(rows), "the prompts must differ in length"
     ids, mask = _pad(rows, side)
     points = served_addresses(m)
+    if family in _PADDED_INDEX_FAMILIES and side == "left":
+        with pytest.raises(CapabilityUnsupported, match="pad on the right"):
+            m.run_with_cache(ids, points, attention_mask=mask)
+        return
     batched = m.run_with_cache(ids, points, attention_mask=mask)
     width = ids.shape[1]
     for i, row in enumerate(rows):

@@ -35,6 +35,7 @@ from interp_testmodels.tokenizer import TEST_PROMPT
 from interp_validator.references.hf_hooks import (
     LAYOUTS,
     Reference,
+    attention_chunk,
     reference_points,
     sliding_window,
 )
@@ -125,12 +126,15 @@ def _is_masked(scores: torch.Tensor) -> torch.Tensor:
     return scores <= torch.finfo(scores.dtype).min / 2
 
 
-def _visible(seq: int, window: int | None) -> torch.Tensor:
+def _visible(seq: int, window: int | None, chunk: int | None = None) -> torch.Tensor:
     query = torch.arange(seq)[:, None]
     key = torch.arange(seq)[None, :]
     visible = key <= query
     if window is not None:
         visible &= query - key < window
+    if chunk is not None:
+        # Chunked attention (Llama-4): a query sees only the keys of its own chunk.
+        visible &= query // chunk == key // chunk
     return visible
 
 
@@ -281,10 +285,12 @@ def _check_stream_residual(run: Run, layer: int) -> None:
 
 
 # --- 4. attention --------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "family",
-    [f for f in FAMILY_NAMES],
-)
+# Families with no fixed attention heads (JetMoE's routed attention experts): no attn_scores,
+# attn_probs or z to check.
+_ROUTED_HEADS = {"jetmoe"}
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILY_NAMES if f not in _ROUTED_HEADS])
 def test_softmax_of_scores_is_probs(runs: dict[str, Run], family: str) -> None:
     run = _run(runs, family)
     seq = run.ids.shape[1]
@@ -293,10 +299,12 @@ def test_softmax_of_scores_is_probs(runs: dict[str, Run], family: str) -> None:
         scores = run.get("attn_scores", layer)
         probs = run.get("attn_probs", layer)
         window = sliding_window(run.hf.config, layer)
-        visible = _visible(seq, window)
+        chunk = attention_chunk(run.hf.config, layer)
+        visible = _visible(seq, window, chunk)
         assert torch.equal(~_is_masked(scores), visible.expand_as(scores)), (
             f"{family} layer {layer}: the masked entries are not the causal"
             + (f" window-{window}" if window else "")
+            + (f" chunk-{chunk}" if chunk else "")
             + " mask"
         )
         sinks = run.ref.sinks.get(layer)
@@ -318,8 +326,8 @@ def test_softmax_of_scores_is_probs(runs: dict[str, Run], family: str) -> None:
 
 # Families where z is not the probability-weighted sum of per-head values: MLA decompresses
 # values from a latent (no `value` point), DeepSeek-V4 reads one head as key and value and
-# un-rotates the output.
-_NO_VALUE_MIXING = {"deepseek_v2", "deepseek_v3", "deepseek_v4"}
+# un-rotates the output, DBRX clamps the values after the fused projection (no value point).
+_NO_VALUE_MIXING = {"deepseek_v2", "deepseek_v3", "deepseek_v4", "dbrx", *_ROUTED_HEADS}
 
 
 @pytest.mark.parametrize("family", sorted(set(FAMILY_NAMES) - _NO_VALUE_MIXING))

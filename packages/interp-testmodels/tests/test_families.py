@@ -85,7 +85,7 @@ REQUIRED_FAMILIES = (
 _ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention")
 # Hybrid trunks: delta-net (Qwen3-Next/3.5), Mamba (Bamba, Jamba), short convolution (LFM2).
 _LINEAR_MIXER_NAMES = ("linear_attn", "mamba", "conv")
-_MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward")
+_MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn")
 _DOWN_NAMES = ("down_proj", "fc2", "c_proj", "fc_out", "dense_4h_to_h", "w2")
 _GATE_NAMES = ("gate_proj", "gate_up_proj", "w1")
 _ROUTER_NAMES = ("gate", "router")
@@ -113,7 +113,7 @@ class Loaded:
             handles.append(
                 layer.register_forward_pre_hook(self._keep_input(index), with_kwargs=True)
             )
-            mixer = _child(layer, _ATTN_NAMES)
+            mixer = _attention(layer)
             if mixer is not None:
                 handles.append(mixer.register_forward_hook(self._keep_probs(index)))
         try:
@@ -161,6 +161,12 @@ def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     raise AssertionError(f"no decoder layer list in {type(model).__name__}")
 
 
+def _attention(layer: torch.nn.Module) -> torch.nn.Module | None:
+    # DBRX nests its attention and both norms in `norm_attn_norm`.
+    holder = getattr(layer, "norm_attn_norm", None)
+    return _child(holder if holder is not None else layer, _ATTN_NAMES)
+
+
 def _child(module: torch.nn.Module, names: tuple[str, ...]) -> torch.nn.Module | None:
     for name in names:
         child = getattr(module, name, None)
@@ -195,11 +201,13 @@ def _kv_heads_from_weights(attn: torch.nn.Module, n_heads: int, head_dim: int) -
     if hasattr(attn, "kv_b_proj"):  # MLA: kv_b_proj emits nope-key and value per head
         per_head = attn.qk_nope_head_dim + attn.v_head_dim
         return _out_width(attn.kv_b_proj) // per_head
+    if hasattr(attn, "kv_proj") and hasattr(attn, "experts"):  # JetMoE: [keys | values]
+        return _out_width(attn.kv_proj) // (2 * head_dim)
     if hasattr(attn, "kv_proj"):  # DeepSeek-V4: one shared key=value head
         return _out_width(attn.kv_proj) // head_dim
     if hasattr(attn, "k_proj"):
         return _out_width(attn.k_proj) // head_dim
-    for name in ("c_attn", "query_key_value", "qkv_proj"):
+    for name in ("c_attn", "query_key_value", "qkv_proj", "Wqkv"):
         fused = getattr(attn, name, None)
         if fused is not None:
             return (_out_width(fused) // head_dim - n_heads) // 2
@@ -212,8 +220,11 @@ def _q_width_from_weights(attn: torch.nn.Module, n_heads: int, head_dim: int) ->
         proj = getattr(attn, name, None)
         if proj is not None:
             return _out_width(proj)
+    experts = getattr(attn, "experts", None)
+    if experts is not None:  # JetMoE: each of the top-k routed experts projects its own queries
+        return experts.top_k * experts.input_linear.output_size
     kv_heads = _kv_heads_from_weights(attn, n_heads, head_dim)
-    for name in ("c_attn", "query_key_value", "qkv_proj"):
+    for name in ("c_attn", "query_key_value", "qkv_proj", "Wqkv"):
         fused = getattr(attn, name, None)
         if fused is not None:
             return _out_width(fused) - 2 * kv_heads * head_dim
@@ -221,18 +232,32 @@ def _q_width_from_weights(attn: torch.nn.Module, n_heads: int, head_dim: int) ->
 
 
 def _is_sparse(mlp: torch.nn.Module) -> bool:
-    return hasattr(mlp, "experts")
+    # JetMoE stacks its experts' weights in input_linear / output_linear beside the router.
+    return hasattr(mlp, "experts") or hasattr(mlp, "input_linear")
 
 
 def _router_experts(mlp: torch.nn.Module) -> tuple[int, int]:
     router = _child(mlp, _ROUTER_NAMES)
     assert router is not None, f"no router in {type(mlp).__name__}"
     top_k = getattr(router, "top_k", None) or getattr(mlp, "top_k", None)
-    weight = router.weight if hasattr(router, "weight") else router.wg.weight  # Hunyuan: wg
+    if hasattr(router, "weight"):
+        weight = router.weight
+    else:  # Hunyuan: wg; DBRX: layer
+        weight = (router.wg if hasattr(router, "wg") else router.layer).weight
     return weight.shape[0], int(top_k)
 
 
 def _expert_width(experts: torch.nn.Module, d_model: int) -> int:
+    if hasattr(experts, "output_linear"):
+        # JetMoE (the MoE module itself): output_linear stacks [experts, d_model, width].
+        width = experts.hidden_size
+        assert experts.output_linear.weight.shape[1:] == (d_model, width)
+        return int(width)
+    if hasattr(experts, "ffn_hidden_size"):
+        # DBRX: each of w1 / v1 / w2 stacks the experts' [width, d_model] matrices.
+        width = experts.ffn_hidden_size
+        assert experts.mlp.w2.shape == (experts.num_experts * width, d_model)
+        return int(width)
     width = getattr(experts, "intermediate_dim", None) or experts.intermediate_size
     # Cross-check against the weights, which must have that width on one axis.
     assert width in experts.down_proj.shape[1:], (width, tuple(experts.down_proj.shape))
@@ -243,7 +268,7 @@ def _expert_width(experts: torch.nn.Module, d_model: int) -> int:
 def _parallel_by_probe(loaded: Loaded, index: int) -> bool:
     """Whether the MLP input ignores the attention output (zero it and see)."""
     layer = loaded.layers[index]
-    attn = _child(layer, _ATTN_NAMES)
+    attn = _attention(layer)
     # OPT keeps fc1/fc2 on the layer itself, with no MLP module around them.
     mlp = _child(layer, _MLP_NAMES) or _child(layer, ("fc1",))
     assert attn is not None and mlp is not None
@@ -296,7 +321,9 @@ def test_config_keeps_every_keyword(name: str) -> None:
             continue  # "derive it": the class fills the value in
         got = getattr(config, key)
         if isinstance(wanted, dict):
-            assert {k: got[k] for k in wanted} == wanted, key
+            # A sub-config (DBRX's attn_config, ffn_config) is an object, not a mapping.
+            read = got.__getitem__ if isinstance(got, dict) else got.__getattribute__
+            assert {k: read(k) for k in wanted} == wanted, key
         else:
             assert got == wanted, key
 
@@ -444,7 +471,7 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
     assert attending, "no layer returned attention probabilities"
     for index in range(facts.n_layers):
         layer = layers[index]
-        attn = _child(layer, _ATTN_NAMES)
+        attn = _attention(layer)
         probs = loaded.attn_probs.get(index)
         if probs is None:
             assert _child(layer, _LINEAR_MIXER_NAMES) is not None, index
@@ -467,12 +494,16 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         seen = int((probs[0, 0, -1] > 0).sum())
         if facts.layer_kind(index) == "sliding":
             assert seen == facts.sliding_window < PROMPT_LEN, index
+        elif facts.layer_kind(index) == "chunked":
+            # A chunked layer's last query sees only the keys of its own chunk (Llama-4).
+            assert facts.sliding_window is not None
+            assert seen == (PROMPT_LEN - 1) % facts.sliding_window + 1 < PROMPT_LEN, index
         else:
             assert facts.layer_kind(index) == "full"
             assert seen == PROMPT_LEN, index
 
     if facts.sliding_window is None:
-        assert "sliding" not in facts.layer_kinds
+        assert "sliding" not in facts.layer_kinds and "chunked" not in facts.layer_kinds
 
     # MLP kind per layer, and the dense width.
     sparse = []
@@ -483,8 +514,13 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
             n_experts, top_k = _router_experts(mlp)
             assert facts.moe is not None
             assert (facts.moe.n_experts, facts.moe.experts_per_token) == (n_experts, top_k)
-            assert facts.moe.d_expert == _expert_width(mlp.experts, facts.d_model)
-            assert facts.gated_mlp == ("gate_up_proj" in dict(mlp.experts.named_parameters()))
+            experts = getattr(mlp, "experts", mlp)  # JetMoE: the MoE module holds them
+            assert facts.moe.d_expert == _expert_width(experts, facts.d_model)
+            expert_params = dict(experts.named_parameters())
+            gated = "gate_up_proj" in expert_params or "mlp.v1" in expert_params  # DBRX: w1, v1
+            if hasattr(experts, "input_linear"):  # JetMoE: [gate | up] of twice the width
+                gated = experts.input_linear.output_size == 2 * facts.moe.d_expert
+            assert facts.gated_mlp == gated
             shared = _child(mlp, ("shared_expert", "shared_experts", "shared_mlp"))
             if shared is None:
                 assert facts.moe.n_shared_experts == 0
@@ -503,7 +539,7 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         assert facts.d_mlp == 0
 
     # Multi-head latent attention: ranks from the projection shapes.
-    attn0 = _child(layers[attending[0]], _ATTN_NAMES)
+    attn0 = _attention(layers[attending[0]])
     if hasattr(attn0, "kv_a_proj_with_mqa"):
         assert facts.mla is not None
         if facts.mla.q_lora_rank is None:  # DeepSeek-V2-Lite: q projected directly

@@ -129,6 +129,12 @@ def test_nnsight_sites_follow_the_family() -> None:
     assert isinstance(read, Read) and read.options["multiplier"] == pytest.approx(128**0.5)
     q = translate("nnsight", "q_norm_in.0", _facts("qwen3"))
     assert isinstance(q, Read) and q.layout == "heads=4"
+    # Routers returning (scores, logits) and JetMoE's sorted choices: the logits sit elsewhere,
+    # and the top-k choice is no tensor of theirs.
+    assert _target("nnsight", "router_logits.1", "llama4") == "router:output:1"
+    assert _target("nnsight", "router_logits.1", "jetmoe") == "router:output:4"
+    for family in ("llama4", "jetmoe"):
+        assert not isinstance(translate("nnsight", "expert_weights.1", _facts(family)), Read)
 
 
 def test_compat_mode_classes_and_folded_points() -> None:
@@ -189,6 +195,12 @@ def test_known_defects_depend_on_the_version() -> None:
     assert known_defect("tl_bridge", gptj, "attn_scores.0", {"transformer-lens": "9.9"}) is None
     assert known_defect("tl_bridge", gptj, "attn_probs.0", old) is None
     assert known_defect("nnsight", gptj, "attn_scores.0", old) is None
+    # The 2026 families' measured defects: TL Bridge's unmasked Llama-4 scores, nnterp's DBRX
+    # attention module.
+    assert "before any mask" in known_defect("tl_bridge", _facts("llama4"), "attn_scores.3", old)
+    nnterp = {"nnterp": "1.3.0"}
+    assert "norm_attn_norm" in known_defect("nnterp", _facts("dbrx"), "attn_in.0", nnterp)
+    assert known_defect("nnterp", _facts("dbrx"), "resid_post.0", nnterp) is None
 
 
 # --- the runner's shape handling ------------------------------------------------------------

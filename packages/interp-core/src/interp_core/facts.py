@@ -109,6 +109,8 @@ class ModelFacts:
     learned_positions: bool = False  # a learned absolute position-embedding table (GPT-2's wpe)
     gated_attn_output: bool = False  # an output gate multiplies z before o_proj (Qwen3-Next)
     shared_key_value: bool = False  # keys and values are one tensor (DeepSeek-V4: K = V)
+    routed_attention: bool = False  # query/output projections are routed experts (JetMoE)
+    qkv_clip: float | None = None  # q, k and v clamped to ±this after projection (DBRX)
     attn_logit_softcap: float | None = None
     final_logit_softcap: float | None = None
     logit_multiplier: float | None = None  # applied to logits before any softcap
@@ -201,10 +203,10 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
     reader = _Reader(config)
 
     n_layers = reader.positive_int(
-        "the number of layers", "num_hidden_layers", "n_layer", "num_layers"
+        "the number of layers", "num_hidden_layers", "n_layer", "num_layers", "n_layers"
     )
     d_model = reader.positive_int("the residual width", "hidden_size", "n_embd", "d_model")
-    n_heads = reader.positive_int("the number of attention heads", "num_attention_heads", "n_head")
+    n_heads = reader.n_heads()
     vocab_size = reader.positive_int("the vocabulary size", "vocab_size", "padded_vocab_size")
     mla = reader.mla()
     moe = reader.moe(n_layers)
@@ -236,6 +238,8 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         gated_attn_output=bool(reader.get("attn_output_gate")[1])
         or model_type in conventions.GATED_ATTN_OUTPUT_TYPES,
         shared_key_value=model_type in conventions.SHARED_KEY_VALUE_TYPES,
+        routed_attention=model_type in conventions.ROUTED_ATTENTION_TYPES,
+        qkv_clip=reader.number("clip_qkv"),
         attn_logit_softcap=reader.number("attn_logit_softcapping"),
         final_logit_softcap=reader.number("final_logit_softcapping"),
         logit_multiplier=reader.logit_multiplier(),
@@ -243,7 +247,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         embedding_multiplier=reader.embedding_multiplier(d_model),
         n_streams=reader.n_streams(),
         max_position_embeddings=reader.optional_int(
-            "max_position_embeddings", "n_positions", "max_sequence_length"
+            "max_position_embeddings", "n_positions", "max_sequence_length", "max_seq_len"
         ),
         torch_dtype=reader.torch_dtype(),
         # A copy, so later edits to the caller's dict do not change facts already read.
@@ -264,6 +268,11 @@ class _Reader:
         self.model_type = self._model_type()
         self.architecture = self._architecture()
         self.defaults = conventions.CLASS_DEFAULTS.get(self.model_type, {})
+        for nested in conventions.NESTED_CONFIG_KEYS.get(self.model_type, ()):
+            inner = self.cfg.get(nested)
+            if isinstance(inner, Mapping):
+                # A key stated at the top wins (the nested ones carry an empty model_type).
+                self.cfg = {**inner, **self.cfg}
 
     # --- lookups ---------------------------------------------------------------------------
     def get(self, *keys: str) -> tuple[str | None, Any]:
@@ -369,6 +378,14 @@ class _Reader:
         return None
 
     # --- attention ---------------------------------------------------------------------------
+    def n_heads(self) -> int:
+        keys = ("num_attention_heads", "n_head", "n_heads")
+        if self.get(*keys)[0] is None and self.model_type in conventions.ROUTED_ATTENTION_TYPES:
+            # JetMoE derives it: each of a token's routed experts brings one query per K/V head.
+            kv = self.positive_int("the number of K/V heads", "num_key_value_heads")
+            return kv * self.positive_int("how many experts each token uses", "num_experts_per_tok")
+        return self.positive_int("the number of attention heads", *keys)
+
     def kv_heads(self, n_heads: int) -> int:
         key, value = self.get("num_key_value_heads")
         if key is None:
@@ -379,7 +396,7 @@ class _Reader:
                 # GPT-BigCode and Falcon-7B attend with one K/V head whatever else is stated.
                 return 1
             else:
-                key, value = self.get("num_kv_heads", "n_head_kv")
+                key, value = self.get("num_kv_heads", "n_head_kv", "kv_n_heads")
         if key is None:
             return n_heads
         if not _is_int(value) or value <= 0 or n_heads % value:
@@ -395,7 +412,7 @@ class _Reader:
         if mla is not None:
             # MLA has no single head width; q and k are the nope and rope parts side by side.
             return mla.qk_head_dim
-        head_dim = self.optional_int("head_dim")
+        head_dim = self.optional_int("head_dim", "kv_channels")  # JetMoE: kv_channels
         if head_dim is not None:
             return head_dim
         if d_model % n_heads:
@@ -421,6 +438,9 @@ class _Reader:
         )
 
     def qk_norm(self) -> bool:
+        if self.model_type in conventions.QK_NORM_AFTER_ROPE_TYPES:
+            # Llama-4 states `use_qk_norm`, but its norm follows rotary: no QK-norm points.
+            return False
         for key in ("qk_layernorm", "use_qk_norm", "qk_norm"):
             found, value = self.get(key)
             if found is not None:
@@ -457,6 +477,8 @@ class _Reader:
             # LFM2 (older configs): attention at the listed layers, short convolutions elsewhere.
             attends = self._layer_indices("full_attn_idxs", n_layers)
             return tuple("full" if i in attends else "conv" for i in range(n_layers))
+        if self.model_type == "llama4_text":
+            return self._llama4_layer_kinds(n_layers)
         if self.model_type == "gemma2":
             # Gemma-2 alternates, starting with a sliding layer.
             return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
@@ -489,6 +511,19 @@ class _Reader:
                 first = self.optional_int("max_window_layers", minimum=0) or 0
                 return tuple("sliding" if i >= first else "full" for i in range(n_layers))
         return ("full",) * n_layers
+
+    def _llama4_layer_kinds(self, n_layers: int) -> tuple[str, ...]:
+        # Llama-4 configs without `layer_types`: the rotary layers (a 1 in `no_rope_layers`,
+        # else all but every `no_rope_layer_interval`-th) attend within chunks of
+        # `attention_chunk_size`, the NoPE layers globally; no chunk size means no chunking.
+        _, flags = self.get("no_rope_layers")
+        if flags:
+            ropes = [bool(flag) for flag in self._per_layer_list(flags, "no_rope_layers", n_layers)]
+        else:
+            interval = self.optional_int("no_rope_layer_interval") or 4
+            ropes = [(i + 1) % interval != 0 for i in range(n_layers)]
+        chunked = self.get("attention_chunk_size")[1] is not None
+        return tuple("chunked" if rope and chunked else "full" for rope in ropes)
 
     def _named_layer_kinds(self, layer_types: Any, n_layers: int) -> tuple[str, ...]:
         names = self._per_layer_list(layer_types, "layer_types", n_layers)
@@ -526,7 +561,14 @@ class _Reader:
     def d_mlp(self, d_model: int, n_layers: int, moe: MoEFacts | None) -> int:
         if moe is not None and len(moe.sparse_layers) == n_layers:
             return 0
-        keys = ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
+        # Llama-4 states its dense width apart: intermediate_size is one expert's there.
+        keys = (
+            "intermediate_size_mlp",
+            "intermediate_size",
+            "n_inner",
+            "ffn_dim",
+            "ffn_hidden_size",
+        )
         if self.get(*keys)[0] is not None:
             width = self.positive_int("the MLP width", *keys)
             if self.get("block_auto_adjust_ff_dim")[1]:
@@ -568,6 +610,7 @@ class _Reader:
             "experts_per_token",
             "moe_k",  # ERNIE-4.5
             "moe_topk",  # Hunyuan
+            "moe_top_k",  # DBRX
         )
         if experts_per_token > n_experts:
             message = (
@@ -578,7 +621,10 @@ class _Reader:
             raise ConfigError(message)
         # Mixtral, gpt-oss and Granite-MoE have no separate expert width: intermediate_size is it.
         d_expert = self.positive_int(
-            "the width of one expert", "moe_intermediate_size", "intermediate_size"
+            "the width of one expert",
+            "moe_intermediate_size",
+            "intermediate_size",
+            "ffn_hidden_size",
         )
         n_shared = (
             self.optional_int(
@@ -609,6 +655,13 @@ class _Reader:
         _, mlp_layer_types = self.get("mlp_layer_types")
         if mlp_layer_types is not None:
             return self._named_sparse_layers(mlp_layer_types, n_layers)
+        if self.get("moe_layers")[0] is not None:
+            # Llama-4: the routed layers listed outright.
+            return tuple(sorted(self._layer_indices("moe_layers", n_layers)))
+        if self.get("interleave_moe_layer_step")[0] is not None:
+            # Llama-4 without a list: every `step`-th layer, counted from 1.
+            step = self.positive_int("the MoE layer step", "interleave_moe_layer_step")
+            return tuple(range(step - 1, n_layers, step))
         if self.get("first_k_dense_replace")[0] is not None:
             # DeepSeek: a dense prefix, then every `moe_layer_freq`-th layer, counted from 0.
             first_dense = self.optional_int("first_k_dense_replace", minimum=0) or 0

@@ -17,10 +17,13 @@ __all__ = [
     "GATED_ATTN_OUTPUT_TYPES",
     "LAYER_TYPE_NAMES",
     "LEARNED_POSITION_TYPES",
+    "NESTED_CONFIG_KEYS",
     "PARALLEL_BY_DEFAULT",
     "POST_NORM_ONLY_TYPES",
     "QK_NORM_AFTER_ROPE_TYPES",
     "QK_NORM_TYPES",
+    "ROUTED_ATTENTION_TYPES",
+    "ROUTER_OUTPUT_LAYOUTS",
     "SANDWICH_NORM_TYPES",
     "SHARED_KEY_VALUE_TYPES",
     "SHARED_MLP_TYPES",
@@ -69,6 +72,7 @@ UNTIED_BY_DEFAULT = frozenset(
         "arcee",
         "bamba",
         "codegen",
+        "dbrx",
         "deepseek_v2",
         "deepseek_v3",
         "dots1",
@@ -87,6 +91,7 @@ UNTIED_BY_DEFAULT = frozenset(
         "hunyuan_v1_moe",
         "jamba",
         "llama",
+        "llama4_text",
         "ministral",
         "ministral3",
         "mistral",
@@ -179,13 +184,26 @@ QK_NORM_TYPES = frozenset(
     }
 )
 
-# A per-head norm on the queries and keys applied after rotary embedding (Hunyuan), where the
-# QK-norm points are defined before it: the norm exists, but not at those points.
-QK_NORM_AFTER_ROPE_TYPES = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe"})
+# A per-head norm on the queries and keys applied after rotary embedding (Hunyuan; Llama-4's
+# weightless L2 norm, whose `use_qk_norm` says only that it runs), where the QK-norm points are
+# defined before it: the norm exists, but not at those points.
+QK_NORM_AFTER_ROPE_TYPES = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe", "llama4_text"})
 
 # One shared MLP of `intermediate_size` beside the routed experts on every sparse layer, with no
-# config key to say so (Hunyuan-MoE's shared_mlp).
-SHARED_MLP_TYPES = frozenset({"hunyuan_v1_moe"})
+# config key to say so (Hunyuan-MoE's shared_mlp, Llama-4's shared_expert).
+SHARED_MLP_TYPES = frozenset({"hunyuan_v1_moe", "llama4_text"})
+
+# Routers whose output is not (logits, weights, indices) and whose experts module receives no
+# routing tensors, so the choices are read from the router's output, by its layout:
+# "scores-logits" (Llama-4): dense per-expert scores, zero off the top-k, then the logits (the
+# experts read inputs already scaled by the scores); "sorted" (JetMoE's ScatterMoE gating): the
+# token-expert pairs sorted by expert (order, token of each, weight of each, tokens per expert),
+# then the logits.
+ROUTER_OUTPUT_LAYOUTS: dict[str, str] = {"llama4_text": "scores-logits", "jetmoe": "sorted"}
+
+# A mixture of attention heads (JetMoE): each token's routed experts bring their own query and
+# output projections, so attention head h is a different expert's head at each token.
+ROUTED_ATTENTION_TYPES = frozenset({"jetmoe"})
 
 # Norms on the sublayer outputs, inside the residual branch.
 SANDWICH_NORM_TYPES = frozenset(
@@ -204,6 +222,10 @@ SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
 # Families that slide only from `max_window_layers` on, and only with `use_sliding_window`; every
 # other family that states a window slides on every layer (Mistral, Phi-3, Starcoder2).
 WINDOW_FROM_MAX_LAYERS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+
+# Sub-mappings whose keys are read as if stated at the top (DBRX keeps its attention and MoE
+# settings in `attn_config` and `ffn_config`).
+NESTED_CONFIG_KEYS: dict[str, tuple[str, ...]] = {"dbrx": ("attn_config", "ffn_config")}
 
 # Names configs use in `layer_types`, mapped to LAYER_KINDS.
 LAYER_TYPE_NAMES: dict[str, str] = {

@@ -118,6 +118,29 @@ def _needs_no_mla(spec: PointLike, facts: ModelFacts) -> Absence | None:
     )
 
 
+def _needs_unclipped_value(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.qkv_clip is None:
+        return None
+    return Absence(
+        f"{facts.architecture} clamps its fused q/k/v projection's output to "
+        f"±{facts.qkv_clip:g} (clip_qkv) before attention, so the values attention mixes are no "
+        "module's output, and a write at the projection would be clamped again",
+        "read z (the probability-weighted clamped values, per head) or attn_in",
+    )
+
+
+def _needs_fixed_heads(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if not facts.routed_attention:
+        return None
+    return Absence(
+        f"{facts.architecture} routes each token to its own attention experts, whose query and "
+        f"output projections make the heads, so head h belongs to a different expert at each "
+        f"token and {spec.name} has no per-head meaning (its heads are not fixed units)",
+        "read attn_in / attn_out for the attention's input and output, or value (the shared "
+        "K/V heads' values)",
+    )
+
+
 def _needs_gated_attn(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.gated_attn_output:
         return None
@@ -248,9 +271,12 @@ _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None],
     "q_norm_out": (_needs_qk_norm,),
     "k_norm_in": (_needs_qk_norm,),
     "k_norm_out": (_needs_qk_norm,),
-    "value": (_needs_no_mla,),
+    "value": (_needs_no_mla, _needs_unclipped_value),
     "attn_gate": (_needs_gated_attn,),
     "resid_mid": (_needs_sequential,),
+    "attn_scores": (_needs_fixed_heads,),
+    "attn_probs": (_needs_fixed_heads,),
+    "z": (_needs_fixed_heads,),
     "mlp_pre_linear": (_needs_gated_mlp,),
     "router_logits": (_needs_moe,),
     "expert_weights": (_needs_moe,),

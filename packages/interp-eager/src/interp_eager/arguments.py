@@ -105,6 +105,34 @@ def check_mask(mask: Any, ids: torch.Tensor) -> torch.Tensor:
     return mask.to(torch.long)
 
 
+def check_padded_positions(mask: torch.Tensor, config: Any) -> None:
+    """Refuse left padding where the modelling code counts positions by padded index.
+
+    Llama-4 scales the queries of its NoPE layers by a temperature that steps up every
+    `floor_scale` positions, counted from the start of the padded tensor rather than from the
+    row's first real token (transformers ignores the position ids there). A left-padded row is
+    then tempered as if it stood further right, unless the padded width stays below the first
+    step.
+    """
+    config = getattr(config, "text_config", config)
+    if not getattr(config, "attn_temperature_tuning", False):
+        return
+    if 0 not in (getattr(config, "no_rope_layers", None) or ()):
+        return
+    step = int(getattr(config, "floor_scale", 0) or 0)
+    width = mask.shape[1]
+    if step < 1 or width < step or not bool((mask[:, 0] == 0).any()):
+        return
+    message = (
+        f"a left-padded batch {width} tokens wide cannot run on this Llama-4: its NoPE layers "
+        f"scale queries by a temperature that steps every {step} positions counted from the "
+        f"padded tensor's first column (transformers ignores the position ids there), so a "
+        f"padded row would differ from the same row alone; pad on the right "
+        f"(padding_side='right'), or run the prompts one at a time"
+    )
+    raise CapabilityUnsupported(message)
+
+
 def position_ids(mask: torch.Tensor) -> torch.Tensor:
     # Positions follow the mask, so a left-padded row numbers its real tokens from 0.
     return (mask.cumsum(dim=-1) - 1).clamp(min=0)

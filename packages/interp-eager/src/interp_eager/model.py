@@ -55,6 +55,7 @@ from interp_eager.arguments import (
     check_budget_option,
     check_capture_budget,
     check_mask,
+    check_padded_positions,
     check_tokens,
     gen_defaults,
     position_ids,
@@ -337,7 +338,9 @@ class EagerModel(EagerConveniences):
         return check_tokens(tokens, self._facts).to(self.device)
 
     def _mask(self, mask: Any, ids: torch.Tensor) -> torch.Tensor:
-        return check_mask(mask, ids)
+        checked = check_mask(mask, ids)
+        check_padded_positions(checked, self.hf_model.config)
+        return checked
 
     def _writes(self, steering: Any, reach: tuple[int, str] | None = None) -> list[Write]:
         """Checked writes for `steering` plus the active `steer()` specs.

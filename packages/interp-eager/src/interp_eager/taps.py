@@ -20,6 +20,7 @@ import torch
 from interp_core.address import Address
 from interp_core.errors import PointUnsupported
 from interp_core.facts import ModelFacts
+from interp_core.family_conventions import ROUTER_OUTPUT_LAYOUTS
 from interp_core.points import require_point
 from interp_eager.tree import LayerParts, ModelTree, QKVLayout
 
@@ -205,6 +206,35 @@ def _put_output(index: int) -> Callable[[Any, torch.Tensor], Any]:
     return put
 
 
+def _pick_router_choice(layout: str, indices: bool, k: int) -> Callable[[Any], torch.Tensor]:
+    """The [tokens, k] choices of a router whose output is laid out as `layout` says.
+
+    "scores-logits" (Llama-4): the router ranks its logits with `torch.topk` and keeps the
+    top-k scores in place, zero elsewhere; the same top-k of the same logits names the experts,
+    best first, and the scores there are their weights. "sorted" (JetMoE): the token-major flat
+    (token, slot) pairs were sorted by expert; `order` maps each sorted entry back to its flat
+    pair, and the sorted experts are each expert's id repeated for its token count, so both
+    scatter back into the router's own token-major choices.
+    """
+
+    def pick(value: Any) -> torch.Tensor:
+        if layout == "scores-logits":
+            scores, logits = value
+            chosen = torch.topk(logits, k, dim=-1).indices
+            return chosen if indices else scores.gather(-1, chosen)
+        order, _, gates, counts, logits = value
+        if indices:
+            experts = torch.arange(len(counts), device=order.device)
+            sorted_values = experts.repeat_interleave(torch.as_tensor(counts, device=order.device))
+        else:
+            sorted_values = gates
+        flat = torch.empty_like(sorted_values)
+        flat[order] = sorted_values
+        return flat.view(logits.shape[0], k)
+
+    return pick
+
+
 def _pick_float_arg(predicate: Callable[[torch.Tensor], bool]) -> Callable[[Any], torch.Tensor]:
     def pick(value: Any) -> torch.Tensor:
         args, kwargs = value
@@ -358,6 +388,11 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
     if name == "value":
         if parts.v_proj is not None:
             return _output(address, parts.v_proj, TokenMajor(), name=where.get("v_proj", ""))
+        if parts.kv_proj is not None:
+            # A fused [keys | values] projection (JetMoE's kv_proj): the second half.
+            width = facts.n_kv_heads * facts.head_dim
+            view = _chain(TokenMajor(), Columns(tuple(range(width, 2 * width))))
+            return _output(address, parts.kv_proj, view, name=where.get("kv_proj", ""))
         if parts.qkv_proj is not None:
             view = _chain(TokenMajor(), _value_columns(parts, facts))
             return _output(address, parts.qkv_proj, view, name=where.get("qkv_proj", ""))
@@ -435,6 +470,9 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
 
         def pick_logits(value: Any) -> torch.Tensor:
             items = value if isinstance(value, tuple | list) else (value,)
+            if facts.model_type in ROUTER_OUTPUT_LAYOUTS:
+                # The logits come last, after tensors that may share their shape.
+                items = items[-1:]
             for item in items:
                 if (
                     isinstance(item, torch.Tensor)
@@ -456,9 +494,15 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
 
         return Tap(address, parts.router, "output", pick_logits, put_logits, TokenMajor(), "router")
     if name in {"expert_weights", "expert_indices"}:
+        k = facts.moe.experts_per_token if facts.moe else -1
+        router_layout = ROUTER_OUTPUT_LAYOUTS.get(facts.model_type)
+        if router_layout is not None:
+            if parts.router is None:
+                raise _missing(address, "router", facts)
+            pick = _pick_router_choice(router_layout, name == "expert_indices", k)
+            return Tap(address, parts.router, "output", pick, None, TokenMajor(), "router output")
         if parts.experts is None:
             raise _missing(address, "experts", facts)
-        k = facts.moe.experts_per_token if facts.moe else -1
         if name == "expert_indices":
             predicate = lambda t: not t.is_floating_point() and t.dim() >= 1  # noqa: E731
         else:

@@ -48,6 +48,8 @@ V_PROJS = ("v_proj", "value")
 Q_NORMS = ("q_norm", "q_layernorm")  # LFM2: q_layernorm
 K_NORMS = ("k_norm", "k_layernorm")
 QKV_PROJS = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv")
+# A fused [keys | values] projection beside routed queries (JetMoE).
+KV_PROJS = ("kv_proj",)
 # DeepSeek-V4 projects out in two steps; z is the input of the first (o_a_proj).
 O_PROJS = ("o_proj", "c_proj", "out_proj", "dense", "o_a_proj")
 MLPS = ("mlp", "feed_forward", "ffn", "block_sparse_moe")
@@ -57,8 +59,11 @@ DOWN_PROJS = ("down_proj", "c_proj", "dense_4h_to_h", "fc_out", "fc2", "w2")
 GATE_UP_PROJS = ("gate_up_proj",)
 ROUTERS = ("gate", "router")
 EXPERTS = ("experts",)
+# DBRX nests its attention between its two norms in one sub-module of the block.
+SUBLAYER_HOLDERS = ("norm_attn_norm",)
 PRE_ATTN_NORMS = (
     "input_layernorm",
+    "norm_1",
     "ln_1",
     "ln_attn",
     "self_attn_layer_norm",
@@ -75,6 +80,7 @@ PRE_MLP_NORMS = (
     "final_layer_norm",
     "feedforward_layernorm",
     "pre_ff_layernorm",
+    "norm_2",
 )
 # GLM-4 names its post-attention norm apart, which makes its `post_attention_layernorm` the
 # pre-MLP norm even though a post-MLP norm is present.
@@ -105,6 +111,7 @@ class LayerParts:
     v_proj: Any = None
     qkv_proj: Any = None
     qkv_layout: str = QKVLayout.SEPARATE
+    kv_proj: Any = None
     o_proj: Any = None
     q_norm: Any = None
     k_norm: Any = None
@@ -199,11 +206,14 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
         if child is not None:
             names[role] = f"{owner}.{child}"
 
-    mixer_name, mixer = _child(block, MIXERS)
+    # The attention and the norms sit in the block, or in its holder (DBRX's norm_attn_norm).
+    holder_name, holder = _child(block, SUBLAYER_HOLDERS)
+    inner, inner_prefix = (holder, f"{prefix}.{holder_name}") if holder else (block, prefix)
+    mixer_name, mixer = _child(inner, MIXERS)
     parts.mixer, parts.mixer_name = mixer, mixer_name
-    note("mixer", prefix, mixer_name)
+    note("mixer", inner_prefix, mixer_name)
     if mixer is not None:
-        owner = f"{prefix}.{mixer_name}"
+        owner = f"{inner_prefix}.{mixer_name}"
         for role, vocab in (("q_proj", Q_PROJS), ("k_proj", K_PROJS), ("v_proj", V_PROJS)):
             child_name, child = _child(mixer, vocab)
             setattr(parts, role, child)
@@ -212,6 +222,9 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
         note("qkv_proj", owner, qkv_name)
         if parts.qkv_proj is not None and parts.v_proj is None:
             parts.qkv_layout = _qkv_layout(mixer, facts, qkv_name or "")
+        if facts.routed_attention:
+            kv_name, parts.kv_proj = _child(mixer, KV_PROJS)
+            note("kv_proj", owner, kv_name)
         o_name, parts.o_proj = _child(mixer, O_PROJS)
         note("o_proj", owner, o_name)
         for role, vocab in (("q_norm", Q_NORMS), ("k_norm", K_NORMS)):
@@ -227,7 +240,9 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
         note("mlp", prefix, mlp_name)
         router_name, router = _child(mlp, ROUTERS)
         experts_name, experts = _child(mlp, EXPERTS)
-        if router is not None and experts is not None:
+        # JetMoE keeps its experts as two stacked projections beside the router: a routed layer
+        # by the facts, read through the router alone.
+        if router is not None and (experts is not None or facts.is_sparse(index)):
             parts.router, parts.experts = router, experts
             note("router", owner, router_name)
             note("experts", owner, experts_name)
@@ -251,23 +266,23 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
             note("down_proj", prefix, down_name)
             note("mlp", prefix, up_name)
 
-    pre_name, parts.pre_attn_norm = _child(block, PRE_ATTN_NORMS)
-    note("pre_attn_norm", prefix, pre_name)
-    post_mlp_name, parts.post_mlp_norm = _child(block, POST_MLP_NORMS)
-    note("post_mlp_norm", prefix, post_mlp_name)
-    pre_mlp_name, parts.pre_mlp_norm = _child(block, PRE_MLP_NORMS)
-    post_attn_name, parts.post_attn_norm = _child(block, POST_ATTN_NORMS)
-    note("post_attn_norm", prefix, post_attn_name)
-    ambiguous = getattr(block, AMBIGUOUS_NORM, None)
+    pre_name, parts.pre_attn_norm = _child(inner, PRE_ATTN_NORMS)
+    note("pre_attn_norm", inner_prefix, pre_name)
+    post_mlp_name, parts.post_mlp_norm = _child(inner, POST_MLP_NORMS)
+    note("post_mlp_norm", inner_prefix, post_mlp_name)
+    pre_mlp_name, parts.pre_mlp_norm = _child(inner, PRE_MLP_NORMS)
+    post_attn_name, parts.post_attn_norm = _child(inner, POST_ATTN_NORMS)
+    note("post_attn_norm", inner_prefix, post_attn_name)
+    ambiguous = getattr(inner, AMBIGUOUS_NORM, None)
     if ambiguous is not None:
         if parts.post_mlp_norm is not None and parts.post_attn_norm is None:
             # A post-MLP norm proves a sandwich: the ambiguous norm follows attention.
             parts.post_attn_norm = ambiguous
-            note("post_attn_norm", prefix, AMBIGUOUS_NORM)
+            note("post_attn_norm", inner_prefix, AMBIGUOUS_NORM)
         elif parts.pre_mlp_norm is None:
             parts.pre_mlp_norm = ambiguous
             pre_mlp_name = AMBIGUOUS_NORM
-    note("pre_mlp_norm", prefix, pre_mlp_name)
+    note("pre_mlp_norm", inner_prefix, pre_mlp_name)
     for role, name in (("attn_hc", "attn_hc"), ("mlp_hc", "ffn_hc")):
         child = getattr(block, name, None)
         if child is not None:

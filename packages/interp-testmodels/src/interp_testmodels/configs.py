@@ -1,11 +1,13 @@
 """Which tiny config stands for each architecture family in the tests?
 
-Family names are the transformers `model_type` of the family's text model, with three
+Family names are the transformers `model_type` of the family's text model, with four
 exceptions named after their multimodal wrapper's type, which is not a causal LM of its own:
 `gemma3` is the text-only Gemma-3 (`model_type` `gemma3_text`, `Gemma3ForCausalLM`), `qwen3_5`
-and `qwen3_5_moe` the text-only Qwen3.5 and Qwen3.5-MoE (`qwen3_5_text`, `qwen3_5_moe_text`).
-`FAMILY_NAMES` lists them in a fixed order: the first 32 here, then those released since
-(`interp_testmodels.configs_recent`).
+and `qwen3_5_moe` the text-only Qwen3.5 and Qwen3.5-MoE (`qwen3_5_text`, `qwen3_5_moe_text`),
+`llama4` the text-only Llama-4 (`llama4_text`, `Llama4ForCausalLM`). `FAMILY_NAMES` lists them
+in a fixed order: the first 32 here, then those released since
+(`interp_testmodels.configs_recent`), then those added in 2026
+(`interp_testmodels.configs_2026`).
 
 Each config is chosen to exercise what makes its family different, within limits every backend
 can run on a CPU:
@@ -30,6 +32,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from interp_testmodels.config_parts import DROP, IDS, INIT_RANGE, FamilySpec, decoder, gpt
+from interp_testmodels.configs_2026 import SPECS_2026
 from interp_testmodels.configs_recent import RECENT_SPECS
 from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
@@ -517,10 +520,10 @@ _SPECS: tuple[FamilySpec, ...] = (
 )
 
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
-    {spec.name: spec for spec in (*_SPECS, *RECENT_SPECS)}
+    {spec.name: spec for spec in (*_SPECS, *RECENT_SPECS, *SPECS_2026)}
 )
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
 # Families the installed transformers cannot build or run on this CPU, with the exact error, and
-# the substitute standing in for each. Empty: all 60 run with transformers 5.19 on torch 2.13 CPU.
+# the substitute standing in for each. Empty: all 63 run with transformers 5.19 on torch 2.13 CPU.
 UNAVAILABLE: Mapping[str, str] = MappingProxyType({})

@@ -80,8 +80,8 @@ def _spec(name: str) -> FamilySpec:
     except KeyError:
         message = (
             f"no test family named {name!r}: the families are {', '.join(FAMILY_NAMES)} "
-            f"(transformers model_type names; the text-only Gemma-3 and Qwen3.5 are 'gemma3', "
-            f"'qwen3_5' and 'qwen3_5_moe')"
+            f"(transformers model_type names; the text-only Gemma-3, Qwen3.5 and Llama-4 are "
+            f"'gemma3', 'qwen3_5', 'qwen3_5_moe' and 'llama4')"
         )
         raise KeyError(message) from None
 

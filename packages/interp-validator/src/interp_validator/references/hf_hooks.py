@@ -33,6 +33,7 @@ from interp_validator.references.hf_layouts import (
     LAYOUTS,
     Layout,
     LayoutMismatch,
+    attention_chunk,
     layout_key,
     sliding_window,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "Layout",
     "LayoutMismatch",
     "Reference",
+    "attention_chunk",
     "hyper_connection",
     "layout_key",
     "reference_points",
@@ -116,17 +118,52 @@ def _activation(mlp: Any, name: str) -> Any:
     return getattr(mlp, name)
 
 
-def _routed(routed: Any, layout: Layout, k: int) -> tuple[Any, Any, Any]:
+def _routed(
+    routed: Any, layout: Layout, k: int, config: Any, dtype: torch.dtype
+) -> tuple[Any, Any, Any]:
     """(logits, weights, indices) of one router call, by the layout's rule."""
+    if layout.router_rule == "top-k-softmax":
+        # JetMoE: the top-k logits, a softmax among them, cast to the hidden states' dtype.
+        logits = routed[-1]
+        top, indices = logits.topk(k, dim=1)
+        return logits, torch.softmax(top, dim=1).to(dtype), indices
+    if layout.router_rule == "softmax-top-k-pnorm":
+        # DBRX: a softmax in the logits' dtype, the top-k, divided by their p-norm.
+        probs = torch.softmax(routed, dim=1, dtype=routed.dtype)
+        weights, indices = torch.topk(probs, k, dim=-1)
+        p = config.ffn_config.moe_normalize_expert_weights
+        if p is not None:
+            weights = weights / torch.norm(weights, p=p, dim=-1, keepdim=True)
+        return routed, weights, indices
     if layout.router_rule == "softmax-top-k":
         probs = torch.softmax(routed, dim=-1, dtype=torch.float32)
         weights, indices = torch.topk(probs, k, dim=-1)
         return routed, weights.to(routed.dtype), indices
+    if layout.router_rule == "sigmoid-top-k":
+        # Llama-4: (dense scores, logits). The top-k logits are scattered into a row of -inf
+        # and the whole row goes through a float32 sigmoid, as the router does (a sigmoid over
+        # the k values alone can round differently in torch's vectorised tail).
+        logits = routed[1]
+        top, indices = torch.topk(logits, k, dim=-1)
+        dense = torch.full_like(logits, float("-inf")).scatter(-1, indices, top)
+        weights = torch.sigmoid(dense.float()).to(logits.dtype).gather(-1, indices)
+        return logits, weights, indices
     if layout.router_rule is not None:
         message = f"unknown router rule {layout.router_rule!r} in the layout"
         raise LayoutMismatch(message)
     logits_at, weights_at, indices_at = layout.router_fields
     return routed[logits_at], routed[weights_at], routed[indices_at]
+
+
+def _dbrx_top_k(config: Any) -> int:
+    return config.ffn_config.moe_top_k
+
+
+def _optional_module(root: Any, path: str) -> Any:
+    try:
+        return root.get_submodule(path)
+    except AttributeError:
+        return None
 
 
 def _flat(tensor: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
@@ -158,22 +195,24 @@ def reference_points(
     parts: dict[int, dict[str, Any]] = {}
     for layer, block in enumerate(blocks):
         p: dict[str, Any] = {"block": block}
-        mixer = getattr(block, layout.mixer, None)
+        mixer = _optional_module(block, layout.mixer)
         if mixer is None and layout.linear_mixer is not None:
             p["linear_mixer"] = getattr(block, layout.linear_mixer)
             hooks.output(f"{layer}.attn_out", p["linear_mixer"])
         else:
             assert mixer is not None, f"{family} layer {layer} has no {layout.mixer}"
             p["mixer"] = mixers[layer] = mixer
-            ref.attention_layers.add(layer)
+            if not layout.routed_heads:
+                ref.attention_layers.add(layer)
             hooks.output(f"{layer}.mixer", mixer)
-            o_proj = getattr(mixer, layout.o_proj)
-            hooks.input(f"{layer}.z", o_proj)
+            o_proj = getattr(mixer, layout.o_proj) if layout.o_proj else None
+            if o_proj is not None:
+                hooks.input(f"{layer}.z", o_proj)
             if layout.attn_adds_residual:
                 hooks.output(f"{layer}.attn_out", o_proj)
             else:
                 hooks.output(f"{layer}.attn_out", mixer)
-            for role in ("q_proj", "k_proj", "v_proj", "qkv_proj"):
+            for role in ("q_proj", "k_proj", "v_proj", "qkv_proj", "kv_proj"):
                 name = getattr(layout, role)
                 if name is not None:
                     hooks.output(f"{layer}.{role}", getattr(mixer, name))
@@ -182,12 +221,15 @@ def reference_points(
         for role in ("pre_attn_norm", "pre_mlp_norm", "post_attn_norm", "post_mlp_norm"):
             name = getattr(layout, role)
             if name is not None:
-                hooks.output(f"{layer}.{role}", getattr(block, name))
+                hooks.output(f"{layer}.{role}", _module(block, name))
         if layout.pre_mlp_norm is not None and not layout.streams:
-            hooks.input(f"{layer}.resid_mid", getattr(block, layout.pre_mlp_norm))
+            hooks.input(f"{layer}.resid_mid", _module(block, layout.pre_mlp_norm))
         mlp = _module(block, layout.mlp)
         p["mlp"] = mlp
-        sparse = hasattr(mlp, "experts")
+        # JetMoE keeps its experts as stacked projections beside the router, named by its rule.
+        sparse = hasattr(mlp, "experts") or (
+            layout.router_rule == "top-k-softmax" and hasattr(mlp, layout.router)
+        )
         if sparse:
             ref.sparse_layers.add(layer)
             hooks.output(f"{layer}.router", getattr(mlp, layout.router))
@@ -287,6 +329,9 @@ def reference_points(
             put("attn_out_post", layer, scaled(out[f"{layer}.post_attn_norm"]))
         else:
             put("attn_out_post", layer, scaled(attn_out))
+        if layout.routed_heads and f"{layer}.kv_proj" in out:
+            # Only the shared K/V heads are fixed units: the value half of kv_proj.
+            put("value", layer, out[f"{layer}.kv_proj"].chunk(2, dim=-1)[1])
         if layer in ref.attention_layers:
             _attention_points(
                 ref, layer, layout, p["mixer"], out, inp, calls, heads, kv_heads, head_dim
@@ -306,8 +351,10 @@ def reference_points(
         else:
             put("mlp_out_post", layer, scaled(mlp_out))
         if layer in ref.sparse_layers:
-            k = text_config.num_experts_per_tok
-            logits, weights, indices = _routed(out[f"{layer}.router"], layout, k)
+            k = getattr(text_config, "num_experts_per_tok", None) or _dbrx_top_k(text_config)
+            dtype = inp[f"{layer}.mlp_in"].dtype
+            routed = out[f"{layer}.router"]
+            logits, weights, indices = _routed(routed, layout, k, text_config, dtype)
             put("router_logits", layer, _flat(logits, batch, seq))
             put("expert_weights", layer, _flat(weights, batch, seq))
             put("expert_indices", layer, _flat(indices, batch, seq))
@@ -362,7 +409,7 @@ def _attention_points(
             key = out[f"{layer}.k_proj"]
         if layout.v_proj is not None:
             value = out[f"{layer}.v_proj"]
-    if value is not None:
+    if value is not None and not layout.clip_qkv:
         points[Address("value", layer)] = value
     if layout.gated_query:
         assert query is not None

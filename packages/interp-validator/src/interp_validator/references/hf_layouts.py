@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["LAYOUTS", "Layout", "LayoutMismatch", "layout_key", "sliding_window"]
+__all__ = ["LAYOUTS", "Layout", "LayoutMismatch", "attention_chunk", "layout_key", "sliding_window"]
 
 
 class LayoutMismatch(RuntimeError):
@@ -28,18 +28,23 @@ class Layout:
     blocks: str  # from the root: the ModuleList of decoder blocks
     embed: str  # from the root
     final_norm: str  # from the root
-    mixer: str = "self_attn"
+    mixer: str = "self_attn"  # relative to the block, like the norms; may be dotted (DBRX)
     linear_mixer: str | None = None  # hybrid trunks: the linear-attention module's name
     q_proj: str | None = "q_proj"  # relative to the mixer, like the next five
     k_proj: str | None = "k_proj"
     v_proj: str | None = "v_proj"
     qkv_proj: str | None = None
     qkv_layout: str | None = None  # "thirds" | "per_head" | "per_kv_group"
-    o_proj: str = "o_proj"
+    kv_proj: str | None = None  # a fused [keys | values] projection (JetMoE)
+    o_proj: str | None = "o_proj"  # None: routed output projections, no z (JetMoE)
+    # JetMoE: the heads are routed experts' heads (no fixed head to read scores, probs or z of).
+    routed_heads: bool = False
     qk_norm: str | None = None  # "per_head" (norm over head_dim) | "full" (over the whole width)
     q_norm: str = "q_norm"  # the QK-norm modules' names, relative to the mixer
     k_norm: str = "k_norm"
     gated_query: bool = False  # Qwen3-Next: q_proj emits [query | gate] per head
+    # DBRX: the fused projection's output is clamped (clip_qkv), so no tensor is the value point.
+    clip_qkv: bool = False
     attn_adds_residual: bool = False  # BLOOM: the mixer returns residual + o_proj output
     pre_attn_norm: str | None = "input_layernorm"
     pre_mlp_norm: str | None = "post_attention_layernorm"
@@ -60,6 +65,11 @@ class Layout:
     router_fields: tuple[int, int, int] = (0, 1, 2)  # logits, weights, indices in its output
     # "softmax-top-k": the router is a bare linear layer returning logits only (Jamba); the
     # reference ranks them itself (float32 softmax, top-k, weights cast back, no renormalising).
+    # "sigmoid-top-k": the router returns (dense scores, logits) (Llama-4); the reference takes
+    # the top-k logits and their float32 sigmoid. "softmax-top-k-pnorm": a bare logits router
+    # (DBRX) whose softmax top-k weights are divided by their p-norm (ffn_config's
+    # moe_normalize_expert_weights). "top-k-softmax" (JetMoE): the router's logits come last in
+    # its output; the top-k logits, softmaxed among themselves, weigh the experts.
     router_rule: str | None = None
     streams: bool = False  # DeepSeek-V4's hyper-connection trunk
 
@@ -333,12 +343,52 @@ LAYOUTS: dict[str, Layout] = {
         router_rule="softmax-top-k",
     ),
     "cohere2_moe": replace(_LLAMA, pre_mlp_norm=None, parallel=("resid", "attn", "mlp")),
+    # --- added in 2026 ---
+    "dbrx": Layout(
+        blocks="transformer.blocks",
+        embed="transformer.wte",
+        final_norm="transformer.norm_f",
+        mixer="norm_attn_norm.attn",
+        q_proj=None,
+        k_proj=None,
+        v_proj=None,
+        qkv_proj="Wqkv",
+        qkv_layout="thirds",
+        o_proj="out_proj",
+        clip_qkv=True,
+        pre_attn_norm="norm_attn_norm.norm_1",
+        pre_mlp_norm="norm_attn_norm.norm_2",
+        mlp="ffn",
+        router="router",
+        router_rule="softmax-top-k-pnorm",
+    ),
+    "jetmoe": replace(
+        _LLAMA,
+        mixer="self_attention",
+        q_proj=None,
+        k_proj=None,
+        v_proj=None,
+        kv_proj="kv_proj",
+        o_proj=None,
+        routed_heads=True,
+        router="router",
+        router_rule="top-k-softmax",
+    ),
+    # The L2 QK-norm follows rotary (no QK-norm points); the shared expert sits inside the MoE.
+    "llama4": replace(
+        _LLAMA,
+        mlp="feed_forward",
+        act="activation_fn",
+        router="router",
+        router_rule="sigmoid-top-k",
+    ),
 }
 
 
 # transformers model_types whose layout is listed under another key.
 _LAYOUT_ALIASES = {
     "gemma3_text": "gemma3",
+    "llama4_text": "llama4",
     "qwen3_5_text": "qwen3_5",
     "qwen3_5_moe_text": "qwen3_5_moe",
 }
@@ -348,6 +398,14 @@ def layout_key(model_type: str) -> str | None:
     """The key in LAYOUTS for a transformers `model_type`, or None when no layout is written."""
     key = _LAYOUT_ALIASES.get(model_type, model_type)
     return key if key in LAYOUTS else None
+
+
+def attention_chunk(config: Any, layer: int) -> int | None:
+    """The chunk of `layer`'s attention mask (Llama-4's chunked layers), None when unchunked."""
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is None or layer_types[layer] != "chunked_attention":
+        return None
+    return getattr(config, "attention_chunk_size", None)
 
 
 def sliding_window(config: Any, layer: int) -> int | None:

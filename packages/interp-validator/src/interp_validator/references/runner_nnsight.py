@@ -31,11 +31,12 @@ import _runner_common as common
 TRUNK_CONTAINERS = ("model", "transformer", "gpt_neox", "language_model", "decoder")
 LAYER_LISTS = ("layers", "h", "blocks")
 EMBEDS = ("embed_tokens", "wte", "embed_in", "word_embeddings")
-FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm")
+FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "norm_f")
 LM_HEADS = ("lm_head", "embed_out")
 ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     # role: (parent role, attribute names)
-    "mixer": ("layer", ("self_attn", "self_attention", "attention", "attn")),
+    # DBRX nests its attention and both norms in norm_attn_norm (dotted names reach inside).
+    "mixer": ("layer", ("self_attn", "self_attention", "attention", "attn", "norm_attn_norm.attn")),
     "q_proj": ("mixer", ("q_proj", "query")),
     "k_proj": ("mixer", ("k_proj", "key")),
     "v_proj": ("mixer", ("v_proj", "value")),
@@ -43,13 +44,13 @@ ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "o_proj": ("mixer", ("o_proj", "c_proj", "out_proj", "dense")),
     "q_norm": ("mixer", ("q_norm", "q_layernorm")),
     "k_norm": ("mixer", ("k_norm", "k_layernorm")),
-    "mlp": ("layer", ("mlp", "feed_forward", "block_sparse_moe")),
+    "mlp": ("layer", ("mlp", "feed_forward", "block_sparse_moe", "ffn")),
     "gate_proj": ("mlp", ("gate_proj", "w1")),
     "up_proj": ("mlp", ("up_proj", "c_fc", "dense_h_to_4h", "fc_in", "fc1", "w3")),
     "down_proj": ("mlp", ("down_proj", "c_proj", "dense_4h_to_h", "fc_out", "fc2", "w2")),
     "gate_up_proj": ("mlp", ("gate_up_proj",)),
     "router": ("mlp", ("gate", "router")),
-    "pre_attn_norm": ("layer", ("input_layernorm", "ln_1")),
+    "pre_attn_norm": ("layer", ("input_layernorm", "ln_1", "norm_attn_norm.norm_1")),
     "post_mlp_norm": ("layer", ("post_feedforward_layernorm",)),
 }
 # Execution order inside one decoder block, for (role, io).
@@ -88,7 +89,9 @@ class Missing(LookupError):
 
 def _child(module: Any, names: tuple[str, ...]) -> tuple[str, Any] | None:
     for name in names:
-        child = getattr(module, name, None)
+        child = module
+        for part in name.split("."):
+            child = getattr(child, part, None)
         if isinstance(child, torch.nn.Module):
             return name, child
     return None
@@ -146,7 +149,7 @@ class Tree:
                 else ("pre_feedforward_layernorm", "ln_2")
             )
             if role == "pre_mlp_norm" and not sandwich:
-                names = ("post_attention_layernorm", "ln_2")
+                names = ("post_attention_layernorm", "ln_2", "norm_attn_norm.norm_2")
             if role == "post_attn_norm" and not sandwich:
                 message = "the block has no post-attention norm (no sandwich norms)"
                 raise Missing(message)

@@ -191,12 +191,35 @@ KNOWN_DEFECTS: tuple[Defect, ...] = (
 )
 
 
+KNOWN_DEFECTS_2026: tuple[Defect, ...] = (
+    Defect(
+        ("tl_bridge", "tl_bridge_compat"),
+        ("llama4_text",),
+        ("attn_scores",),
+        "transformer-lens",
+        ("3.9.0",),
+        "TransformerBridge's hook_attn_scores holds Llama-4's scores before any mask (every "
+        "entry finite: neither the causal nor the chunk mask) while its attn_probs match HF",
+    ),
+    Defect(
+        ("nnterp",),
+        ("dbrx",),
+        ("attn_in", "attn_out", "attn_out_post"),
+        "nnterp",
+        ("1.3.0",),
+        "nnterp 1.3.0 takes DBRX's norm_attn_norm (norm, attention, norm and the residual add) "
+        "for its attention module, so its attention input is the un-normed residual and its "
+        "output not the attention's (attn_in differs by a relative 10 at layer 0)",
+    ),
+)
+
+
 def known_defect(
     engine: str, facts: ModelFacts, address: str, versions: dict[str, str]
 ) -> str | None:
     """Why the engine's tensor for `address` is known not to be the point, or None."""
     point = to_address(address).name
-    for defect in KNOWN_DEFECTS:
+    for defect in (*KNOWN_DEFECTS, *KNOWN_DEFECTS_2026):
         if engine not in defect.engines or facts.model_type not in defect.model_types:
             continue
         if defect.points is not None and point not in defect.points:
@@ -363,6 +386,14 @@ def _tl_hooked(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, s
     return hook.replace("{L}", str(layer)), layout
 
 
+# Routers whose output is not (logits, weights, indices): where their logits are, and what they
+# return instead (measured on transformers 5.19).
+_ROUTER_OUTPUTS: dict[str, tuple[int, str]] = {
+    "llama4_text": (1, "(dense top-k scores, logits)"),
+    "jetmoe": (4, "its choices sorted by expert, then the logits"),
+}
+
+
 # nnsight sites: role:io[:element]; the runner resolves roles on the live module tree.
 def _nnsight(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, str, dict] | str:
     sandwich = facts.sandwich_norms
@@ -407,6 +438,13 @@ def _nnsight(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, str
         "final_norm": ("final_norm:output", "flat"),
         "lm_head": ("lm_head:output", "flat"),
     }
+    router = _ROUTER_OUTPUTS.get(facts.model_type)
+    if router is not None and point in ("router_logits", "expert_weights", "expert_indices"):
+        # Routers whose output is not (logits, weights, indices): the logits sit elsewhere and
+        # the choice is no tensor of the router's.
+        if point != "router_logits":
+            return f"{facts.model_type}'s router returns {router[1]}: no [tokens, k] {point}"
+        sites["router_logits"] = (f"router:output:{router[0]}", "tokens")
     if point not in sites:
         eq = equivalent_for(point, "nnsight", facts)
         return eq.note or "nnsight has no module boundary at this point"

@@ -1,0 +1,128 @@
+"""Do the facts of the families added in 2026 read their configs' own spellings?
+
+Each config is written the way the family's published files spell it (Llama-4's text_config
+without `layer_types`, DBRX's nested `attn_config` / `ffn_config`) and the facts are checked
+against what the modelling code builds from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interp_core.facts import ModelFacts
+from interp_core.points import absence_reason
+
+
+def _llama4(**overrides: Any) -> dict[str, Any]:
+    # Llama-4-Scout's text_config keys that matter here, at a tenth of the size.
+    text: dict[str, Any] = {
+        "model_type": "llama4_text",
+        "num_hidden_layers": 8,
+        "hidden_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "intermediate_size": 256,
+        "intermediate_size_mlp": 1024,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
+        "vocab_size": 1000,
+        "attention_chunk_size": 8192,
+        "use_qk_norm": True,
+    }
+    text.update(overrides)
+    return {"architectures": ["Llama4ForConditionalGeneration"], "text_config": text}
+
+
+def test_llama4_chunks_its_rotary_layers_and_attends_globally_on_nope_layers() -> None:
+    # No layer_types and no no_rope_layers: every 4th layer is NoPE (the class's interval).
+    facts = ModelFacts.from_config(_llama4())
+    assert facts.layer_kinds == ("chunked", "chunked", "chunked", "full") * 2
+    assert facts.sliding_window == 8192
+    stated = ModelFacts.from_config(_llama4(no_rope_layers=[1, 0, 1, 1, 1, 1, 1, 0]))
+    assert [i for i, kind in enumerate(stated.layer_kinds) if kind == "full"] == [1, 7]
+    unchunked = ModelFacts.from_config(_llama4(attention_chunk_size=None))
+    assert set(unchunked.layer_kinds) == {"full"} and unchunked.sliding_window is None
+
+
+def test_llama4_moe_layers_shared_expert_and_dense_width() -> None:
+    # Every layer routed (Scout): no dense MLP at all, a shared expert of the expert width.
+    scout = ModelFacts.from_config(_llama4())
+    assert scout.moe is not None
+    assert scout.moe.sparse_layers == tuple(range(8))
+    assert (scout.moe.n_experts, scout.moe.experts_per_token, scout.moe.d_expert) == (16, 1, 256)
+    assert (scout.moe.n_shared_experts, scout.moe.d_shared_expert) == (1, 256)
+    assert scout.d_mlp == 0
+    # Maverick interleaves: every 2nd layer routed, the dense ones intermediate_size_mlp wide.
+    maverick = ModelFacts.from_config(_llama4(interleave_moe_layer_step=2))
+    assert maverick.moe is not None and maverick.moe.sparse_layers == (1, 3, 5, 7)
+    assert maverick.d_mlp == 1024
+    listed = ModelFacts.from_config(_llama4(moe_layers=[3, 0]))
+    assert listed.moe is not None and listed.moe.sparse_layers == (0, 3)
+    assert not scout.tied_embeddings and scout.architecture == "Llama4ForConditionalGeneration"
+
+
+def test_llama4_qk_norm_follows_rotary_so_its_points_are_refused() -> None:
+    facts = ModelFacts.from_config(_llama4())
+    assert not facts.qk_norm
+    reason = absence_reason("k_norm_out", facts, 0)
+    assert reason is not None and "after rotary" in reason
+
+
+def _dbrx(**attn: Any) -> dict[str, Any]:
+    # DBRX-instruct's config.json layout, at a tiny size.
+    return {
+        "architectures": ["DbrxForCausalLM"],
+        "model_type": "dbrx",
+        "d_model": 256,
+        "n_heads": 8,
+        "n_layers": 4,
+        "max_seq_len": 32768,
+        "vocab_size": 1000,
+        "attn_config": {"kv_n_heads": 2, "clip_qkv": 8, "rope_theta": 500000, **attn},
+        "ffn_config": {"ffn_hidden_size": 96, "moe_num_experts": 16, "moe_top_k": 4},
+    }
+
+
+def test_dbrx_reads_its_nested_attention_and_expert_settings() -> None:
+    facts = ModelFacts.from_config(_dbrx())
+    assert (facts.n_layers, facts.d_model, facts.n_heads, facts.n_kv_heads) == (4, 256, 8, 2)
+    assert facts.head_dim == 32 and facts.max_position_embeddings == 32768
+    assert facts.moe is not None
+    assert (facts.moe.n_experts, facts.moe.experts_per_token, facts.moe.d_expert) == (16, 4, 96)
+    assert facts.moe.sparse_layers == (0, 1, 2, 3) and facts.d_mlp == 0
+    assert facts.moe.n_shared_experts == 0
+    assert facts.qkv_clip == 8.0 and not facts.tied_embeddings
+    assert ModelFacts.from_config(_dbrx(clip_qkv=None)).qkv_clip is None
+
+
+def test_dbrx_clamped_values_are_refused_with_the_reason() -> None:
+    reason = absence_reason("value", ModelFacts.from_config(_dbrx()), 1)
+    assert reason is not None and "clip_qkv" in reason and "±8" in reason
+    assert absence_reason("z", ModelFacts.from_config(_dbrx()), 1) is None
+    # Without the clamp the values are the projection's columns again.
+    assert absence_reason("value", ModelFacts.from_config(_dbrx(clip_qkv=None)), 1) is None
+
+
+def test_jetmoe_derives_its_heads_and_refuses_per_head_attention_points() -> None:
+    # JetMoE-8B's config.json spelling: no num_attention_heads, the head width as kv_channels.
+    config = {
+        "model_type": "jetmoe",
+        "num_layers": 4,
+        "hidden_size": 256,
+        "num_key_value_heads": 4,
+        "kv_channels": 32,
+        "intermediate_size": 96,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "vocab_size": 1000,
+    }
+    facts = ModelFacts.from_config(config)
+    assert (facts.n_heads, facts.n_kv_heads, facts.head_dim) == (8, 4, 32)
+    assert facts.routed_attention and facts.tied_embeddings
+    assert facts.moe is not None and facts.moe.sparse_layers == (0, 1, 2, 3)
+    assert (facts.moe.d_expert, facts.d_mlp) == (96, 0)
+    for point in ("attn_scores", "attn_probs", "z"):
+        reason = absence_reason(point, facts, 0)
+        assert reason is not None and "different expert at each token" in reason
+    assert absence_reason("value", facts, 0) is None
