@@ -16,6 +16,9 @@ warm-up. Workloads:
 * L — steering and logit-lens latency vs a plain capture, eager and vLLM.
 * S — `interp serve` through the `remote` backend vs the same backend in-process: 8 concurrent
   capture+generate requests (tokens/s) and the activation transfer rate (MB/s).
+* F — top-32 features of one SAE at one layer, 8 concurrent requests on vLLM: encoded in the
+  worker vs captured and encoded in the client, in-process and served (`interp serve --sae`),
+  with the bytes each moves (`interp_validator.bench.sae_features`).
 
 Results are one JSON document and a Markdown table (`report.markdown`); the README quotes it.
 """

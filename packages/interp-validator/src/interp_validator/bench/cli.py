@@ -1,7 +1,7 @@
 """`interp-bench`: run the speed benchmarks and write JSON plus a Markdown table.
 
-    interp-bench [--only P1,P2,P3,P4,L] [--repeats 10] [--warmup 2] [--engines tl_bridge,...]
-                 [--out DIR] [--json]
+    interp-bench [--only P1,P2,P3,P4,L,S,F] [--repeats 10] [--warmup 2] [--engines tl_bridge,...]
+                 [--out DIR] [--merge] [--json]
     interp-bench --suite gpu [--gpu-models meta-llama/Llama-3.1-8B,...]   # on a CUDA machine
 
 Every figure is a ratio measured side by side (see `interp_validator.bench`). Reference engines
@@ -11,6 +11,7 @@ run in their pinned environments, created on first use (`interp-validate --setup
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ def _epilog() -> str:
         "by side.",
         "examples:",
         "  interp-bench --only P1,P2 --engines ''   (ours only, a few minutes)",
+        "  interp-bench --only F --out packages/interp-validator/results --merge",
         "  interp-bench --suite gpu                 (a CUDA machine)",
     ]
     return "\n".join(lines)
@@ -86,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="folder for bench.json/.md"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other workloads' rows already in DIR/bench.json; replace only those run",
     )
     parser.add_argument(
         "--suite",
@@ -130,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, RuntimeError) as exc:
         parser.error(str(exc))
     args.out.mkdir(parents=True, exist_ok=True)
+    previous = args.out / "bench.json"
+    if args.merge and previous.is_file():
+        result = result.merged_into(json.loads(previous.read_text()), set(args.only))
     (args.out / "bench.json").write_text(result.to_json() + "\n")
     table = result.markdown()
     (args.out / "bench.md").write_text(table)

@@ -45,6 +45,17 @@ class BenchResult:
             indent=2,
         )
 
+    def merged_into(self, previous: dict[str, Any], workloads: set[str]) -> BenchResult:
+        """`previous` (a bench.json document) with `workloads`' rows and errors replaced by
+        this run's: a run of some workloads lands beside the committed others. The previous
+        meta stays (same model and machine); this run's settings are added where it lacks them."""
+        ran = workloads | {row.workload for row in self.rows}
+        rows = [Row(**r) for r in previous.get("rows", []) if r.get("workload") not in ran]
+        # Error keys start with the workload ("S smollm2") or name an engine; this run's win.
+        errors = {k: v for k, v in previous.get("errors", {}).items() if k.split()[0] not in ran}
+        meta = {**self.meta, **previous.get("meta", {})}
+        return BenchResult(rows + self.rows, meta, {**errors, **self.errors})
+
     def markdown(self) -> str:
         lines = [
             f"Model: {self.meta.get('model', '?')}; {self.meta.get('machine', '')}",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
 import secrets
 import socket
 import statistics
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["bench_served"]
+__all__ = ["bench_served", "bench_transfer", "running_server"]
 
 
 def _free_port() -> int:
@@ -40,7 +41,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(folder: Path, backend: str, options: list[str]) -> Iterator[tuple[str, str]]:
+def running_server(folder: Path, backend: str, options: list[str]) -> Iterator[tuple[str, str]]:
     """`interp serve` on a free loopback port; yields (url, key) once /health answers."""
     import urllib.request
 
@@ -58,8 +59,11 @@ def _server(folder: Path, backend: str, options: list[str]) -> Iterator[tuple[st
             while True:
                 if process.poll() is not None:
                     log.seek(0)
-                    tail = log.read()[-600:].decode(errors="replace")
-                    message = f"interp serve exited with {process.returncode}: {tail}"
+                    text = log.read().decode(errors="replace")
+                    # vLLM's last words only point "above": name the first error raised too.
+                    first = re.search(r"^\w*(?:Error|Exception)\b.*$", text, re.MULTILINE)
+                    cause = f"{first[0]} ... " if first else ""
+                    message = f"interp serve exited with {process.returncode}: {cause}{text[-600:]}"
                     raise RuntimeError(message)
                 try:
                     with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
@@ -96,7 +100,7 @@ def bench_served(
     from interp_core import load_model, sync
 
     layers = [f"resid_post.{layer}" for layer in range(local.n_layers)]
-    with _server(folder, backend, options) as (url, key):
+    with running_server(folder, backend, options) as (url, key):
         remote = load_model(url, backend="remote", api_key=key)
         try:
 
@@ -174,7 +178,7 @@ def bench_transfer(
 
     layers = [f"resid_post.{layer}" for layer in range(local.n_layers)]
     seconds: dict[str, list[float]] = {"in-process": [], "served": []}
-    with _server(folder, backend, []) as (url, key):
+    with running_server(folder, backend, []) as (url, key):
         remote = load_model(url, backend="remote", api_key=key)
         try:
             for model in (local, remote):  # warm-up, both sides

@@ -1,4 +1,4 @@
-"""The benchmark workloads (P1–P4, latencies), each a set of variants timed side by side.
+"""The benchmark workloads (P1–P4, L, S, F), each a set of variants timed side by side.
 
 See the package docstring for what each workload measures. Every function returns `Row`s whose
 `ratio` compares a variant with its baseline measured in the same interleaved loop (times) or on
@@ -36,7 +36,7 @@ __all__ = [
     "run_benchmarks",
 ]
 
-WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S")
+WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F")
 # One line each for `interp-bench --help` and the benchmarks page (the package docstring has more).
 WORKLOAD_SUMMARIES = {
     "P1": "capture resid_post at every layer vs a plain HF forward (eager backend and each "
@@ -47,6 +47,8 @@ WORKLOAD_SUMMARIES = {
     "P4": "8 concurrent requests with capture: aggregate generated tokens/s, vLLM vs eager",
     "L": "latency of steering and logit lens vs a plain capture, eager and vLLM",
     "S": "interp serve vs in-process: 8 concurrent capture+generate, and activation transfer",
+    "F": "top-32 SAE features at one layer, 8 concurrent requests on vLLM: encoded in the worker "
+    "vs captured and encoded in the client, in-process and served over HTTP",
 }
 VOCAB = 1000
 REFERENCE_BENCH_ENGINES = ("tl_bridge", "tl_hooked", "nnsight", "nnterp")
@@ -384,7 +386,7 @@ def run_benchmarks(
             result.rows += _served(
                 model_dir, repeats=max(3, repeats // 3), say=say, errors=result.errors
             )
-        if chosen & {"P3", "P4", "L"}:
+        if chosen & {"P3", "P4", "L", "F"}:
             hooked = None
             extra: dict[str, Any] = {}
             eager = load_model(str(model_dir), backend="eager")
@@ -395,6 +397,19 @@ def run_benchmarks(
             try:
                 say("starting the hooked vLLM engine")
                 hooked = _hooked_model(model_dir)
+                if "F" in chosen:
+                    # First, while no other engine is up beside the hooked one and the server's.
+                    from interp_validator.bench.sae_features import bench_sae_features
+
+                    say("F: SAE features, worker-side vs client-side, in-process and served")
+                    result.rows += bench_sae_features(
+                        model_dir,
+                        hooked,
+                        repeats=max(5, repeats),
+                        work=Path(tmp),
+                        say=say,
+                        errors=result.errors,
+                    )
                 if "P3" in chosen:
                     from interp_validator.bench.static_tier import (
                         bench_static_concurrent,
