@@ -133,6 +133,9 @@ def _start_node(args: list[str], cpu: int, log: Path) -> Node:
         *args,
         "--num-cpus=1",
         f"--resources={json.dumps({DEFAULT_RESOURCE: 1})}",
+        # Ray's default object store is 30% of memory per node, in /dev/shm; the test moves
+        # nothing through it, and a CI container's /dev/shm may be 64 MiB.
+        "--object-store-memory=100000000",
         "--disable-usage-stats",
         "--block",
     ]
