@@ -175,6 +175,14 @@ def _norms(f: ModelFacts) -> str:
     return "pre-norm (before each sublayer)"
 
 
+def _block(f: ModelFacts) -> str:
+    if f.parallel_attn_mlp:
+        return "parallel: attention and MLP read the same input"
+    if f.normed_skip:
+        return "sequential; each sublayer leaves alpha·(its normed input) + beta·(its output)"
+    return "sequential"
+
+
 def _layer_kinds(f: ModelFacts) -> str:
     counts: dict[str, int] = {}
     for kind in f.layer_kinds or ("full",) * f.n_layers:
@@ -218,12 +226,7 @@ def trait_rows(f: ModelFacts) -> list[tuple[str, str]]:
         ("q/k/v clamp", f"±{f.qkv_clip:g}" if f.qkv_clip is not None else NO),
         ("attention logit softcap", _num(f.attn_logit_softcap)),
         ("norm placement", _norms(f)),
-        (
-            "block",
-            "parallel: attention and MLP read the same input"
-            if f.parallel_attn_mlp
-            else "sequential",
-        ),
+        ("block", _block(f)),
         ("MLP", _mlp(f)),
         ("residual multiplier", _num(f.residual_multiplier)),
         ("embedding multiplier", _num(f.embedding_multiplier)),
@@ -253,6 +256,8 @@ def trait_tags(f: ModelFacts) -> list[str]:
         tags.append("mixture of attention heads")
     if f.qkv_clip is not None:
         tags.append("clipped q/k/v")
+    if f.normed_skip:
+        tags.append("normed skip path")
     kinds = set(f.layer_kinds or ())
     if kinds - {"full", "sliding", "chunked"}:
         tags.append("hybrid mixers")

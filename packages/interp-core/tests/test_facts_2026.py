@@ -126,3 +126,64 @@ def test_jetmoe_derives_its_heads_and_refuses_per_head_attention_points() -> Non
         reason = absence_reason(point, facts, 0)
         assert reason is not None and "different expert at each token" in reason
     assert absence_reason("value", facts, 0) is None
+
+
+def _minimax(**overrides: Any) -> dict[str, Any]:
+    # The keys MiniMaxConfig reads, spelled as its config.json spells them, at a small size.
+    config: dict[str, Any] = {
+        "architectures": ["MiniMaxForCausalLM"],
+        "model_type": "minimax",
+        "num_hidden_layers": 8,
+        "hidden_size": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "intermediate_size": 96,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "vocab_size": 1000,
+        "layer_types": ["linear_attention"] * 7 + ["full_attention"],
+        "block_size": 256,
+        "full_attn_alpha_factor": 3.5,
+        "linear_attn_alpha_factor": 3.5,
+        "mlp_alpha_factor": 3.5,
+    }
+    config.update(overrides)
+    return config
+
+
+def test_minimax_lightning_layers_and_routed_mlps() -> None:
+    facts = ModelFacts.from_config(_minimax())
+    assert facts.layer_kinds == ("linear_attention",) * 7 + ("full",)
+    assert [facts.attends(layer) for layer in range(8)] == [False] * 7 + [True]
+    assert (facts.n_heads, facts.n_kv_heads, facts.head_dim) == (8, 2, 32)
+    assert facts.moe is not None and facts.moe.sparse_layers == tuple(range(8))
+    assert (facts.moe.n_experts, facts.moe.experts_per_token, facts.moe.d_expert) == (8, 2, 96)
+    assert facts.d_mlp == 0 and not facts.tied_embeddings and facts.normed_skip
+    # Without layer_types, the config class alternates, starting with softmax attention.
+    del_types = {k: v for k, v in _minimax().items() if k != "layer_types"}
+    assert ModelFacts.from_config(del_types).layer_kinds == ("full", "linear_attention") * 4
+
+
+def test_minimax_states_the_points_of_a_lightning_layer() -> None:
+    facts = ModelFacts.from_config(_minimax())
+    # A lightning layer has its mixer's input and output and the MLP's points, no softmax ones.
+    for point in ("attn_in", "attn_out", "mlp_in", "mlp_out", "router_logits", "resid_post"):
+        assert absence_reason(point, facts, 0) is None, point
+    for point in ("value", "attn_scores", "attn_probs", "z"):
+        reason = absence_reason(point, facts, 0)
+        assert reason is not None and "linear_attention layer" in reason, point
+        assert absence_reason(point, facts, 7) is None, point
+
+
+def test_minimax_refuses_the_additive_residual_points_with_the_reason() -> None:
+    facts = ModelFacts.from_config(_minimax())
+    for point in ("resid_mid", "attn_out_post", "mlp_out_post"):
+        for layer in (0, 7):
+            reason = absence_reason(point, facts, layer)
+            assert reason is not None and "normed input" in reason, (point, layer)
+            assert "replaces the residual" in reason, (point, layer)
+    # A family with an ordinary residual keeps them.
+    llama = ModelFacts.from_config({**_minimax(), "model_type": "llama", "layer_types": None})
+    assert not llama.normed_skip
+    assert absence_reason("resid_mid", llama, 0) is None

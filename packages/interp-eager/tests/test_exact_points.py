@@ -235,6 +235,9 @@ def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
         if layout.streams:
             _check_stream_residual(run, layer)
             continue
+        if layout.normed_skip:
+            _check_normed_skip(run, layer)
+            continue
         pre = run.get("resid_pre", layer)
         attn = run.get("attn_out_post", layer)
         mlp = run.get("mlp_out_post", layer)
@@ -258,6 +261,27 @@ def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
         bound = 1e-6 * max(t.abs().max().item() for t in terms.values())
         diff = (pre + attn + mlp - post).abs().max().item()
         assert diff <= bound, f"{family} layer {layer}: {diff:.3g} > {bound:.3g}"
+
+
+def _check_normed_skip(run: Run, layer: int) -> None:
+    """MiniMax: each sublayer leaves alpha * (its normed input) + beta * (its output)."""
+    config = run.hf.config
+    kind = "linear" if config.layer_types[layer] == "linear_attention" else "full"
+    attn_alpha = getattr(config, f"{kind}_attn_alpha_factor")
+    attn_beta = getattr(config, f"{kind}_attn_beta_factor")
+    block = run.hf.get_submodule(LAYOUTS[run.family].blocks)[layer]
+    attn_in, attn_out = run.get("attn_in", layer), run.get("attn_out", layer)
+    mlp_in, mlp_out = run.get("mlp_in", layer), run.get("mlp_out", layer)
+    if layer > 0:
+        assert torch.equal(run.get("resid_pre", layer), run.get("resid_post", layer - 1))
+    with torch.no_grad():
+        assert torch.equal(block.input_layernorm(run.get("resid_pre", layer)), attn_in)
+        mid = attn_in * attn_alpha + attn_out * attn_beta
+        assert torch.equal(block.post_attention_layernorm(mid), mlp_in), f"layer {layer}: mid"
+    post = mlp_in * config.mlp_alpha_factor + mlp_out * config.mlp_beta_factor
+    assert torch.equal(post, run.get("resid_post", layer)), f"layer {layer}: post"
+    # Distinct factors, so the check above would fail with the plain residual sum.
+    assert not torch.equal(mlp_in + mlp_out, run.get("resid_post", layer))
 
 
 def _check_stream_residual(run: Run, layer: int) -> None:

@@ -135,6 +135,8 @@ class Loaded:
     def _keep_probs(self, index: int) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
             probs = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            if _is_lightning(module):
+                probs = None  # MiniMax's lightning attention returns its K^T V state instead
             self.attn_probs[index] = probs.detach() if isinstance(probs, torch.Tensor) else None
 
         return hook
@@ -165,6 +167,12 @@ def _attention(layer: torch.nn.Module) -> torch.nn.Module | None:
     # DBRX nests its attention and both norms in `norm_attn_norm`.
     holder = getattr(layer, "norm_attn_norm", None)
     return _child(holder if holder is not None else layer, _ATTN_NAMES)
+
+
+def _is_lightning(mixer: Any) -> bool:
+    # MiniMax keeps its lightning (linear) attention under self_attn; its per-head decay rates
+    # tell it from softmax attention.
+    return mixer is not None and hasattr(mixer, "slope_rate")
 
 
 def _child(module: torch.nn.Module, names: tuple[str, ...]) -> torch.nn.Module | None:
@@ -474,7 +482,7 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         attn = _attention(layer)
         probs = loaded.attn_probs.get(index)
         if probs is None:
-            assert _child(layer, _LINEAR_MIXER_NAMES) is not None, index
+            assert _child(layer, _LINEAR_MIXER_NAMES) is not None or _is_lightning(attn), index
             assert not facts.attends(index), index
             continue
         assert facts.attends(index), index

@@ -111,6 +111,8 @@ class ModelFacts:
     shared_key_value: bool = False  # keys and values are one tensor (DeepSeek-V4: K = V)
     routed_attention: bool = False  # query/output projections are routed experts (JetMoE)
     qkv_clip: float | None = None  # q, k and v clamped to ±this after projection (DBRX)
+    # Each sublayer leaves alpha*norm(x) + beta*out: the skip path is the normed input (MiniMax).
+    normed_skip: bool = False
     attn_logit_softcap: float | None = None
     final_logit_softcap: float | None = None
     logit_multiplier: float | None = None  # applied to logits before any softcap
@@ -240,6 +242,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         shared_key_value=model_type in conventions.SHARED_KEY_VALUE_TYPES,
         routed_attention=model_type in conventions.ROUTED_ATTENTION_TYPES,
         qkv_clip=reader.number("clip_qkv"),
+        normed_skip=model_type in conventions.NORMED_SKIP_TYPES,
         attn_logit_softcap=reader.number("attn_logit_softcapping"),
         final_logit_softcap=reader.number("final_logit_softcapping"),
         logit_multiplier=reader.logit_multiplier(),
@@ -479,6 +482,10 @@ class _Reader:
             return tuple("full" if i in attends else "conv" for i in range(n_layers))
         if self.model_type == "llama4_text":
             return self._llama4_layer_kinds(n_layers)
+        if self.model_type == "minimax":
+            # MiniMax's config class, without layer_types: softmax on even layers, lightning
+            # (linear) attention on odd ones.
+            return tuple("full" if i % 2 == 0 else "linear_attention" for i in range(n_layers))
         if self.model_type == "gemma2":
             # Gemma-2 alternates, starting with a sliding layer.
             return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))

@@ -18,6 +18,7 @@ __all__ = [
     "LAYER_TYPE_NAMES",
     "LEARNED_POSITION_TYPES",
     "NESTED_CONFIG_KEYS",
+    "NORMED_SKIP_TYPES",
     "PARALLEL_BY_DEFAULT",
     "POST_NORM_ONLY_TYPES",
     "QK_NORM_AFTER_ROPE_TYPES",
@@ -92,6 +93,7 @@ UNTIED_BY_DEFAULT = frozenset(
         "jamba",
         "llama",
         "llama4_text",
+        "minimax",
         "ministral",
         "ministral3",
         "mistral",
@@ -222,6 +224,11 @@ SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
 # Families that slide only from `max_window_layers` on, and only with `use_sliding_window`; every
 # other family that states a window slides on every layer (Mistral, Phi-3, Starcoder2).
 WINDOW_FROM_MAX_LAYERS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+
+# Blocks whose skip path carries the sublayer's normed input rather than the residual: each
+# sublayer leaves alpha * norm(x) + beta * sublayer(norm(x)) (MiniMax, DeepNorm-style factors
+# per mixer kind and for the MLP), so no state is "the residual plus a write".
+NORMED_SKIP_TYPES = frozenset({"minimax"})
 
 # Sub-mappings whose keys are read as if stated at the top (DBRX keeps its attention and MoE
 # settings in `attn_config` and `ffn_config`).

@@ -160,6 +160,40 @@ def _needs_sequential(spec: PointLike, facts: ModelFacts) -> Absence | None:
     )
 
 
+_NORMED_SKIP_READS = {
+    "resid_mid": (
+        "the attention sublayer's result is alpha times attn_in (its normed input) plus beta "
+        "times attn_out, which replaces the residual instead of adding to it, so no state is "
+        "resid_pre plus an attention write",
+        "read attn_in and attn_out (the pre-MLP norm reads alpha*attn_in + beta*attn_out), "
+        "mlp_in (that norm's output), or resid_pre / resid_post",
+    ),
+    "attn_out_post": (
+        "the block leaves alpha times attn_in (the normed input) plus beta times attn_out, "
+        "which replaces the residual rather than adding to it, so no tensor is what attention "
+        "adds to the residual stream",
+        "read attn_out (the attention's output before beta) and attn_in",
+    ),
+    "mlp_out_post": (
+        "the block leaves alpha times mlp_in (the normed input) plus beta times mlp_out as "
+        "resid_post, which replaces the residual rather than adding to it, so no tensor is what "
+        "the MLP adds to the residual stream",
+        "read mlp_out (the MLP's output before beta), mlp_in and resid_post",
+    ),
+}
+
+
+def _needs_additive_residual(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if not facts.normed_skip:
+        return None
+    why, instead = _NORMED_SKIP_READS[spec.name]
+    return Absence(
+        f"{facts.architecture}'s skip path carries each sublayer's normed input, not the "
+        f"residual: {why}",
+        instead,
+    )
+
+
 def _needs_gated_mlp(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.gated_mlp:
         return None
@@ -273,7 +307,9 @@ _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None],
     "k_norm_out": (_needs_qk_norm,),
     "value": (_needs_no_mla, _needs_unclipped_value),
     "attn_gate": (_needs_gated_attn,),
-    "resid_mid": (_needs_sequential,),
+    "resid_mid": (_needs_sequential, _needs_additive_residual),
+    "attn_out_post": (_needs_additive_residual,),
+    "mlp_out_post": (_needs_additive_residual,),
     "attn_scores": (_needs_fixed_heads,),
     "attn_probs": (_needs_fixed_heads,),
     "z": (_needs_fixed_heads,),

@@ -104,4 +104,42 @@ SPECS_2026: tuple[FamilySpec, ...] = (
         "over the top-2 logits), both with an output bias; tied embeddings.",
         ("mixture-of-attention", "fused-kv", "moe", "tied"),
     ),
+    FamilySpec(
+        "minimax",
+        "minimax",
+        decoder(
+            num_hidden_layers=4,
+            head_dim=32,
+            # Lightning (linear) attention on layers 0 and 2, softmax attention on 1 and 3 (the
+            # published model: seven lightning layers to one softmax layer).
+            layer_types=[
+                "linear_attention",
+                "full_attention",
+                "linear_attention",
+                "full_attention",
+            ],
+            # Blocks of 4 tokens (256 published), so a 13-token prompt crosses the intra/inter
+            # block split three times.
+            block_size=4,
+            intermediate_size=64,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            # The skip path carries the normed input times alpha, the sublayer's output times
+            # beta (DeepNorm-style; the published alphas are 3.5566, the betas 1): distinct
+            # values, so a swapped or missing factor shows.
+            full_attn_alpha_factor=1.5,
+            full_attn_beta_factor=0.75,
+            linear_attn_alpha_factor=1.25,
+            linear_attn_beta_factor=0.5,
+            mlp_alpha_factor=1.75,
+            mlp_beta_factor=0.625,
+        ),
+        "MiniMax-Text-01: lightning attention (linear attention with per-head exponential decay, "
+        "computed in blocks of 4, a SiLU on the fused q/k/v, an RMSNorm over the heads and a "
+        "sigmoid output gate) on layers 0 and 2, GQA softmax attention on 1 and 3; every layer "
+        "routed (4 experts of 64, top-2 of a softmax, renormalised). Each sublayer replaces the "
+        "residual with alpha times its normed input plus beta times its output, with alpha and "
+        "beta per mixer kind and for the MLP.",
+        ("gqa", "linear-attention", "moe", "scaled-normed-residual"),
+    ),
 )

@@ -149,6 +149,10 @@ _UNVERIFIED_2026: dict[str, str] = {
     "the chunked layers are unverified",
     "dbrx": "vLLM's DBRX weight loader does not load the checkpoint transformers 5.19 saves "
     "(KeyError: 'blocks.0.ffn.experts.w13_weight'), so the model does not run",
+    "minimax": "vLLM 0.32 dropped its MiniMax model (supported until 0.23) and runs the "
+    "checkpoint through its Transformers modeling backend, which refuses it: 'Layer 0 "
+    "(linear_attention) does not dispatch through the Transformers attention interface and "
+    "vLLM has no other way to handle it'",
     "jetmoe": "vLLM's activations differ from the model's (HF) from layer 0's attention on "
     "(attn_out.0 by 2.4, relative error 0.8): plausible, and wrong; the workers also read value "
     "from the whole fused kv_proj (128 wide, the value is 64) and place no router",

@@ -196,7 +196,11 @@ def reference_points(
     for layer, block in enumerate(blocks):
         p: dict[str, Any] = {"block": block}
         mixer = _optional_module(block, layout.mixer)
-        if mixer is None and layout.linear_mixer is not None:
+        layer_types = getattr(text_config, "layer_types", None) or ()
+        if layout.linear_layer_types and layer_types[layer] in layout.linear_layer_types:
+            p["linear_mixer"] = mixer  # the linear mixer under the softmax mixer's name
+            hooks.output(f"{layer}.attn_out", mixer)
+        elif mixer is None and layout.linear_mixer is not None:
             p["linear_mixer"] = getattr(block, layout.linear_mixer)
             hooks.output(f"{layer}.attn_out", p["linear_mixer"])
         else:
@@ -325,7 +329,9 @@ def reference_points(
             put("attn_in", layer, resid_pre)  # post-norm-only blocks (OLMo-2)
         attn_out = first(out[f"{layer}.attn_out"])
         put("attn_out", layer, attn_out)
-        if layout.post_attn_norm is not None:
+        if layout.normed_skip:
+            pass  # nothing is added to a residual: no attn_out_post
+        elif layout.post_attn_norm is not None:
             put("attn_out_post", layer, scaled(out[f"{layer}.post_attn_norm"]))
         else:
             put("attn_out_post", layer, scaled(attn_out))
@@ -338,7 +344,7 @@ def reference_points(
             )
 
         # MLP side.
-        if layout.parallel is None and not layout.streams:
+        if layout.parallel is None and not layout.streams and not layout.normed_skip:
             if layout.pre_mlp_norm is not None:
                 put("resid_mid", layer, _flat(inp[f"{layer}.resid_mid"], batch, seq))
             else:
@@ -346,7 +352,9 @@ def reference_points(
         put("mlp_in", layer, _flat(inp[f"{layer}.mlp_in"], batch, seq))
         mlp_out = _flat(first(out[f"{layer}.mlp_out"]), batch, seq)
         put("mlp_out", layer, mlp_out)
-        if layout.post_mlp_norm is not None:
+        if layout.normed_skip:
+            pass  # resid_post is alpha*mlp_in + beta*mlp_out: no mlp_out_post
+        elif layout.post_mlp_norm is not None:
             put("mlp_out_post", layer, scaled(out[f"{layer}.post_mlp_norm"]))
         else:
             put("mlp_out_post", layer, scaled(mlp_out))

@@ -30,6 +30,9 @@ class Layout:
     final_norm: str  # from the root
     mixer: str = "self_attn"  # relative to the block, like the norms; may be dotted (DBRX)
     linear_mixer: str | None = None  # hybrid trunks: the linear-attention module's name
+    # Hybrid trunks whose linear mixer has the softmax mixer's name (MiniMax): the config's
+    # `layer_types` names that mark a layer's `mixer` as linear attention.
+    linear_layer_types: tuple[str, ...] = ()
     q_proj: str | None = "q_proj"  # relative to the mixer, like the next five
     k_proj: str | None = "k_proj"
     v_proj: str | None = "v_proj"
@@ -72,6 +75,9 @@ class Layout:
     # its output; the top-k logits, softmaxed among themselves, weigh the experts.
     router_rule: str | None = None
     streams: bool = False  # DeepSeek-V4's hyper-connection trunk
+    # MiniMax: each sublayer leaves alpha*norm(x) + beta*out, so there is no resid_mid and no
+    # *_out_post (nothing is added to a residual).
+    normed_skip: bool = False
 
 
 _LLAMA = Layout(blocks="model.layers", embed="model.embed_tokens", final_norm="model.norm")
@@ -375,6 +381,8 @@ LAYOUTS: dict[str, Layout] = {
         router_rule="top-k-softmax",
     ),
     # The L2 QK-norm follows rotary (no QK-norm points); the shared expert sits inside the MoE.
+    # Lightning attention sits under self_attn on the layers layer_types calls linear.
+    "minimax": replace(_LLAMA, linear_layer_types=("linear_attention",), normed_skip=True),
     "llama4": replace(
         _LLAMA,
         mlp="feed_forward",
