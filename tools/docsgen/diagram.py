@@ -83,7 +83,8 @@ def diagram_aliases(facts: ModelFacts) -> dict[str, str]:
     if facts.post_norms_only:
         aliases["attn_in"] = "resid_pre"
         aliases["mlp_in"] = "resid_mid"
-    return aliases
+    # A point the model lacks is no alias (Falcon-H1 has no attn_out_post at all).
+    return {name: other for name, other in aliases.items() if why_absent(name, facts) is None}
 
 
 _GROUPS = {

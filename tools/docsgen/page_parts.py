@@ -153,12 +153,25 @@ def address_example(spec: PointSpec, facts: ModelFacts | None = None) -> str:
 
 
 # --- traits -------------------------------------------------------------------------------------
+def _block(f: ModelFacts) -> str:
+    if f.parallel_attn_mlp:
+        return "parallel: attention and MLP read the same input"
+    if f.ssm_beside_attention:
+        return "sequential, with a Mamba-2 mixer beside the attention (both read the normed input)"
+    return "sequential"
+
+
 def _attention_kind(f: ModelFacts) -> str:
     if f.mla is not None:
         m = f.mla
+        indexed = (
+            f"; each query attends to the {f.index_topk} keys its lightning indexer keeps"
+            if f.index_topk
+            else ""
+        )
         return (
             f"multi-head latent (MLA): {f.n_heads} heads, kv_lora_rank {m.kv_lora_rank}, "
-            f"qk head dim {m.qk_head_dim}, v head dim {m.v_head_dim}"
+            f"qk head dim {m.qk_head_dim}, v head dim {m.v_head_dim}{indexed}"
         )
     if f.n_kv_heads == 1 and f.n_heads > 1:
         return f"multi-query: {f.n_heads} query heads share 1 key/value head"
@@ -258,8 +271,10 @@ def trait_tags(f: ModelFacts) -> list[str]:
         tags.append("clipped q/k/v")
     if f.normed_skip:
         tags.append("normed skip path")
+    if f.index_topk is not None:
+        tags.append("indexed sparse attention")
     kinds = set(f.layer_kinds or ())
-    if kinds - {"full", "sliding", "chunked"}:
+    if kinds - {"full", "sliding", "chunked"} or f.ssm_beside_attention:
         tags.append("hybrid mixers")
     if "chunked" in kinds:
         tags.append("chunked attention")

@@ -218,6 +218,8 @@ def test_logits_are_the_family_post_processing_of_lm_head(
         expected = raw * config.logit_scale
     if getattr(config, "logits_scaling", None) is not None:  # Granite
         expected = raw / config.logits_scaling
+    if getattr(config, "lm_head_multiplier", None) is not None:  # Falcon-H1
+        expected = raw * config.lm_head_multiplier
     cap = getattr(config, "final_logit_softcapping", None)
     if cap is not None:  # Gemma-2
         expected = torch.tanh(raw / cap) * cap
@@ -239,11 +241,15 @@ def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
             _check_normed_skip(run, layer)
             continue
         pre = run.get("resid_pre", layer)
-        attn = run.get("attn_out_post", layer)
         mlp = run.get("mlp_out_post", layer)
         post = run.get("resid_post", layer)
         if layer > 0:
             assert torch.equal(pre, run.get("resid_post", layer - 1))
+        if layout.ssm_beside is not None:
+            _check_ssm_beside_attention(run, layer)
+            assert torch.equal(run.get("resid_mid", layer) + mlp, post), f"{family} {layer}"
+            continue
+        attn = run.get("attn_out_post", layer)
         if layout.parallel is None:
             # Sequential: each sublayer's write is added to the residual on its own.
             mid = run.get("resid_mid", layer)
@@ -282,6 +288,24 @@ def _check_normed_skip(run: Run, layer: int) -> None:
     assert torch.equal(post, run.get("resid_post", layer)), f"layer {layer}: post"
     # Distinct factors, so the check above would fail with the plain residual sum.
     assert not torch.equal(mlp_in + mlp_out, run.get("resid_post", layer))
+
+
+def _check_ssm_beside_attention(run: Run, layer: int) -> None:
+    """Falcon-H1: resid_mid = resid_pre + (mamba × ssm_out + attn_out × attention_out), in the
+    block's order, with the Mamba-2 output read raw (path.) since no point holds it."""
+    config = run.hf.config
+    path = Address.parse(f"path.model.layers.{layer}.mamba")
+    mamba = run_with_cache(run.model, run.ids, [path])[path]
+    write = mamba * config.ssm_out_multiplier + (
+        run.get("attn_out", layer) * config.attention_out_multiplier
+    )
+    assert torch.equal(run.get("resid_pre", layer) + write, run.get("resid_mid", layer))
+    assert not run.has("attn_out_post", layer)
+    # The attention reads the normed resid_pre times attention_in_multiplier.
+    norm = run.hf.model.layers[layer].input_layernorm
+    with torch.no_grad():
+        expected_in = norm(run.get("resid_pre", layer)) * config.attention_in_multiplier
+    assert torch.equal(run.get("attn_in", layer), expected_in)
 
 
 def _check_stream_residual(run: Run, layer: int) -> None:
@@ -325,12 +349,21 @@ def test_softmax_of_scores_is_probs(runs: dict[str, Run], family: str) -> None:
         window = sliding_window(run.hf.config, layer)
         chunk = attention_chunk(run.hf.config, layer)
         visible = _visible(seq, window, chunk)
-        assert torch.equal(~_is_masked(scores), visible.expand_as(scores)), (
-            f"{family} layer {layer}: the masked entries are not the causal"
-            + (f" window-{window}" if window else "")
-            + (f" chunk-{chunk}" if chunk else "")
-            + " mask"
-        )
+        top_k = run.model.facts.index_topk
+        if top_k is not None:
+            # DeepSeek-V3.2's indexer keeps, of each query's visible keys, its top_k best.
+            kept = ~_is_masked(scores)
+            assert not bool((kept & ~visible).any()), f"{family} layer {layer}: a future key"
+            expected = visible.sum(-1).clamp(max=top_k).expand(kept.shape[:-1])
+            assert torch.equal(kept.sum(-1), expected), f"{family} layer {layer}: not top-{top_k}"
+            assert top_k < seq, "the test prompt must be longer than the indexer's top-k"
+        else:
+            assert torch.equal(~_is_masked(scores), visible.expand_as(scores)), (
+                f"{family} layer {layer}: the masked entries are not the causal"
+                + (f" window-{window}" if window else "")
+                + (f" chunk-{chunk}" if chunk else "")
+                + " mask"
+            )
         sinks = run.ref.sinks.get(layer)
         if sinks is None:
             assert torch.equal(torch.softmax(scores, dim=-1), probs), f"{family} layer {layer}"
@@ -351,7 +384,15 @@ def test_softmax_of_scores_is_probs(runs: dict[str, Run], family: str) -> None:
 # Families where z is not the probability-weighted sum of per-head values: MLA decompresses
 # values from a latent (no `value` point), DeepSeek-V4 reads one head as key and value and
 # un-rotates the output, DBRX clamps the values after the fused projection (no value point).
-_NO_VALUE_MIXING = {"deepseek_v2", "deepseek_v3", "deepseek_v4", "dbrx", *_ROUTED_HEADS}
+_NO_VALUE_MIXING = {
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "deepseek_v4",
+    "kimi_linear",
+    "dbrx",
+    *_ROUTED_HEADS,
+}
 
 
 @pytest.mark.parametrize("family", sorted(set(FAMILY_NAMES) - _NO_VALUE_MIXING))
@@ -381,16 +422,20 @@ def test_probs_mix_values_into_z(runs: dict[str, Run], family: str) -> None:
 def test_mlp_neurons_project_to_mlp_out(runs: dict[str, Run], family: str) -> None:
     run = _run(runs, family)
     dense = sorted(run.ref.mlp_modules)
+    # Falcon-H1 scales the gate before the activation and the down projection's output.
+    gate_scale, down_scale = getattr(run.hf.config, "mlp_multipliers", None) or (None, None)
     for layer in dense:
         act_fn, down = run.ref.mlp_modules[layer]
         pre = run.get("mlp_pre", layer)
         act = run.get("mlp_act", layer)
         with torch.no_grad():
-            if run.has("mlp_pre_linear", layer):
+            if gate_scale is not None:
+                expected_act = run.get("mlp_pre_linear", layer) * act_fn(pre * gate_scale)
+            elif run.has("mlp_pre_linear", layer):
                 expected_act = act_fn(pre) * run.get("mlp_pre_linear", layer)
             else:
                 expected_act = act_fn(pre)
-            projected = down(act)
+            projected = down(act) if down_scale is None else down(act) * down_scale
         assert torch.equal(act, expected_act), f"{family} layer {layer}: act(pre)[*up] != act"
         assert torch.equal(projected, run.get("mlp_out", layer)), f"{family} layer {layer}"
     for layer in sorted(run.ref.sparse_layers):

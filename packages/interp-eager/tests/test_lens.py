@@ -36,6 +36,8 @@ def _by_hand(m: EagerModel, residual: torch.Tensor) -> torch.Tensor:
             logits = logits / config["logits_scaling"]
         if config.get("logit_scale") is not None:
             logits = logits * config["logit_scale"]
+        if config.get("lm_head_multiplier") is not None:  # Falcon-H1
+            logits = logits * config["lm_head_multiplier"]
         if config.get("final_logit_softcapping") is not None:
             cap = config["final_logit_softcapping"]
             logits = torch.tanh(logits / cap) * cap

@@ -84,10 +84,12 @@ REQUIRED_FAMILIES = (
 # own resolution, and this inspector exists to check the facts against something independent).
 _ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention")
 # Hybrid trunks: delta-net (Qwen3-Next/3.5), Mamba (Bamba, Jamba), short convolution (LFM2).
-_LINEAR_MIXER_NAMES = ("linear_attn", "mamba", "conv")
-_MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn")
-_DOWN_NAMES = ("down_proj", "fc2", "c_proj", "fc_out", "dense_4h_to_h", "w2")
-_GATE_NAMES = ("gate_proj", "gate_up_proj", "w1")
+# Kimi Linear names its Kimi Delta Attention self_attn, like its MLA layers.
+_LINEAR_MIXER_NAMES = ("linear_attn", "mamba", "conv", "self_attn")
+# Granite-4.0-H's dense members: shared_mlp, with [gate | up] fused in input_linear.
+_MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn", "shared_mlp")
+_DOWN_NAMES = ("down_proj", "fc2", "c_proj", "fc_out", "dense_4h_to_h", "w2", "output_linear")
+_GATE_NAMES = ("gate_proj", "gate_up_proj", "w1", "input_linear")
 _ROUTER_NAMES = ("gate", "router")
 _QK_NORM_NAMES = (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm"))
 
@@ -240,8 +242,10 @@ def _q_width_from_weights(attn: torch.nn.Module, n_heads: int, head_dim: int) ->
 
 
 def _is_sparse(mlp: torch.nn.Module) -> bool:
-    # JetMoE stacks its experts' weights in input_linear / output_linear beside the router.
-    return hasattr(mlp, "experts") or hasattr(mlp, "input_linear")
+    # JetMoE stacks its experts' weights in input_linear / output_linear beside the router;
+    # Granite-4.0-H's dense shared_mlp has an input_linear too, but no router.
+    routed_linear = hasattr(mlp, "input_linear") and _child(mlp, _ROUTER_NAMES) is not None
+    return hasattr(mlp, "experts") or routed_linear
 
 
 def _router_experts(mlp: torch.nn.Module) -> tuple[int, int]:
@@ -347,6 +351,10 @@ _UNDECLARED_KEYWORDS = {
     # config states them and vLLM reads them.
     ("deepseek_v3", "topk_method"),
     ("deepseek_v3", "scoring_func"),
+    # Read by KimiLinearConfig's __post_init__ from its keyword arguments, as the published Kimi
+    # Linear config spells them (and vLLM reads linear_attn_config's layer lists).
+    ("kimi_linear", "linear_attn_config"),
+    ("kimi_linear", "first_k_dense_replace"),
 }
 
 
@@ -506,6 +514,10 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
             # A chunked layer's last query sees only the keys of its own chunk (Llama-4).
             assert facts.sliding_window is not None
             assert seen == (PROMPT_LEN - 1) % facts.sliding_window + 1 < PROMPT_LEN, index
+        elif facts.index_topk is not None:
+            # DeepSeek-V3.2: the indexer keeps the last query's top-k keys of all it sees.
+            assert facts.layer_kind(index) == "full"
+            assert seen == facts.index_topk < PROMPT_LEN, index
         else:
             assert facts.layer_kind(index) == "full"
             assert seen == PROMPT_LEN, index

@@ -1,14 +1,12 @@
-"""The benchmark's result documents: a run of some workloads merged beside the committed others,
-and the SAE workload's files readable by the SAE loader."""
+"""The benchmark's result documents (a run of some workloads merged beside the committed others)
+and the workloads other packages plug in."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from pathlib import Path
 
-import pytest
-
+from interp_validator.bench.plugins import run_plugin_workload
 from interp_validator.bench.results import BenchResult, Row
 
 
@@ -35,36 +33,7 @@ def test_a_merged_run_replaces_only_its_own_workloads() -> None:
     assert "| F | vllm (ours) | new |" in merged.markdown()
 
 
-def test_the_bench_sae_loads_at_the_middle_layer(tmp_path: Path) -> None:
-    pytest.importorskip("interp_sae")
-    import torch
-    from interp_sae import load_sae
-
-    from interp_validator.bench.sae_features import D_SAE, write_bench_sae
-
-    sae = load_sae(write_bench_sae(tmp_path / "sae", d_in=64, layer=4))
-    assert (str(sae.address), sae.d_in, sae.d_sae) == ("resid_post.4", 64, D_SAE)
-    acts = torch.randn(2, 3, 64, generator=torch.Generator().manual_seed(0))
-    firing = (sae.encode(acts) > 0).float().mean().item()
-    assert 0.2 < firing < 0.8  # a fair share of features fire: top-k is not all zeros
-
-
-def test_the_sae_rows_judge_only_the_worker_side_against_the_goal() -> None:
-    from interp_validator.bench.sae_features import GOAL, _rows
-
-    rows = _rows(
-        {"in-process client": 800.0, "in-process worker": 1000.0, "served client": 500.0,
-         "served worker": 750.0},
-        spread={"in-process": (0.9, 1.4), "served": (1.4, 1.6)},
-        layer=4,
-        worker_bytes={"in-process client": 262144.0, "in-process worker": 32768.0},
-        http_bytes={"served client": 262408.0, "served worker": 50433.0},
-    )  # fmt: skip
-    assert [(r.subject, r.variant.split(",")[0], r.ratio, r.goal) for r in rows] == [
-        ("vllm (ours)", "in-process: capture resid_post", 1.0, None),
-        ("vllm (ours)", "in-process: top-32 encoded in the worker", 1.25, GOAL),
-        ("vllm served (ours)", "served: capture resid_post", 1.0, None),
-        ("vllm served (ours)", "served: top-32 encoded on the server (/v1/features)", 1.5, GOAL),
-    ]
-    assert rows[1].note == "32,768 bytes out of the worker per request; ratio per round 0.90–1.40×"
-    assert rows[2].note == "262,408 bytes over HTTP per request"
+def test_an_absent_plugin_workload_is_reported_not_raised() -> None:
+    errors: dict[str, str] = {}
+    assert run_plugin_workload("Z", errors, folder=None) == []
+    assert errors["Z"].startswith("workload Z is not installed: pip install")

@@ -178,16 +178,21 @@ def _present(facts: ModelFacts) -> list[tuple[str, int | None]]:
     return keys
 
 
-def _eager_equivalent(key: tuple[str, int | None]) -> tuple[str, int | None]:
+def _eager_equivalent(key: tuple[str, int | None], facts: ModelFacts) -> tuple[str, int | None]:
     """The eager address whose add-steering means the same edit as `key` on vLLM.
 
     The eager backend writes resid_mid into the pre-MLP norm's input only, so the residual that
     skips the MLP keeps the unsteered value; on vLLM the fused add-norm forms the residual from
     the steered sum, so the whole stream moves. Adding at attn_out_post (the attention sublayer's
     residual write, which resid_mid sums in) is that whole-stream edit in the eager backend.
+    Where the block sums its mixers itself (Falcon-H1) there is no attn_out_post; the eager
+    resid_mid write lands in place in the tensor the block keeps as its residual, so it is the
+    whole-stream edit there.
     """
     name, layer = key
-    return ("attn_out_post", layer) if name == "resid_mid" else key
+    if name != "resid_mid" or absence_reason("attn_out_post", facts, layer) is not None:
+        return key
+    return ("attn_out_post", layer)
 
 
 def _reference(eager: InterpModel, tokens: torch.Tensor, facts: ModelFacts) -> Reference:
@@ -208,7 +213,7 @@ def _reference(eager: InterpModel, tokens: torch.Tensor, facts: ModelFacts) -> R
         vector = torch.randn(rows.shape[1:], generator=generator)
         # A visible push that keeps the tiny model in range: a tenth of the mean row norm.
         vector = vector / vector.norm() * 0.1 * rows.norm(dim=-1).mean().clamp(min=1e-3)
-        spec = SteeringSpec(_label(*_eager_equivalent(key)), vector, op="add")
+        spec = SteeringSpec(_label(*_eager_equivalent(key, facts)), vector, op="add")
         vectors[key] = vector
         steered[key] = capture([last], steering=[spec])[last][0]
     return Reference(reads, vectors, steered)

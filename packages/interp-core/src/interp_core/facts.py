@@ -25,6 +25,8 @@ Conventions the fields follow:
   `use_sliding_window: false` turns off).
 - `embedding_multiplier` is Granite's `embedding_multiplier`, or sqrt(d_model) on the Gemma
   family, which scales the embedding output by it (transformers rounds it to the model dtype).
+- `index_topk` is set on DeepSeek-V3.2 only: its attention is causal softmax attention (layer
+  kind "full") restricted, per query, to the keys its lightning indexer keeps.
 - `sandwich_norms` is True on Gemma-2/3, GLM-4, OLMo-2/3, EXAONE-4 and FlexOlmo; the last four
   have the post norms only, with no norm before attention or the MLP, which `post_norms_only`
   tells apart.
@@ -41,6 +43,7 @@ from typing import Any
 
 from interp_core import family_conventions as conventions
 from interp_core.errors import ConfigError, PointUnsupported
+from interp_core.layer_kind_reading import LayerKindReading, is_int
 
 __all__ = [
     "ATTENDING_LAYER_KINDS",
@@ -119,6 +122,12 @@ class ModelFacts:
     residual_multiplier: float | None = None  # scales each sublayer's write into the residual
     embedding_multiplier: float | None = None  # scales the embedding output (Gemma: sqrt(d_model))
     n_streams: int = 1  # hyper-connection residual streams (DeepSeek-V4 mHC); 1 = ordinary trunk
+    # DeepSeek-V3.2's sparse attention: each query attends to at most this many of its visible
+    # keys, the ones a lightning indexer scores highest (the rest are masked like future tokens).
+    index_topk: int | None = None
+    # Falcon-H1: a Mamba-2 mixer runs beside the attention on the same normed input in every
+    # layer; the block sums the two (each scaled) itself, so no module returns the mixer write.
+    ssm_beside_attention: bool = False
     max_position_embeddings: int | None = None
     torch_dtype: str | None = None  # the checkpoint's native dtype as the config states it
     extras: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -249,8 +258,17 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         residual_multiplier=reader.number("residual_multiplier"),
         embedding_multiplier=reader.embedding_multiplier(d_model),
         n_streams=reader.n_streams(),
+        index_topk=reader.positive_int("the indexer's top-k", "index_topk")
+        if model_type in conventions.INDEXED_ATTENTION_TYPES
+        else None,
+        ssm_beside_attention=model_type in conventions.PARALLEL_SSM_TYPES,
         max_position_embeddings=reader.optional_int(
-            "max_position_embeddings", "n_positions", "max_sequence_length", "max_seq_len"
+            # Kimi Linear saves its context length as `model_max_length`.
+            "max_position_embeddings",
+            "n_positions",
+            "max_sequence_length",
+            "max_seq_len",
+            "model_max_length",
         ),
         torch_dtype=reader.torch_dtype(),
         # A copy, so later edits to the caller's dict do not change facts already read.
@@ -258,11 +276,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
     )
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-class _Reader:
+class _Reader(LayerKindReading):
     """Looks keys up in the text model's config, then in its family's class defaults."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -327,7 +341,7 @@ class _Reader:
         return float(value)
 
     def _checked_int(self, key: str, value: Any, what: str, minimum: int) -> int:
-        if not _is_int(value) or value < minimum:
+        if not is_int(value) or value < minimum:
             bound = "a positive" if minimum == 1 else "a non-negative"
             message = (
                 f"`{key}` is {value!r} in the {self.model_type} config, which cannot be {what}: "
@@ -402,7 +416,7 @@ class _Reader:
                 key, value = self.get("num_kv_heads", "n_head_kv", "kv_n_heads")
         if key is None:
             return n_heads
-        if not _is_int(value) or value <= 0 or n_heads % value:
+        if not is_int(value) or value <= 0 or n_heads % value:
             message = (
                 f"`{key}` is {value!r} in the {self.model_type} config: it must be a positive "
                 f"integer dividing the {n_heads} attention heads, since each K/V head serves a "
@@ -463,104 +477,6 @@ class _Reader:
         )
 
     # --- layer kinds -------------------------------------------------------------------------
-    def layer_kinds(self, n_layers: int) -> tuple[str, ...]:
-        _, layer_types = self.get("layer_types")
-        if layer_types is not None:
-            return self._named_layer_kinds(layer_types, n_layers)
-        if self.get("attn_layer_indices")[0] is not None:
-            # Bamba: softmax attention at the listed layers, Mamba-2 mixers everywhere else.
-            attends = self._layer_indices("attn_layer_indices", n_layers)
-            return tuple("full" if i in attends else "mamba" for i in range(n_layers))
-        if self.get("attn_layer_period")[0] is not None:
-            # Jamba: every `attn_layer_period`-th layer from `attn_layer_offset` attends.
-            period = self.positive_int("the attention-layer period", "attn_layer_period")
-            offset = self.optional_int("attn_layer_offset", minimum=0) or 0
-            return tuple("full" if i % period == offset else "mamba" for i in range(n_layers))
-        if self.get("full_attn_idxs")[0] is not None:
-            # LFM2 (older configs): attention at the listed layers, short convolutions elsewhere.
-            attends = self._layer_indices("full_attn_idxs", n_layers)
-            return tuple("full" if i in attends else "conv" for i in range(n_layers))
-        if self.model_type == "llama4_text":
-            return self._llama4_layer_kinds(n_layers)
-        if self.model_type == "minimax":
-            # MiniMax's config class, without layer_types: softmax on even layers, lightning
-            # (linear) attention on odd ones.
-            return tuple("full" if i % 2 == 0 else "linear_attention" for i in range(n_layers))
-        if self.model_type == "gemma2":
-            # Gemma-2 alternates, starting with a sliding layer.
-            return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
-        _, pattern = self.get("sliding_window_pattern")
-        if isinstance(pattern, str) and pattern and set(pattern) <= {"L", "G"}:
-            # EXAONE-4 spells the pattern out, one letter per layer, repeated: "LLLG" is three
-            # local (sliding) layers, then a global one.
-            return tuple(
-                "sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(n_layers)
-            )
-        if self.get("sliding_window_pattern", "_sliding_window_pattern")[0] is not None:
-            # Gemma-3 / Cohere-2: every `pattern`-th layer, counted from 1, is global.
-            pattern = self.positive_int(
-                "the sliding-window pattern", "sliding_window_pattern", "_sliding_window_pattern"
-            )
-            return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(n_layers))
-        if self.get("full_attention_interval")[0] is not None:
-            # Qwen3-Next: every `interval`-th layer, counted from 1, is softmax attention; the
-            # rest are gated delta-net layers.
-            interval = self.positive_int("the full-attention interval", "full_attention_interval")
-            return tuple(
-                "full" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)
-            )
-        window_stated = self.get("sliding_window")[0] is not None
-        use_window = self.cfg.get("use_sliding_window")
-        if window_stated and use_window is not False:
-            if self.model_type not in conventions.WINDOW_FROM_MAX_LAYERS_TYPES:
-                return ("sliding",) * n_layers
-            if use_window:
-                first = self.optional_int("max_window_layers", minimum=0) or 0
-                return tuple("sliding" if i >= first else "full" for i in range(n_layers))
-        return ("full",) * n_layers
-
-    def _llama4_layer_kinds(self, n_layers: int) -> tuple[str, ...]:
-        # Llama-4 configs without `layer_types`: the rotary layers (a 1 in `no_rope_layers`,
-        # else all but every `no_rope_layer_interval`-th) attend within chunks of
-        # `attention_chunk_size`, the NoPE layers globally; no chunk size means no chunking.
-        _, flags = self.get("no_rope_layers")
-        if flags:
-            ropes = [bool(flag) for flag in self._per_layer_list(flags, "no_rope_layers", n_layers)]
-        else:
-            interval = self.optional_int("no_rope_layer_interval") or 4
-            ropes = [(i + 1) % interval != 0 for i in range(n_layers)]
-        chunked = self.get("attention_chunk_size")[1] is not None
-        return tuple("chunked" if rope and chunked else "full" for rope in ropes)
-
-    def _named_layer_kinds(self, layer_types: Any, n_layers: int) -> tuple[str, ...]:
-        names = self._per_layer_list(layer_types, "layer_types", n_layers)
-        kinds = []
-        for layer, name in enumerate(names):
-            kind = conventions.LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
-            if kind is None:
-                known = ", ".join(sorted(conventions.LAYER_TYPE_NAMES))
-                message = (
-                    f"`layer_types[{layer}]` is {name!r}, a layer kind interp-core does not "
-                    f"know, so which points exist on that layer is unknown: known names are "
-                    f"{known}. Fix the entry, or teach interp_core.facts the new kind"
-                )
-                raise ConfigError(message)
-            kinds.append(kind)
-        return tuple(kinds)
-
-    def _per_layer_list(self, value: Any, key: str, n_layers: int) -> list[Any]:
-        if isinstance(value, str) or not isinstance(value, Sequence):
-            message = f"`{key}` is {value!r}, not a list: it needs one entry per layer. Fix `{key}`"
-            raise ConfigError(message)
-        if len(value) != n_layers:
-            message = (
-                f"`{key}` has {len(value)} entries but the {self.model_type} config has "
-                f"{n_layers} layers: each layer needs exactly one. Fix `{key}` or "
-                f"`num_hidden_layers`"
-            )
-            raise ConfigError(message)
-        return list(value)
-
     def sliding_window(self) -> int | None:
         return self.optional_int("sliding_window", "attention_chunk_size")
 
@@ -569,13 +485,16 @@ class _Reader:
         if moe is not None and len(moe.sparse_layers) == n_layers:
             return 0
         # Llama-4 states its dense width apart: intermediate_size is one expert's there.
-        keys = (
+        keys: tuple[str, ...] = (
             "intermediate_size_mlp",
             "intermediate_size",
             "n_inner",
             "ffn_dim",
             "ffn_hidden_size",
         )
+        own_key = conventions.DENSE_MLP_WIDTH_KEYS.get(self.model_type)
+        if own_key is not None:
+            keys = (own_key,)
         if self.get(*keys)[0] is not None:
             width = self.positive_int("the MLP width", *keys)
             if self.get("block_auto_adjust_ff_dim")[1]:
@@ -587,7 +506,7 @@ class _Reader:
         tried = ", ".join(f"`{k}`" for k in keys)
         message = (
             f"the {self.model_type} config states the MLP width under none of {tried}, and the "
-            f"family has no default width. Add `intermediate_size`"
+            f"family has no default width. Add `{keys[0]}`"
         )
         raise ConfigError(message)
 
@@ -721,7 +640,7 @@ class _Reader:
             message = f"`{key}` is {value!r}, not a list of layer indices. Fix `{key}`"
             raise ConfigError(message)
         for index in value:
-            if not _is_int(index) or not 0 <= index < n_layers:
+            if not is_int(index) or not 0 <= index < n_layers:
                 message = (
                     f"`{key}` names layer {index!r}, but this config's layers run "
                     f"0..{n_layers - 1}. Fix `{key}`"

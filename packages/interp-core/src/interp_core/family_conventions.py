@@ -14,12 +14,17 @@ __all__ = [
     "BIASED_TYPES",
     "CLASS_DEFAULTS",
     "DENSE_MLP_NAMES",
+    "DENSE_MLP_WIDTH_KEYS",
     "GATED_ATTN_OUTPUT_TYPES",
+    "INDEXED_ATTENTION_TYPES",
+    "INLINE_SHARED_MLP_TYPES",
     "LAYER_TYPE_NAMES",
+    "LAYER_TYPE_NAMES_BY_FAMILY",
     "LEARNED_POSITION_TYPES",
     "NESTED_CONFIG_KEYS",
     "NORMED_SKIP_TYPES",
     "PARALLEL_BY_DEFAULT",
+    "PARALLEL_SSM_TYPES",
     "POST_NORM_ONLY_TYPES",
     "QK_NORM_AFTER_ROPE_TYPES",
     "QK_NORM_TYPES",
@@ -63,6 +68,7 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "gpt_oss": {"sliding_window": 128},
     "qwen3_next": {"full_attention_interval": 4},
+    "deepseek_v32": {"index_topk": 2048},
 }
 
 # `tie_word_embeddings` when the config leaves it out is the config class's own default; families
@@ -76,8 +82,10 @@ UNTIED_BY_DEFAULT = frozenset(
         "dbrx",
         "deepseek_v2",
         "deepseek_v3",
+        "deepseek_v32",
         "dots1",
         "exaone4",
+        "falcon_h1",
         "flex_olmo",
         "glm",
         "glm4",
@@ -87,10 +95,12 @@ UNTIED_BY_DEFAULT = frozenset(
         "gptj",
         "granite",
         "granitemoe",
+        "granitemoehybrid",
         "helium",
         "hunyuan_v1_dense",
         "hunyuan_v1_moe",
         "jamba",
+        "kimi_linear",
         "llama",
         "llama4_text",
         "minimax",
@@ -207,6 +217,15 @@ ROUTER_OUTPUT_LAYOUTS: dict[str, str] = {"llama4_text": "scores-logits", "jetmoe
 # output projections, so attention head h is a different expert's head at each token.
 ROUTED_ATTENTION_TYPES = frozenset({"jetmoe"})
 
+# Families whose sparse layers sum the routed experts and a shared MLP inline in the decoder block
+# (Granite-4.0-H: `block_sparse_moe(x) + shared_mlp(x)`), so no module returns the MLP's output.
+INLINE_SHARED_MLP_TYPES = frozenset({"granitemoehybrid"})
+
+# The key holding the dense MLP's width where it is not `intermediate_size`: Granite-4.0-H's
+# dense members build only `shared_mlp`, of `shared_intermediate_size`, and leave
+# `intermediate_size` (the routed experts' width) at a value no layer uses.
+DENSE_MLP_WIDTH_KEYS: dict[str, str] = {"granitemoehybrid": "shared_intermediate_size"}
+
 # Norms on the sublayer outputs, inside the residual branch.
 SANDWICH_NORM_TYPES = frozenset(
     {"exaone4", "flex_olmo", "gemma2", "gemma3", "gemma3_text", "glm4", "olmo2", "olmo3"}
@@ -218,8 +237,15 @@ SQRT_EMBED_SCALE_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", 
 
 # An output gate multiplies the attention result before o_proj.
 GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_5_moe_text", "qwen3_5_text", "qwen3_next"})
+# DeepSeek Sparse Attention: a lightning indexer scores every visible key and each query attends
+# only to the `index_topk` best (DeepSeek-V3.2), on every layer.
+INDEXED_ATTENTION_TYPES = frozenset({"deepseek_v32"})
 # Attention whose keys and values are one projected tensor (K = V), so no value projection exists.
 SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
+
+# A Mamba-2 mixer beside the attention in every layer, reading the same normed input, the two
+# outputs scaled and summed inside the block before the residual add (Falcon-H1).
+PARALLEL_SSM_TYPES = frozenset({"falcon_h1"})
 
 # Families that slide only from `max_window_layers` on, and only with `use_sliding_window`; every
 # other family that states a window slides on every layer (Mistral, Phi-3, Starcoder2).
@@ -240,12 +266,21 @@ LAYER_TYPE_NAMES: dict[str, str] = {
     "attention": "full",
     "sliding_attention": "sliding",
     "chunked_attention": "chunked",
+    # DeepSeek-V3.2's sparse attention: causal softmax attention over the keys its lightning
+    # indexer keeps (`ModelFacts.index_topk` of them); the cache holds every token, as "full".
+    "indexed_attention": "full",
     "linear_attention": "linear_attention",
     "recurrent": "recurrent",
     "mamba": "mamba",
     "mamba2": "mamba",
     "conv": "conv",
     "short_conv": "conv",
+}
+
+# Where a family's `layer_types` name means something narrower than LAYER_TYPE_NAMES says:
+# transformers 5 spells Granite-4.0-H's Mamba-2 layers `linear_attention`.
+LAYER_TYPE_NAMES_BY_FAMILY: dict[str, dict[str, str]] = {
+    "granitemoehybrid": {"linear_attention": "mamba"},
 }
 
 # Names configs use in `mlp_layer_types`.

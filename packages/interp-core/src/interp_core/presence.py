@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from interp_core.errors import PointUnsupported
-from interp_core.family_conventions import QK_NORM_AFTER_ROPE_TYPES
+from interp_core.family_conventions import INLINE_SHARED_MLP_TYPES, QK_NORM_AFTER_ROPE_TYPES
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -194,6 +194,18 @@ def _needs_additive_residual(spec: PointLike, facts: ModelFacts) -> Absence | No
     )
 
 
+def _needs_single_mixer(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if not facts.ssm_beside_attention:
+        return None
+    return Absence(
+        f"{facts.architecture} runs a Mamba-2 mixer beside the attention in every layer and "
+        "adds attn_out × attention_out_multiplier + the mixer's output × ssm_out_multiplier to "
+        "the residual, summed inside the decoder block, so no module returns that write",
+        "read attn_out for the attention's own output, path.model.layers.<L>.mamba for the "
+        "Mamba-2 mixer's, or resid_mid minus resid_pre for their scaled sum",
+    )
+
+
 def _needs_gated_mlp(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.gated_mlp:
         return None
@@ -300,6 +312,38 @@ _SPARSE = _LayerRule(
     nowhere=lambda spec, facts: Absence(f"{facts.architecture} has no routed layers"),
 )
 
+
+def _whole_mlp_module(facts: ModelFacts, layer: int) -> bool:
+    return facts.model_type not in INLINE_SHARED_MLP_TYPES or not facts.is_sparse(layer)
+
+
+def _inline_sum_instead(spec: PointLike, facts: ModelFacts) -> str:
+    where = _where(facts, lambda layer: _whole_mlp_module(facts, layer))
+    tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
+    return (
+        "read resid_mid and resid_post (their difference is the MLP's residual write), or "
+        "path.model.layers.<L>.block_sparse_moe and path.model.layers.<L>.shared_mlp for the "
+        f"two terms{tail}"
+    )
+
+
+_INLINE_SUM_WHY = (
+    "adds its routed experts (block_sparse_moe) and its shared MLP (shared_mlp) inside the decoder "
+    "block, so no module returns the MLP's output and the backends have no tensor to read"
+)
+_WHOLE_MLP = _LayerRule(
+    present=_whole_mlp_module,
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} {_INLINE_SUM_WHY}; {spec.name} does not exist "
+        "there",
+        _inline_sum_instead(spec, facts),
+    ),
+    nowhere=lambda spec, facts: Absence(
+        f"every layer of {facts.architecture} {_INLINE_SUM_WHY}; {spec.name} does not exist",
+        _inline_sum_instead(spec, facts),
+    ),
+)
+
 _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None], ...]] = {
     "q_norm_in": (_needs_qk_norm,),
     "q_norm_out": (_needs_qk_norm,),
@@ -308,7 +352,7 @@ _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None],
     "value": (_needs_no_mla, _needs_unclipped_value),
     "attn_gate": (_needs_gated_attn,),
     "resid_mid": (_needs_sequential, _needs_additive_residual),
-    "attn_out_post": (_needs_additive_residual,),
+    "attn_out_post": (_needs_additive_residual, _needs_single_mixer),
     "mlp_out_post": (_needs_additive_residual,),
     "attn_scores": (_needs_fixed_heads,),
     "attn_probs": (_needs_fixed_heads,),
@@ -334,6 +378,8 @@ _LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
             "attn_gate",
         )
     },
+    "mlp_out": (_WHOLE_MLP,),
+    "mlp_out_post": (_WHOLE_MLP,),
     "mlp_pre": (_DENSE,),
     "mlp_pre_linear": (_DENSE,),
     "mlp_act": (_DENSE,),

@@ -52,11 +52,14 @@ QKV_PROJS = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv")
 KV_PROJS = ("kv_proj",)
 # DeepSeek-V4 projects out in two steps; z is the input of the first (o_a_proj).
 O_PROJS = ("o_proj", "c_proj", "out_proj", "dense", "o_a_proj")
-MLPS = ("mlp", "feed_forward", "ffn", "block_sparse_moe")
+# Granite-4.0-H's dense members hold only `shared_mlp`; its MoE members hold both, and the routed
+# `block_sparse_moe` is the MLP whose input is mlp_in (the registry refuses their mlp_out).
+MLPS = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "shared_mlp")
 GATE_PROJS = ("gate_proj", "w1")
 UP_PROJS = ("up_proj", "c_fc", "dense_h_to_4h", "fc_in", "fc1", "w3")
-DOWN_PROJS = ("down_proj", "c_proj", "dense_4h_to_h", "fc_out", "fc2", "w2")
-GATE_UP_PROJS = ("gate_up_proj",)
+DOWN_PROJS = ("down_proj", "c_proj", "dense_4h_to_h", "fc_out", "fc2", "w2", "output_linear")
+# Granite-4.0-H's shared_mlp fuses [gate | up] into `input_linear`.
+GATE_UP_PROJS = ("gate_up_proj", "input_linear")
 ROUTERS = ("gate", "router")
 EXPERTS = ("experts",)
 # DBRX nests its attention between its two norms in one sub-module of the block.

@@ -33,6 +33,7 @@ from types import MappingProxyType
 
 from interp_testmodels.config_parts import DROP, IDS, INIT_RANGE, FamilySpec, decoder, gpt
 from interp_testmodels.configs_2026 import SPECS_2026
+from interp_testmodels.configs_hybrid import HYBRID_SPECS
 from interp_testmodels.configs_recent import RECENT_SPECS
 from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
@@ -520,7 +521,7 @@ _SPECS: tuple[FamilySpec, ...] = (
 )
 
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
-    {spec.name: spec for spec in (*_SPECS, *RECENT_SPECS, *SPECS_2026)}
+    {spec.name: spec for spec in (*_SPECS, *RECENT_SPECS, *SPECS_2026, *HYBRID_SPECS)}
 )
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 

@@ -75,7 +75,7 @@ def scaling_for(config: Mapping[str, Any], layer: int) -> tuple[str, float]:
     kind = facts.model_type
     if config.get("query_pre_attn_scalar") is not None and "gemma" in kind:  # VaultGemma too
         return "mul", float(config["query_pre_attn_scalar"]) ** -0.5
-    if kind in {"granite", "granitemoe", "granitemoeshared"}:
+    if kind in {"granite", "granitemoe", "granitemoeshared", "granitemoehybrid"}:
         return "mul", float(config.get("attention_multiplier", facts.head_dim**-0.5))
     if kind == "gpt2":
         divisor = math.sqrt(facts.head_dim) if config.get("scale_attn_weights", True) else 1.0

