@@ -961,3 +961,19 @@ def test_in_a_browser_code_fits_the_column_and_labels_are_legible(
     assert found["/reference/points/"]["what_width"] >= 250  # was squeezed to ~130 px
     for page in ("/reference/points/resid_post/", "/reference/architectures/gemma2/"):
         assert found[page]["min_label_px"] is not None and found[page]["min_label_px"] >= 9, page
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        ("falcon_h1", "a Mamba-2 mixer beside the attention"),
+        ("minimax", "alpha·(its normed input) + beta·(its output)"),
+        ("gptj", "parallel"),
+        ("llama", "sequential"),
+    ],
+)
+def test_each_architecture_page_says_how_its_block_combines(key: str, words: str) -> None:
+    from docsgen.page_parts import trait_rows
+
+    family = next(f for f in families() if f.key == key)
+    assert words in dict(trait_rows(family.facts))["block"]

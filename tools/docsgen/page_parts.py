@@ -153,14 +153,6 @@ def address_example(spec: PointSpec, facts: ModelFacts | None = None) -> str:
 
 
 # --- traits -------------------------------------------------------------------------------------
-def _block(f: ModelFacts) -> str:
-    if f.parallel_attn_mlp:
-        return "parallel: attention and MLP read the same input"
-    if f.ssm_beside_attention:
-        return "sequential, with a Mamba-2 mixer beside the attention (both read the normed input)"
-    return "sequential"
-
-
 def _attention_kind(f: ModelFacts) -> str:
     if f.mla is not None:
         m = f.mla
@@ -191,6 +183,8 @@ def _norms(f: ModelFacts) -> str:
 def _block(f: ModelFacts) -> str:
     if f.parallel_attn_mlp:
         return "parallel: attention and MLP read the same input"
+    if f.ssm_beside_attention:
+        return "sequential, with a Mamba-2 mixer beside the attention (both read the normed input)"
     if f.normed_skip:
         return "sequential; each sublayer leaves alpha·(its normed input) + beta·(its output)"
     return "sequential"
