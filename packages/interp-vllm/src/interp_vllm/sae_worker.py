@@ -36,7 +36,7 @@ from interp_core.errors import CapabilityUnsupported, InvalidArgument
 if TYPE_CHECKING:
     from interp_sae import SAE
 
-__all__ = ["SAEWorkerMixin", "bytes_moved", "collect_features", "decode_features"]
+__all__ = ["SAEWorkerMixin", "collect_features", "decode_features"]
 
 Chunk = tuple[torch.Tensor, dict[str, tuple[torch.Tensor, torch.Tensor]]]
 
@@ -166,8 +166,3 @@ def decode_features(answer: dict[str, dict[str, Any]]) -> dict[tuple[str, str], 
         for key, per_name in answer.items()
         for name, part in per_name.items()
     }
-
-
-def bytes_moved(rows: int, k: int, width: int, itemsize: int) -> dict[str, int]:
-    """Bytes leaving the worker for `rows` tokens: top-k (worker-side) vs the activations."""
-    return {"worker_side": rows * k * (4 + 4), "capture_then_encode": rows * width * itemsize}

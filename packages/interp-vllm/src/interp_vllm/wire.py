@@ -173,14 +173,13 @@ async def collect(
         raise CapabilityUnsupported.build(msg, "; ".join(errors), INSTEAD)
     # Each key comes from the ranks that hold its layer: every rank under tensor parallelism
     # alone, the owning stage's ranks (in tensor-parallel order) under pipeline parallelism.
-    holders: dict[str, list[dict[str, Any]]] = {}
     held_rows: dict[str, list[Any]] = {}
+    positions: dict[str, list[int]] = {}
     for answer, rows_of in zip(answers, unpacked, strict=True):
         for key, rows in rows_of.items():
-            holders.setdefault(key, []).append(answer)
             held_rows.setdefault(key, []).append(rows)
+            positions.setdefault(key, answer["positions"][key])
     captured = {key: _gather(key, ranks, facts) for key, ranks in held_rows.items()}
-    positions = {key: held[0]["positions"][key] for key, held in holders.items()}
     lens = {key: block for a in reversed(answers) for key, block in a["lens"].items()}
     features = {k: v for a in reversed(answers) for k, v in a.get("features", {}).items()}
     merged = {"captured": captured, "positions": positions, "lens": lens, "features": features}

@@ -124,16 +124,15 @@ class _Request:
             self.refusal = {"error": type(error).__name__, "message": str(error)}
 
     def keep(
-        self, key: str, where: torch.Tensor, rows: torch.Tensor, host: torch.Tensor | None = None
+        self, key: str, where: torch.Tensor, rows: torch.Tensor, copied: torch.Tensor | None
     ) -> None:
         """Keep rows read at `key` (at absolute positions `where`) for capture and/or the lens.
 
-        `host` is the same rows already copied to the CPU for this request's own keeping (the
-        static taps copy a whole step's rows once and hand each request its slice).
+        `copied` is this request's CPU copy of `rows` (the step's capturing requests share one
+        copy per key), given whenever `key` is captured; the lens keeps `rows` on the device.
         """
         if key in self.capture:
-            kept = rows.detach().to("cpu", copy=True) if host is None else host
-            self.rows.setdefault(key, []).append((where, kept))
+            self.rows.setdefault(key, []).append((where, copied))
         if key in self.lens:
             self.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
 
@@ -468,35 +467,28 @@ class InterpWorkerExtension(SAEWorkerMixin):
     def _interp_keep_step(
         self, step: _Step, key: str, readers: list[_Segment], value: torch.Tensor
     ) -> None:
-        """Keep each reading request's rows of this step's `value` at `key`.
+        """Keep each reading request's rows of this step's `value` at `key`: raw (capture, lens)
+        and SAE top-k (features).
 
-        The captured rows leave the device in one copy per key and step (each request keeps its
-        slice of it), not one per request: on a GPU that is one transfer instead of one per
-        request, on a CPU one copy instead of many small ones.
+        The capturing requests' rows leave the device in one copy per key and step, each request
+        keeping its slice of it: on a GPU one transfer instead of one per request, on a CPU one
+        copy instead of many small ones. A slice keeps that copy alive until its own request is
+        collected, so a step's captured rows are freed with the last of its requests.
         """
-        low, high = min(s.start for s in readers), max(s.stop for s in readers)
-        host = None
-        if any(key in s.request.capture for s in readers):
-            host = value[low:high].detach().to("cpu", copy=True)
+        capturing = [s for s in readers if key in s.request.capture]
+        copies: dict[int, torch.Tensor] = {}
+        if capturing:
+            host = torch.cat([value[s.start : s.stop] for s in capturing]).detach().to("cpu")
+            parts = host.split([s.stop - s.start for s in capturing])
+            copies = {id(s): part for s, part in zip(capturing, parts, strict=True)}
         for segment in readers:
             part = slice(segment.start, segment.stop)
-            mine = None if host is None else host[part.start - low : part.stop - low]
-            self._interp_keep(segment.request, key, step.positions[part], value[part], mine)
-
-    def _interp_keep(
-        self,
-        request: _Request,
-        key: str,
-        where: torch.Tensor,
-        rows: torch.Tensor,
-        host: torch.Tensor | None = None,
-    ) -> None:
-        """Keep one request's rows at `key`: raw (capture, lens) and SAE top-k (features)."""
-        request.keep(key, where, rows, host)
-        wanted = request.features.get(key)
-        if wanted:
-            encoded = self.interp_sae_encode_rows(wanted, rows)
-            request.feature_rows.setdefault(key, []).append((where.clone(), encoded))
+            request, rows, where = segment.request, value[part], step.positions[part]
+            request.keep(key, where, rows, copies.get(id(segment)))
+            wanted = request.features.get(key)
+            if wanted:
+                encoded = self.interp_sae_encode_rows(wanted, rows)
+                request.feature_rows.setdefault(key, []).append((where.clone(), encoded))
 
     def _interp_deltas(
         self, step: _Step, key: str, segments: list[_Segment], value: torch.Tensor
