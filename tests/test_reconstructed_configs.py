@@ -20,13 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
 
+import transformers  # noqa: E402  (the workspace installs it; its absence must fail, not skip)
+
 from interp_core.known_models import (  # noqa: E402
     config_provenance,
     known_model_ids,
     load_known_config,
 )
-
-transformers = pytest.importorskip("transformers")
 
 RECORDED = sorted(m for m in known_model_ids() if config_provenance(m) is not None)
 

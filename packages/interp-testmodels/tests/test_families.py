@@ -84,8 +84,8 @@ REQUIRED_FAMILIES = (
 # own resolution, and this inspector exists to check the facts against something independent).
 _ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention")
 # Hybrid trunks: delta-net (Qwen3-Next/3.5), Mamba (Bamba, Jamba), short convolution (LFM2).
-# Kimi Linear names its Kimi Delta Attention self_attn, like its MLA layers.
-_LINEAR_MIXER_NAMES = ("linear_attn", "mamba", "conv", "self_attn")
+# (MiniMax's lightning and Kimi Linear's delta attention sit under self_attn: _is_linear_attention.)
+_LINEAR_MIXER_NAMES = ("linear_attn", "mamba", "conv")
 # Granite-4.0-H's dense members: shared_mlp, with [gate | up] fused in input_linear.
 _MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn", "shared_mlp")
 _DOWN_NAMES = ("down_proj", "fc2", "c_proj", "fc_out", "dense_4h_to_h", "w2", "output_linear")
@@ -137,8 +137,8 @@ class Loaded:
     def _keep_probs(self, index: int) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
             probs = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-            if _is_lightning(module):
-                probs = None  # MiniMax's lightning attention returns its K^T V state instead
+            if _is_linear_attention(module):
+                probs = None  # e.g. MiniMax's lightning attention returns its K^T V state instead
             self.attn_probs[index] = probs.detach() if isinstance(probs, torch.Tensor) else None
 
         return hook
@@ -171,10 +171,10 @@ def _attention(layer: torch.nn.Module) -> torch.nn.Module | None:
     return _child(holder if holder is not None else layer, _ATTN_NAMES)
 
 
-def _is_lightning(mixer: Any) -> bool:
-    # MiniMax keeps its lightning (linear) attention under self_attn; its per-head decay rates
-    # tell it from softmax attention.
-    return mixer is not None and hasattr(mixer, "slope_rate")
+def _is_linear_attention(mixer: Any) -> bool:
+    # Linear attention kept under the softmax mixer's name, self_attn: MiniMax's lightning
+    # attention (its per-head decay rates) and Kimi Linear's delta attention (its forget gate).
+    return mixer is not None and (hasattr(mixer, "slope_rate") or hasattr(mixer, "forget_gate"))
 
 
 def _child(module: torch.nn.Module, names: tuple[str, ...]) -> torch.nn.Module | None:
@@ -490,7 +490,8 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         attn = _attention(layer)
         probs = loaded.attn_probs.get(index)
         if probs is None:
-            assert _child(layer, _LINEAR_MIXER_NAMES) is not None or _is_lightning(attn), index
+            linear = _child(layer, _LINEAR_MIXER_NAMES) is not None or _is_linear_attention(attn)
+            assert linear, index
             assert not facts.attends(index), index
             continue
         assert facts.attends(index), index

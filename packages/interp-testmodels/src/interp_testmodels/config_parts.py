@@ -56,6 +56,27 @@ class FamilySpec:
 # Marks a shared key that a family's config must not receive at all.
 DROP = object()
 IDS = {"bos_token_id": BOS_TOKEN_ID, "eos_token_id": EOS_TOKEN_ID, "pad_token_id": PAD_TOKEN_ID}
+# DeepSeek-V3's multi-head latent attention and routing, tiny, shared by deepseek_v3 and
+# deepseek_v32 (which adds its indexer): q through a rank-32 bottleneck; DeepSeek-V3's own kv
+# latent (512 + 64 rope = 576), wider than the residual stream, because vLLM's CPU MLA kernel is
+# compiled for a 576-wide latent only; layer 0 dense, 4 experts of 64 in 2 groups, top-2.
+DEEPSEEK_V3_MLA_MOE: dict[str, Any] = {
+    "num_hidden_layers": 3,
+    "num_key_value_heads": 4,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 32,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 32,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_group": 2,
+    "topk_group": 1,
+    "n_shared_experts": 1,
+    "moe_intermediate_size": 64,
+    "first_k_dense_replace": 1,
+    "routed_scaling_factor": 2.5,
+}
 
 
 def decoder(**overrides: Any) -> dict[str, Any]:

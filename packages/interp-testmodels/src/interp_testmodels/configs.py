@@ -31,7 +31,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from interp_testmodels.config_parts import DROP, IDS, INIT_RANGE, FamilySpec, decoder, gpt
+from interp_testmodels.config_parts import (
+    DEEPSEEK_V3_MLA_MOE,
+    DROP,
+    IDS,
+    INIT_RANGE,
+    FamilySpec,
+    decoder,
+    gpt,
+)
 from interp_testmodels.configs_2026 import SPECS_2026
 from interp_testmodels.configs_hybrid import HYBRID_SPECS
 from interp_testmodels.configs_recent import RECENT_SPECS
@@ -431,23 +439,7 @@ _SPECS: tuple[FamilySpec, ...] = (
         "deepseek_v3",
         "deepseek_v3",
         decoder(
-            num_hidden_layers=3,
-            num_key_value_heads=4,
-            q_lora_rank=32,
-            # DeepSeek-V3's own latent (512 + 64 rope = 576), wider than the residual stream:
-            # vLLM's CPU MLA kernel is compiled for a 576-wide latent only.
-            kv_lora_rank=512,
-            qk_nope_head_dim=32,
-            qk_rope_head_dim=64,
-            v_head_dim=32,
-            n_routed_experts=4,
-            num_experts_per_tok=2,
-            n_group=2,
-            topk_group=1,
-            n_shared_experts=1,
-            moe_intermediate_size=64,
-            first_k_dense_replace=1,
-            routed_scaling_factor=2.5,
+            **DEEPSEEK_V3_MLA_MOE,
             # What transformers always does for V3, stated as the published config states it:
             # vLLM reads these two and otherwise routes with softmax and no correction bias.
             topk_method="noaux_tc",
@@ -526,5 +518,5 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
 # Families the installed transformers cannot build or run on this CPU, with the exact error, and
-# the substitute standing in for each. Empty: all 64 run with transformers 5.19 on torch 2.13 CPU.
+# the substitute standing in for each. Empty: all 68 run with transformers 5.19 on torch 2.13 CPU.
 UNAVAILABLE: Mapping[str, str] = MappingProxyType({})

@@ -9,7 +9,7 @@ these after `interp_testmodels.configs_recent`, so `FAMILY_NAMES` lists them in 
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import DROP, FamilySpec, decoder
+from interp_testmodels.config_parts import DEEPSEEK_V3_MLA_MOE, DROP, FamilySpec, decoder
 
 __all__ = ["HYBRID_SPECS"]
 
@@ -81,23 +81,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "deepseek_v32",
         "deepseek_v32",
         decoder(
-            num_hidden_layers=3,
-            num_key_value_heads=4,
-            q_lora_rank=32,
-            # DeepSeek-V3's latent width, as in the deepseek_v3 family (vLLM's CPU MLA kernel
-            # is compiled for a 576-wide latent only).
-            kv_lora_rank=512,
-            qk_nope_head_dim=32,
-            qk_rope_head_dim=64,
-            v_head_dim=32,
-            n_routed_experts=4,
-            num_experts_per_tok=2,
-            n_group=2,
-            topk_group=1,
-            n_shared_experts=1,
-            moe_intermediate_size=64,
-            first_k_dense_replace=1,
-            routed_scaling_factor=2.5,
+            **DEEPSEEK_V3_MLA_MOE,
             # The lightning indexer: 16 heads of 96 (64 rotated, 32 not) keep the 4 best-scoring
             # visible keys per query, so from the fifth token on each query attends to 4 of them.
             # A key scores exactly 0 when every head's ReLU is 0; with 2 heads that happens to

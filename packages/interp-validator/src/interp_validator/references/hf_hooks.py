@@ -166,11 +166,6 @@ def _optional_module(root: Any, path: str) -> Any:
         return None
 
 
-def _is_linear_layer(config: Any, layer: int) -> bool:
-    layer_types = getattr(config, "layer_types", None) or ()
-    return layer < len(layer_types) and layer_types[layer] == "linear_attention"
-
-
 def _flat(tensor: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
     return tensor.reshape(batch, seq, -1)
 
@@ -201,12 +196,12 @@ def reference_points(
     for layer, block in enumerate(blocks):
         p: dict[str, Any] = {"block": block}
         mixer = _optional_module(block, layout.mixer)
-        if layout.linear_mixer == layout.mixer and _is_linear_layer(text_config, layer):
-            # Kimi Linear names both mixer kinds self_attn; the config tells them apart.
-            mixer = None
         layer_types = getattr(text_config, "layer_types", None) or ()
-        if layout.linear_layer_types and layer_types[layer] in layout.linear_layer_types:
-            p["linear_mixer"] = mixer  # the linear mixer under the softmax mixer's name
+        kind = layer_types[layer] if layer < len(layer_types) else None
+        if kind in layout.linear_layer_types:
+            # MiniMax and Kimi Linear keep their linear mixer under the softmax mixer's name;
+            # the config's layer_types tells the two apart.
+            p["linear_mixer"] = mixer
             hooks.output(f"{layer}.attn_out", mixer)
         elif mixer is None and layout.linear_mixer is not None:
             p["linear_mixer"] = getattr(block, layout.linear_mixer)

@@ -30,8 +30,8 @@ class Layout:
     final_norm: str  # from the root
     mixer: str = "self_attn"  # relative to the block, like the norms; may be dotted (DBRX)
     linear_mixer: str | None = None  # hybrid trunks: the linear-attention module's name
-    # Hybrid trunks whose linear mixer has the softmax mixer's name (MiniMax): the config's
-    # `layer_types` names that mark a layer's `mixer` as linear attention.
+    # Hybrid trunks whose linear mixer has the softmax mixer's name (MiniMax, Kimi Linear): the
+    # config's `layer_types` names that mark a layer's `mixer` as linear attention.
     linear_layer_types: tuple[str, ...] = ()
     q_proj: str | None = "q_proj"  # relative to the mixer, like the next five
     k_proj: str | None = "k_proj"
@@ -414,7 +414,9 @@ LAYOUTS: dict[str, Layout] = {
         ssm_beside="mamba",
     ),
     # Both mixer kinds are `self_attn`: KDA on the config's linear_attention layers, MLA else.
-    "kimi_linear": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None, linear_mixer="self_attn"),
+    "kimi_linear": replace(
+        _LLAMA, q_proj=None, k_proj=None, v_proj=None, linear_layer_types=("linear_attention",)
+    ),
     # MLA like DeepSeek-V3; the indexer's top-k reaches the attention as part of its mask.
     "deepseek_v32": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
 }
