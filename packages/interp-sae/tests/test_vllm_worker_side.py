@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 from interp_sae import load_sae
+from interp_sae.bench import bytes_moved
 from sae_files import write_saelens
 
 from interp_core.errors import InvalidArgument
-from interp_vllm.sae_worker import SAEWorkerMixin, bytes_moved, collect_features, decode_features
+from interp_vllm.sae_worker import SAEWorkerMixin, collect_features, decode_features
 
 D_IN, D_SAE, K = 32, 128, 6
 

@@ -115,6 +115,13 @@ def start_server(
     raise AssertionError(f"the server did not answer /health in {timeout} s:\n{server.log_text()}")
 
 
+def wait_idle(server: Server, seconds: float = 10.0) -> None:
+    """Until the server runs no request (or `seconds` pass): a previous one winding down."""
+    deadline = time.monotonic() + seconds
+    while metric(server, "interp_serve_running") > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def metric(server: Server, name: str) -> float:
     """The sum of every sample of `name` in /metrics."""
     text = httpx.get(f"{server.url}/metrics", headers=server.headers(), timeout=10).text
@@ -140,9 +147,7 @@ def leave_mid_stream(server: Server, body: dict[str, object], attempts: int = 3)
         produced = metric(server, "interp_serve_stream_steps_produced")
         with server.client() as http, http.stream("POST", "/v1/completions", json=body) as r:
             assert next(r.iter_lines()).startswith("data: ")
-        deadline = time.monotonic() + 10
-        while metric(server, "interp_serve_running") > 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_idle(server)
         time.sleep(0.3)  # a worker that was mid-token finishes it
         steps = metric(server, "interp_serve_stream_steps_produced") - produced
         if metric(server, "interp_serve_streams_aborted") > aborted:

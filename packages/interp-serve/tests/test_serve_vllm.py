@@ -195,11 +195,7 @@ def test_disconnect_cancels_a_plain_request(vllm_server: Any) -> None:
             "temperature": 0}  # fmt: skip
     outcomes = []
     for _ in range(3):
-        settle = time.monotonic() + 10  # a previous try's request may still be winding down
-        while serve_helpers.metric(vllm_server, "interp_serve_running") and (
-            time.monotonic() < settle
-        ):
-            time.sleep(0.05)
+        serve_helpers.wait_idle(vllm_server)  # a previous try's request may be winding down
         cancelled = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
         if not _post_and_leave_while_running(vllm_server, body):
             outcomes.append("never seen running")
@@ -210,11 +206,7 @@ def test_disconnect_cancels_a_plain_request(vllm_server: Any) -> None:
                 break
             time.sleep(0.05)
         else:
-            settle = time.monotonic() + 10
-            while serve_helpers.metric(vllm_server, "interp_serve_running") and (
-                time.monotonic() < settle
-            ):
-                time.sleep(0.05)
+            serve_helpers.wait_idle(vllm_server)
             assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
             return
         outcomes.append("not cancelled (it may have finished as the client left)")

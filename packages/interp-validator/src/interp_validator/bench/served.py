@@ -124,23 +124,13 @@ def bench_served(
                     start = time.perf_counter()
                     tokens = concurrent(model)
                     rates[name].append(tokens / (time.perf_counter() - start))
-                for name, model in (("in-process", local), ("served", remote)):
-                    start = time.perf_counter()
-                    cache = sync.capture(model, transfer_prompt, layers)
-                    seconds[name].append(time.perf_counter() - start)
-            size = sum(math.prod(cache[p].shape) * cache[p].element_size() for p in layers)
+                size = _capture_round(local, remote, transfer_prompt, layers, seconds)
         finally:
             sync.shutdown(remote)
     base = statistics.median(rates["in-process"])
     served = statistics.median(rates["served"])
     subject = f"{backend} served (ours)"
     variant = f"{len(prompts)} concurrent, resid_post every layer, {new_tokens} new tokens each"
-    local_s = statistics.median(seconds["in-process"])
-    served_s = statistics.median(seconds["served"])
-    transfer = (
-        f"resid_post every layer, {len(transfer_prompt[0])} tokens "
-        f"({size / 1e6:.2f} MB), MB/s served"
-    )
     rate_row = {
         "workload": "S",
         "subject": subject,
@@ -150,17 +140,7 @@ def bench_served(
         "baseline": f"{backend} in-process",
         "ratio": served / base,
     }
-    transfer_row = {
-        "workload": "S",
-        "subject": subject,
-        "variant": transfer,
-        "value": size / 1e6 / served_s,
-        "unit": "MB/s",
-        "baseline": f"{backend} in-process capture",
-        "ratio": local_s / served_s,
-        "note": f"in-process {local_s * 1000:.1f} ms, served {served_s * 1000:.1f} ms",
-    }
-    return [rate_row, transfer_row]
+    return [rate_row, _transfer_row(backend, "", transfer_prompt, size, seconds)]
 
 
 def bench_transfer(
@@ -184,20 +164,37 @@ def bench_transfer(
             for model in (local, remote):  # warm-up, both sides
                 sync.capture(model, prompt, layers)
             for _ in range(repeats):
-                for name, model in (("in-process", local), ("served", remote)):
-                    start = time.perf_counter()
-                    cache = sync.capture(model, prompt, layers)
-                    seconds[name].append(time.perf_counter() - start)
-            size = sum(math.prod(cache[p].shape) * cache[p].element_size() for p in layers)
+                size = _capture_round(local, remote, prompt, layers, seconds)
         finally:
             sync.shutdown(remote)
+    return _transfer_row(backend, f"{label}: ", prompt, size, seconds)
+
+
+def _capture_round(
+    local: Any, remote: Any, prompt: list[list[int]], layers: list[str], seconds: dict
+) -> int:
+    """One capture of `layers` in-process, then served, each timed into `seconds`; the bytes
+    one capture holds."""
+    from interp_core import sync
+
+    for name, model in (("in-process", local), ("served", remote)):
+        start = time.perf_counter()
+        cache = sync.capture(model, prompt, layers)
+        seconds[name].append(time.perf_counter() - start)
+    return sum(math.prod(cache[p].shape) * cache[p].element_size() for p in layers)
+
+
+def _transfer_row(
+    backend: str, prefix: str, prompt: list[list[int]], size: int, seconds: dict
+) -> dict[str, Any]:
+    """S's transfer row: MB/s served, and in-process over served time as the ratio."""
     local_s = statistics.median(seconds["in-process"])
     served_s = statistics.median(seconds["served"])
     return {
         "workload": "S",
         "subject": f"{backend} served (ours)",
         "variant": (
-            f"{label}: resid_post every layer, {len(prompt[0])} tokens "
+            f"{prefix}resid_post every layer, {len(prompt[0])} tokens "
             f"({size / 1e6:.2f} MB), MB/s served"
         ),
         "value": size / 1e6 / served_s,

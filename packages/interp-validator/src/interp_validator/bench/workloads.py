@@ -284,16 +284,15 @@ def _served(
     """S: served vs in-process on the eager backend (see `interp_validator.bench.served`)."""
     import importlib.util
 
-    from interp_core import load_model, sync
     from interp_validator.bench.served import bench_served
 
     if importlib.util.find_spec("interp_serve") is None:
         errors["S"] = "interp-serve is not installed: pip install 'interp-serve[client]'"
         return []
     say("S: 8 concurrent capture+generate and activation transfer, served vs in-process (eager)")
-    local = load_model(str(folder), backend="eager")
-    try:
-        fields = bench_served(
+
+    def measure(local: Any) -> list[Row]:
+        rows = bench_served(
             folder,
             local,
             backend="eager",
@@ -302,18 +301,16 @@ def _served(
             transfer_prompt=[prompt_tokens()],
             repeats=repeats,
         )
-        rows = [Row(**row) for row in fields]
-    except Exception as exc:  # reported in the table, like the other workloads' failures
-        errors["S"] = f"{type(exc).__name__}: {exc}"
+        return [Row(**row) for row in rows]
+
+    rows = _on_eager(folder, "S", errors, measure)
+    if not rows:  # the tiny model's rows failed: the real model's would too
         return []
-    finally:
-        sync.shutdown(local)
     return rows + _served_smollm2(repeats=repeats, say=say, errors=errors)
 
 
 def _served_smollm2(*, repeats: int, say: Callable[[str], None], errors: dict) -> list[Row]:
     """S on the embedded real model: the activation transfer rate of SmolLM2-135M-Instruct."""
-    from interp_core import load_model, sync
     from interp_validator.bench.served import bench_transfer
 
     try:
@@ -324,8 +321,8 @@ def _served_smollm2(*, repeats: int, say: Callable[[str], None], errors: dict) -
         errors["S smollm2"] = f"{type(exc).__name__}: {exc}"
         return []
     say("S: activation transfer, SmolLM2-135M-Instruct, served vs in-process (eager)")
-    local = load_model(str(folder), backend="eager")
-    try:
+
+    def measure(local: Any) -> list[Row]:
         row = bench_transfer(
             folder,
             local,
@@ -335,11 +332,27 @@ def _served_smollm2(*, repeats: int, say: Callable[[str], None], errors: dict) -
             repeats=repeats,
         )
         return [Row(**row)]
-    except Exception as exc:
-        errors["S smollm2"] = f"{type(exc).__name__}: {exc}"
+
+    return _on_eager(folder, "S smollm2", errors, measure)
+
+
+def _on_eager(
+    folder: Path, key: str, errors: dict[str, str], measure: Callable[[Any], list[Row]]
+) -> list[Row]:
+    """`measure(model)` on the eager backend of `folder`, loaded and shut down here; a failure,
+    loading included, goes into `errors[key]` like every workload's."""
+    from interp_core import load_model, sync
+
+    local = None
+    try:
+        local = load_model(str(folder), backend="eager")
+        return measure(local)
+    except Exception as exc:  # reported in the table, like the other workloads' failures
+        errors[key] = f"{type(exc).__name__}: {exc}"
         return []
     finally:
-        sync.shutdown(local)
+        if local is not None:
+            sync.shutdown(local)
 
 
 # --- everything ----------------------------------------------------------------------------------
@@ -390,7 +403,8 @@ def run_benchmarks(
         if chosen & {"P3", "P4", "L", "F"}:
             hooked = None
             extra: dict[str, Any] = {}
-            eager = load_model(str(model_dir), backend="eager")
+            # The eager model is the baseline of L and P4 only.
+            eager = load_model(str(model_dir), backend="eager") if chosen & {"L", "P4"} else None
             if "L" in chosen:
                 # Before any vLLM engine starts: its idle processes still take CPU time here.
                 say("L: steering and lens latency, eager")
@@ -424,7 +438,7 @@ def run_benchmarks(
                         extra, repeats=max(3, repeats // 2), warmup=1
                     )
                     say("P3: 8 concurrent requests, vllm-static vs vanilla vLLM compiled")
-                    result.rows += bench_static_concurrent(extra, repeats=max(3, repeats // 3))
+                    result.rows += bench_static_concurrent(extra, repeats=repeats)
                 if "P4" in chosen:
                     say("P4: 8 concurrent requests with capture, vLLM vs eager")
                     result.rows += bench_concurrent(hooked, eager, repeats=max(3, repeats // 3))
