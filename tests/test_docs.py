@@ -977,3 +977,19 @@ def test_each_architecture_page_says_how_its_block_combines(key: str, words: str
 
     family = next(f for f in families() if f.key == key)
     assert words in dict(trait_rows(family.facts))["block"]
+
+
+def test_a_reconstructed_checkpoint_is_labelled_with_its_corrections_and_base() -> None:
+    from docsgen.architecture_pages import _reconstructed_from
+
+    plain = {"source": "transformers 5.19 GlmConfig defaults (docstring names a/b)"}
+    assert _reconstructed_from(plain) == "reconstructed from transformers 5.19 defaults"
+    corrected = {**plain, "corrections": {"hidden_size": 5120}}
+    assert _reconstructed_from(corrected) == (
+        "reconstructed from transformers 5.19 defaults, 1 key corrected from public sources"
+    )
+    other_size = {**plain, "base": "a/big", "corrections": {"hidden_size": 1, "vocab_size": 2}}
+    assert _reconstructed_from(other_size) == (
+        "reconstructed from transformers 5.19 defaults for a/big, "
+        "2 keys corrected from public sources"
+    )

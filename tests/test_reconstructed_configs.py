@@ -1,10 +1,11 @@
 """Are the reconstructed bundled configs exactly what their recorded source gives?
 
 Each entry of `interp_core/model_configs/PROVENANCE.json` says a file is transformers' documented
-defaults for the checkpoint the config class's docstring names. With that transformers release
+defaults for the checkpoint the config class's docstring names (or, with `base`, for another
+size of the family), plus the entry's sourced corrections. With that transformers release
 installed, `tools/reconstruct_config.py` rebuilds each file; it must match key for key, and the
-docstring must name the very repo id the file is bundled under. Another transformers release may
-document other defaults, so the comparison runs only on the recorded one.
+docstring must name the very repo id the file is bundled under, or its `base`. Another
+transformers release may document other defaults, so the comparison runs only on the recorded one.
 """
 
 from __future__ import annotations
@@ -45,9 +46,49 @@ def test_reconstructed_config_matches_its_recorded_source(model_id: str) -> None
     installed = ".".join(transformers.__version__.split(".")[:2])
     if installed != release:
         pytest.skip(f"recorded from transformers {release}; {installed} is installed")
-    from reconstruct_config import reconstruct
+    from reconstruct_config import rebuild, reconstruct
 
     bundled = load_known_config(model_id)
-    named, rebuilt = reconstruct(bundled["model_type"])
-    assert named == model_id
+    named, _ = reconstruct(bundled["model_type"])
+    entry = config_provenance(model_id)
+    assert entry is not None
+    assert named == entry.get("base", model_id)
+    target, rebuilt = rebuild(bundled["model_type"], model_id)
+    assert target == model_id
     assert json.loads(json.dumps(rebuilt)) == bundled  # as stored: tuples become lists
+
+
+@pytest.mark.parametrize("model_id", RECORDED)
+def test_each_correction_changes_a_default_unless_it_restates_a_base_dimension(
+    model_id: str,
+) -> None:
+    # A correction claims the defaults are wrong for that key; one equal to the default would
+    # claim a disagreement nobody found. Only a `base` entry restates unchanged headline
+    # dimensions, because every one of them must carry a source there.
+    release = _recorded_release(model_id)
+    installed = ".".join(transformers.__version__.split(".")[:2])
+    if installed != release:
+        pytest.skip(f"recorded from transformers {release}; {installed} is installed")
+    from reconstruct_config import reconstruct
+
+    entry = config_provenance(model_id)
+    assert entry is not None
+    _, defaults = reconstruct(load_known_config(model_id)["model_type"])
+    defaults = json.loads(json.dumps(defaults))
+    for key, value in entry.get("corrections", {}).items():
+        # A key the defaults lack (a `head_dim` the class reads with getattr) is an addition.
+        if key in defaults and "base" not in entry:
+            assert defaults[key] != value, f"{key}: the correction equals the default"
+
+
+def test_another_checkpoint_is_refused_without_an_entry_naming_the_defaults_as_its_base() -> None:
+    # Defaults describe the checkpoint the docstring names; rebuilding another one from them
+    # without a recorded base (and its sourced dimensions) would pass one model off as another.
+    from reconstruct_config import rebuild
+
+    with pytest.raises(SystemExit, match="needs a PROVENANCE entry with base"):
+        rebuild("exaone4", "acme/not-a-recorded-checkpoint")
+    named, _ = rebuild("exaone4")
+    assert named == "LGAI-EXAONE/EXAONE-4.0-32B"
+    target, config = rebuild("exaone4", "LGAI-EXAONE/EXAONE-4.0-1.2B")
+    assert (target, config["num_hidden_layers"]) == ("LGAI-EXAONE/EXAONE-4.0-1.2B", 30)

@@ -1,6 +1,6 @@
 """Rebuild a checkpoint's config.json from transformers' documented configuration defaults.
 
-    python tools/reconstruct_config.py MODEL_TYPE [--write]
+    python tools/reconstruct_config.py MODEL_TYPE [--as MODEL_ID] [--write]
 
 There is no Hub access where interp-core's offline configs are made, and a config is never
 written from memory. transformers' configuration classes state which checkpoint their defaults
@@ -9,6 +9,14 @@ to that of <org/name>"), so their defaults are evidence that can be read back: t
 checkpoint the docstring names and the config.json form of the defaults (the causal-LM class
 as `architectures`, without the keys transformers adds to every config object and no published
 config.json holds). With `--write` it also stores it under `interp_core/model_configs/`.
+
+Where the defaults disagree with the published file, the checkpoint's PROVENANCE entry may carry
+`corrections` ({config key: value}, each replacing that key whole) with, for every corrected
+key, the public sources that state the value (`correction_sources`). They are applied on top of
+the defaults here, so the bundled file is always "defaults + sourced corrections" and a test can
+rebuild it. `--as MODEL_ID` rebuilds a checkpoint other than the one the docstring names (another
+size of the family): its entry must then say which one the defaults describe (`base`), and its
+corrections turn that one into it.
 
 A reconstruction is bundled only after its headline dimensions have been checked against an
 independent public source; `interp_core/model_configs/PROVENANCE.json` records the source, the
@@ -71,12 +79,46 @@ def reconstruct(model_type: str) -> tuple[str, dict[str, Any]]:
     return named.group(1), config
 
 
+def provenance_entry(model_id: str) -> dict[str, Any] | None:
+    """The PROVENANCE.json entry of `model_id`, None when it has none."""
+    record = json.loads((CONFIG_DIR / "PROVENANCE.json").read_text(encoding="utf-8"))
+    return record["configs"].get(model_id)
+
+
+def apply_corrections(config: dict[str, Any], corrections: dict[str, Any]) -> dict[str, Any]:
+    """`config` with each corrected key replaced whole (a nested mapping too, so a correction
+    states the entire value a source gives, never a merge with defaults nobody checked)."""
+    return {**config, **corrections}
+
+
+def rebuild(model_type: str, model_id: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(the checkpoint id, its config: the defaults plus its entry's sourced corrections).
+
+    `model_id` defaults to the checkpoint the docstring names. Another id needs an entry whose
+    `base` is the named checkpoint; an entry whose `base` is not what the docstring names (a
+    transformers release that moved on) is refused rather than rebuilt from other defaults.
+    """
+    named, config = reconstruct(model_type)
+    target = model_id or named
+    entry = provenance_entry(target)
+    base = target if entry is None else entry.get("base", target)
+    if base != named:
+        raise SystemExit(
+            f"{model_type}'s defaults describe {named}, not {base}; {target} needs a PROVENANCE "
+            f"entry with base {named!r} and sourced corrections for its dimensions"
+        )
+    if entry is not None:
+        config = apply_corrections(config, entry.get("corrections", {}))
+    return target, config
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_type")
+    parser.add_argument("--as", dest="model_id", help="the checkpoint to rebuild (needs a base)")
     parser.add_argument("--write", action="store_true", help="store it under model_configs/")
     args = parser.parse_args(argv)
-    model_id, config = reconstruct(args.model_type)
+    model_id, config = rebuild(args.model_type, args.model_id)
     text = json.dumps(config, indent=2, sort_keys=True) + "\n"
     if args.write:
         path = CONFIG_DIR / (model_id.replace("/", "--", 1) + ".json")

@@ -150,6 +150,17 @@ def architecture_page(family: Family) -> str:
     return "".join(out)
 
 
+def _reconstructed_from(entry: dict) -> str:
+    """'reconstructed from transformers 5.19 defaults, N keys corrected from public sources'."""
+    release = str(entry["source"]).split(" ")[1]
+    base = f" for {entry['base']}" if "base" in entry else ""
+    text = f"reconstructed from transformers {release} defaults{base}"
+    n = len(entry.get("corrections", {}))
+    if n:
+        text += f", {n} key{'s' if n != 1 else ''} corrected from public sources"
+    return text
+
+
 def _checkpoints_table(family: Family) -> str:
     sources: list[tuple[str, ModelFacts]] = [(c.model_id, c.facts) for c in family.checkpoints]
     if family.test_facts is not None:
@@ -159,9 +170,10 @@ def _checkpoints_table(family: Family) -> str:
     for label, f in sources:
         experts = f"{f.moe.n_experts} / top-{f.moe.experts_per_token}" if f.moe else NO
         name = code(label) if "/" in label else esc(label)
-        if "/" in label and config_provenance(label) is not None:
+        entry = config_provenance(label) if "/" in label else None
+        if entry is not None:
             reconstructed = True
-            name += " <em>(reconstructed)</em>"
+            name += f" <em>({_reconstructed_from(entry)})</em>"
         rows.append(
             [
                 name,
@@ -178,8 +190,11 @@ def _checkpoints_table(family: Family) -> str:
         )
     note = (
         "\n\n<p><em>Reconstructed</em>: not a downloaded file but transformers' documented "
-        "defaults for that checkpoint, bundled after its headline dimensions matched independent "
-        "public pages (<code>interp_core/model_configs/PROVENANCE.json</code> names them).</p>"
+        "defaults for that checkpoint (or, where it says so, for another size of the family), "
+        "with any key the defaults get wrong corrected to the value public sources state, and "
+        "bundled after its headline dimensions matched independent public pages "
+        "(<code>interp_core/model_configs/PROVENANCE.json</code> names the defaults, every "
+        "corrected key's sources and the pages checked).</p>"
         if reconstructed
         else ""
     )

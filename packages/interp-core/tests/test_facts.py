@@ -399,6 +399,95 @@ EXPECTED: dict[str, Expected] = {
         max_positions=262144,
         dtype=None,
     ),
+    # --- reconstructed with sourced corrections (PROVENANCE.json names every source); the
+    # numbers are the sources', not read back from the files.
+    "HuggingFaceTB/SmolLM3-3B": Expected(
+        36, 2048, 16, 4, 128, 11008, 128256, True, {"full": 36}, max_positions=65536, dtype=None
+    ),
+    "ByteDance-Seed/Seed-OSS-36B-Instruct": Expected(
+        64, 5120, 80, 8, 128, 27648, 155136, False, {"full": 64}, max_positions=524288, dtype=None
+    ),
+    # Text decoder only. Every layer routed (16 experts top-1 plus a shared one, all 8192 wide, so
+    # no dense d_mlp); chunked attention of 8192 with every 4th layer global.
+    "meta-llama/Llama-4-Scout-17B-16E": Expected(
+        48,
+        5120,
+        40,
+        8,
+        128,
+        0,
+        202048,
+        False,
+        {"chunked": 36, "full": 12},
+        window=8192,
+        moe=(16, 1, 8192, 1, 8192, _all(48)),
+        max_positions=10485760,
+        dtype=None,
+    ),
+    "deepseek-ai/DeepSeek-V3.2-Exp": Expected(
+        61,
+        7168,
+        128,
+        128,
+        192,
+        18432,
+        129280,
+        False,
+        {"full": 61},
+        moe=(256, 8, 2048, 1, 2048, tuple(range(3, 61))),
+        mla=(512, 1536, 128, 64, 128),
+        max_positions=163840,
+        dtype=None,
+    ),
+    # No query compression; layer 0 dense, the other 26 routed: 64 of 1408, top-6, two shared.
+    "deepseek-ai/DeepSeek-V2-Lite": Expected(
+        27,
+        2048,
+        16,
+        16,
+        192,
+        10944,
+        102400,
+        False,
+        {"full": 27},
+        moe=(64, 6, 1408, 2, 2816, tuple(range(1, 27))),
+        mla=(512, None, 128, 64, 128),
+        max_positions=163840,
+        dtype=None,
+    ),
+    # Text decoder only: 3 Gated DeltaNet layers to 1 gated attention layer, every layer routed.
+    "Qwen/Qwen3.5-35B-A3B": Expected(
+        40,
+        2048,
+        16,
+        2,
+        256,
+        0,
+        248320,
+        False,
+        {"linear_attention": 30, "full": 10},
+        moe=(256, 8, 512, 1, 512, _all(40)),
+        qk_norm=True,
+        gated_attn_output=True,
+        max_positions=262144,
+        dtype=None,
+    ),
+    # QK-Reorder-LN: norms on q/k and on the attention and MLP outputs.
+    "LGAI-EXAONE/EXAONE-4.0-1.2B": Expected(
+        30,
+        2048,
+        32,
+        8,
+        64,
+        4096,
+        102400,
+        True,
+        {"full": 30},
+        qk_norm=True,
+        sandwich=True,
+        max_positions=65536,
+        dtype=None,
+    ),
 }
 
 REQUIRED = (

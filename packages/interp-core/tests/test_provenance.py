@@ -8,6 +8,7 @@ bundled file without an entry fails, so a new config cannot arrive without its p
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 
 import pytest
@@ -62,6 +63,34 @@ INTERNAL_KEYS = {
 }
 
 
+# The dimensions a `base` entry must source one by one: the defaults describe another checkpoint,
+# so none of these may be taken from them (the keys a family's config holds, by its naming).
+HEADLINE_KEYS = frozenset(
+    {
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "intermediate_size",
+        "moe_intermediate_size",
+        "shared_expert_intermediate_size",
+        "n_routed_experts",
+        "n_shared_experts",
+        "num_experts",
+        "num_local_experts",
+        "num_experts_per_tok",
+        "vocab_size",
+        "max_position_embeddings",
+    }
+)
+REQUIRED = {"source", "checked_against", "checked", "parameters", "note"}
+OPTIONAL = {"base", "corrections", "correction_sources"}
+# A public source for a corrected value: a web page, or a file in a public repository pinned to
+# the commit it was read at ("owner/repo/path@<40 hex>").
+_PINNED_FILE = re.compile(r"^[\w.-]+/[\w.-]+/\S+@[0-9a-f]{40}$")
+
+
 def _record() -> dict[str, dict[str, object]]:
     folder = resources.files("interp_core").joinpath("model_configs")
     return json.loads(folder.joinpath("PROVENANCE.json").read_text(encoding="utf-8"))["configs"]
@@ -85,16 +114,68 @@ def test_every_provenance_entry_names_a_bundled_config() -> None:
 def test_provenance_entry_states_source_and_public_checks(model_id: str) -> None:
     entry = config_provenance(model_id)
     assert entry is not None
-    assert set(entry) == {"source", "checked_against", "checked", "parameters", "note"}
+    assert REQUIRED <= set(entry) <= REQUIRED | OPTIONAL
     assert isinstance(entry["parameters"], int) and entry["parameters"] > 0
     source = str(entry["source"])
-    assert source.startswith("transformers ") and f"(docstring names {model_id})" in source
+    named = entry.get("base", model_id)
+    assert source.startswith("transformers ") and f"(docstring names {named})" in source
     urls = entry["checked_against"]
     assert isinstance(urls, list) and urls
     assert all(isinstance(u, str) and u.startswith("https://") for u in urls)
     # A check against the model's own Hub repository would not be independent of the file.
     assert not any(f"huggingface.co/{model_id}" in u for u in urls)
     assert "layers" in str(entry["checked"])
+
+
+def _correction_problems(model_id: str, entry: dict, config: dict) -> list[str]:
+    """What is wrong with an entry's corrections: each needs public sources, must be what the
+    file holds, and a `base` entry must source every headline dimension the file has."""
+    corrections = entry.get("corrections", {})
+    sources = entry.get("correction_sources", {})
+    problems = [f"{key} has no source" for key in sorted(set(corrections) - set(sources))]
+    problems += [f"{key} is sourced but not corrected" for key in set(sources) - set(corrections)]
+    for key, found_in in sources.items():
+        if not isinstance(found_in, list) or not found_in:
+            problems.append(f"{key} names no source")
+            continue
+        for where in found_in:
+            if not (where.startswith("https://") or _PINNED_FILE.match(where)):
+                problems.append(f"{key}: {where!r} is neither a page nor a pinned file")
+            # The checkpoint's own Hub page would not be independent of the file it describes.
+            if f"huggingface.co/{model_id}" in where:
+                problems.append(f"{key}: {where!r} is the checkpoint's own Hub page")
+    problems += [f"{k} differs in the file" for k, v in corrections.items() if config.get(k) != v]
+    if "base" in entry:
+        if entry["base"] == model_id:
+            problems.append("base names the checkpoint itself")
+        unsourced = sorted((HEADLINE_KEYS & set(config)) - set(corrections))
+        problems += [f"{key} is taken from {entry['base']} unsourced" for key in unsourced]
+    return problems
+
+
+@pytest.mark.parametrize("model_id", RECORDED)
+def test_every_correction_names_its_public_sources_and_is_in_the_file(model_id: str) -> None:
+    entry = config_provenance(model_id)
+    assert entry is not None
+    assert _correction_problems(model_id, entry, load_known_config(model_id)) == []
+
+
+def test_the_correction_check_finds_a_missing_source_and_an_unsourced_base_dimension() -> None:
+    config = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10}
+    entry = {
+        "base": "acme/big",
+        "corrections": {"hidden_size": 64, "num_hidden_layers": 2},
+        "correction_sources": {"hidden_size": ["https://example.org/spec"]},
+    }
+    assert _correction_problems("acme/small", entry, config) == [
+        "num_hidden_layers has no source",
+        "vocab_size is taken from acme/big unsourced",
+    ]
+    entry["correction_sources"]["num_hidden_layers"] = ["memory"]
+    assert (
+        "is neither a page nor a pinned file"
+        in _correction_problems("acme/small", entry, config)[0]
+    )
 
 
 @pytest.mark.parametrize("model_id", RECORDED)

@@ -6,9 +6,11 @@ interp-core ships the `config.json` of a few dozen popular checkpoints under
 model before anything is downloaded, and tests that want a real architecture without the Hub.
 
 Not every file was downloaded: some are reconstructed from the defaults transformers documents
-as describing a named checkpoint, and bundled only once their headline dimensions matched
-independent public pages. `model_configs/PROVENANCE.json` says which, from what, and what was
-checked; `config_provenance` reads it. Files without an entry there predate that record.
+as describing a named checkpoint, with any key the defaults get wrong corrected to the value
+public sources state, and bundled only once their headline dimensions matched independent public
+pages. `model_configs/PROVENANCE.json` says which, from what, which keys were corrected on whose
+word, and what was checked; `config_provenance` reads it. Files without an entry there predate
+that record.
 """
 
 from __future__ import annotations
@@ -106,7 +108,9 @@ def config_provenance(model_id: str) -> dict[str, Any] | None:
     """Where a bundled config came from when it was not downloaded: `source` (what it was
     reconstructed from), `checked_against` (the public pages its dimensions were compared with),
     `checked` (which of its numbers they confirm), `parameters` (the total they state) and
-    `note`. None for a bundled config without an entry; refused for an unknown id.
+    `note`; where the defaults were wrong, `corrections` ({key: value}) and `correction_sources`
+    ({key: [page or owner/repo/path@commit, ...]}), and `base` when the defaults describe another
+    size of the family. None for a bundled config without an entry; refused for an unknown id.
     """
     load_known_config(model_id)  # the same refusal for an unknown id
     entry = _provenance().get(model_id)
