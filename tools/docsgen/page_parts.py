@@ -187,6 +187,8 @@ def _block(f: ModelFacts) -> str:
         return "sequential, with a Mamba-2 mixer beside the attention (both read the normed input)"
     if f.normed_skip:
         return "sequential; each sublayer leaves alpha·(its normed input) + beta·(its output)"
+    if f.single_sublayer:
+        return "one sublayer per layer: a token mixer or an MLP (the layer kind says which)"
     return "sequential"
 
 

@@ -240,6 +240,9 @@ def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
         if layout.normed_skip:
             _check_normed_skip(run, layer)
             continue
+        if layout.single_block:
+            _check_single_sublayer(run, layer)
+            continue
         pre = run.get("resid_pre", layer)
         mlp = run.get("mlp_out_post", layer)
         post = run.get("resid_post", layer)
@@ -267,6 +270,23 @@ def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
         bound = 1e-6 * max(t.abs().max().item() for t in terms.values())
         diff = (pre + attn + mlp - post).abs().max().item()
         assert diff <= bound, f"{family} layer {layer}: {diff:.3g} > {bound:.3g}"
+
+
+def _check_single_sublayer(run: Run, layer: int) -> None:
+    """Nemotron-H: resid_pre + the layer's one write = resid_post, and the other sublayer's
+    points (and resid_mid) are refused."""
+    pre, post = run.get("resid_pre", layer), run.get("resid_post", layer)
+    if layer > 0:
+        assert torch.equal(pre, run.get("resid_post", layer - 1))
+    mixer = run.model.facts.has_mixer(layer)
+    own, other = ("attn", "mlp") if mixer else ("mlp", "attn")
+    block = run.hf.get_submodule(LAYOUTS[run.family].blocks)[layer]
+    with torch.no_grad():
+        assert torch.equal(block.norm(pre), run.get(f"{own}_in", layer)), f"layer {layer}: norm"
+    assert torch.equal(pre + run.get(f"{own}_out_post", layer), post), f"layer {layer}: write"
+    assert torch.equal(run.get(f"{own}_out", layer), run.get(f"{own}_out_post", layer))
+    for name in (f"{other}_in", f"{other}_out", f"{other}_out_post", "resid_mid"):
+        assert not run.has(name, layer), f"{name} served on single-sublayer layer {layer}"
 
 
 def _check_normed_skip(run: Run, layer: int) -> None:

@@ -168,7 +168,25 @@ def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
 def _attention(layer: torch.nn.Module) -> torch.nn.Module | None:
     # DBRX nests its attention and both norms in `norm_attn_norm`.
     holder = getattr(layer, "norm_attn_norm", None)
-    return _child(holder if holder is not None else layer, _ATTN_NAMES)
+    attention = _child(holder if holder is not None else layer, _ATTN_NAMES)
+    single = _single_module(layer)
+    if attention is None and single is not None and hasattr(single, "q_proj"):
+        return single
+    return attention
+
+
+def _single_module(layer: torch.nn.Module) -> torch.nn.Module | None:
+    # Nemotron-H: a block of one norm and one module, `mixer`, which is a Mamba-2 mixer,
+    # attention, an MLP or a mixture of experts.
+    if isinstance(getattr(layer, "norm", None), torch.nn.Module):
+        return _child(layer, ("mixer",))
+    return None
+
+
+def _single_mlp(layer: torch.nn.Module) -> torch.nn.Module | None:
+    single = _single_module(layer)
+    is_mlp = single is not None and (hasattr(single, "experts") or hasattr(single, "down_proj"))
+    return single if is_mlp else None
 
 
 def _is_linear_attention(mixer: Any) -> bool:
@@ -491,6 +509,12 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         probs = loaded.attn_probs.get(index)
         if probs is None:
             linear = _child(layer, _LINEAR_MIXER_NAMES) is not None or _is_linear_attention(attn)
+            single = _single_module(layer)
+            if single is not None:
+                # Nemotron-H: a Mamba-2 mixer (A_log) or no mixer at all (the layer's MLP).
+                mixerless = _single_mlp(layer) is not None
+                assert facts.has_mixer(index) != mixerless, index
+                linear = mixerless or hasattr(single, "A_log")
             assert linear, index
             assert not facts.attends(index), index
             continue
@@ -529,14 +553,22 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
     # MLP kind per layer, and the dense width.
     sparse = []
     for index, layer in enumerate(layers):
-        mlp = _child(layer, _MLP_NAMES) or layer  # OPT: fc1/fc2 sit on the layer
+        if _single_module(layer) is not None:
+            # Nemotron-H: only the layers whose one module is an MLP or experts have an MLP.
+            assert facts.has_mlp(index) == (_single_mlp(layer) is not None), index
+            if not facts.has_mlp(index):
+                continue
+        mlp = _child(layer, _MLP_NAMES) or _single_mlp(layer) or layer  # OPT: fc1/fc2 on it
         if _is_sparse(mlp):
             sparse.append(index)
             n_experts, top_k = _router_experts(mlp)
             assert facts.moe is not None
             assert (facts.moe.n_experts, facts.moe.experts_per_token) == (n_experts, top_k)
             experts = getattr(mlp, "experts", mlp)  # JetMoE: the MoE module holds them
-            assert facts.moe.d_expert == _expert_width(experts, facts.d_model)
+            # Nemotron-3's latent MoE: the experts read and write a narrower latent.
+            latent = getattr(mlp, "fc2_latent_proj", None)
+            expert_io = _in_width(latent) if isinstance(latent, torch.nn.Linear) else facts.d_model
+            assert facts.moe.d_expert == _expert_width(experts, expert_io)
             expert_params = dict(experts.named_parameters())
             gated = "gate_up_proj" in expert_params or "mlp.v1" in expert_params  # DBRX: w1, v1
             if hasattr(experts, "input_linear"):  # JetMoE: [gate | up] of twice the width
@@ -554,7 +586,7 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
             assert facts.d_mlp == _in_width(down), index
             assert facts.gated_mlp == (_child(mlp, _GATE_NAMES) is not None), index
     assert (facts.moe.sparse_layers if facts.moe else ()) == tuple(sparse)
-    if not sparse or len(sparse) < facts.n_layers:
+    if facts.has_dense_layers:
         assert facts.d_mlp > 0
     else:
         assert facts.d_mlp == 0
@@ -588,7 +620,10 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         assert facts.post_norms_only == (not pre_norms)
 
     # Parallel blocks: the MLP input does not change when the attention output is zeroed.
-    if facts.n_streams == 1:
+    if _single_module(layers[attending[0]]) is not None:
+        # Nemotron-H: no layer holds both an attention and an MLP to run side by side.
+        assert facts.single_sublayer and not facts.parallel_attn_mlp
+    elif facts.n_streams == 1:
         assert facts.parallel_attn_mlp == _parallel_by_probe(loaded, attending[0])
 
     # Residual streams: the decoder layers carry [batch, seq, streams, d_model] when > 1.

@@ -54,8 +54,18 @@ __all__ = [
 ]
 
 # Per-layer mixer kinds. "full" and "sliding" are softmax attention; the rest have no attention
-# matrix, so attention points are absent on them.
-LAYER_KINDS = ("full", "sliding", "chunked", "linear_attention", "recurrent", "mamba", "conv")
+# matrix, so attention points are absent on them. "mlp" is a layer with no token mixer at all:
+# its one sublayer is an MLP or mixture of experts (Nemotron-H, `ModelFacts.single_sublayer`).
+LAYER_KINDS = (
+    "full",
+    "sliding",
+    "chunked",
+    "linear_attention",
+    "recurrent",
+    "mamba",
+    "conv",
+    "mlp",
+)
 ATTENDING_LAYER_KINDS = frozenset({"full", "sliding", "chunked"})
 
 
@@ -128,6 +138,9 @@ class ModelFacts:
     # Falcon-H1: a Mamba-2 mixer runs beside the attention on the same normed input in every
     # layer; the block sums the two (each scaled) itself, so no module returns the mixer write.
     ssm_beside_attention: bool = False
+    # Nemotron-H: each layer is one sublayer behind one norm and one residual add, its token
+    # mixer (the layer kind says which) or, on "mlp" layers, its MLP or experts alone.
+    single_sublayer: bool = False
     max_position_embeddings: int | None = None
     torch_dtype: str | None = None  # the checkpoint's native dtype as the config states it
     extras: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -164,6 +177,14 @@ class ModelFacts:
         """Whether `layer` computes a softmax attention matrix."""
         return self.layer_kind(layer) in ATTENDING_LAYER_KINDS
 
+    def has_mixer(self, layer: int) -> bool:
+        """Whether `layer` has a token mixer (every layer but a single-sublayer MLP layer)."""
+        return self.layer_kind(layer) != "mlp"
+
+    def has_mlp(self, layer: int) -> bool:
+        """Whether `layer` has an MLP or experts (on single-sublayer trunks, its "mlp" layers)."""
+        return not self.single_sublayer or self.layer_kind(layer) == "mlp"
+
     def is_sparse(self, layer: int) -> bool:
         """Whether `layer`'s MLP is a routed mixture of experts."""
         self._check_layer(layer)
@@ -196,6 +217,8 @@ class ModelFacts:
 
     @property
     def has_dense_layers(self) -> bool:
+        if self.single_sublayer:
+            return any(self.has_mlp(i) and not self.is_sparse(i) for i in range(self.n_layers))
         return self.n_sparse_layers < self.n_layers
 
 
@@ -213,9 +236,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         raise ConfigError(message)
     reader = _Reader(config)
 
-    n_layers = reader.positive_int(
-        "the number of layers", "num_hidden_layers", "n_layer", "num_layers", "n_layers"
-    )
+    n_layers = reader.layer_count()
     d_model = reader.positive_int("the residual width", "hidden_size", "n_embd", "d_model")
     n_heads = reader.n_heads()
     vocab_size = reader.positive_int("the vocabulary size", "vocab_size", "padded_vocab_size")
@@ -262,6 +283,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         if model_type in conventions.INDEXED_ATTENTION_TYPES
         else None,
         ssm_beside_attention=model_type in conventions.PARALLEL_SSM_TYPES,
+        single_sublayer=model_type in conventions.SINGLE_SUBLAYER_TYPES,
         max_position_embeddings=reader.optional_int(
             # Kimi Linear saves its context length as `model_max_length`.
             "max_position_embeddings",
@@ -484,6 +506,9 @@ class _Reader(LayerKindReading):
     def d_mlp(self, d_model: int, n_layers: int, moe: MoEFacts | None) -> int:
         if moe is not None and len(moe.sparse_layers) == n_layers:
             return 0
+        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
+            if "mlp" not in (self.block_types()[1] or ()):
+                return 0  # Nemotron-3: its MLP layers are all mixtures of experts
         # Llama-4 states its dense width apart: intermediate_size is one expert's there.
         keys: tuple[str, ...] = (
             "intermediate_size_mlp",
@@ -528,6 +553,10 @@ class _Reader(LayerKindReading):
         if key is None or n_experts == 0:
             # Dense members of MoE-capable families say 0 experts (Granite-4.0-H-1B).
             return None
+        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
+            if "moe" not in (self.block_types()[1] or ()):
+                # Nemotron-H's dense members: transformers saves the class's expert count anyway.
+                return None
         n_experts = self._checked_int(key, n_experts, "an expert count", minimum=1)
         experts_per_token = self.positive_int(
             "how many experts each token uses",
@@ -559,7 +588,10 @@ class _Reader(LayerKindReading):
             or 0
         )
         shared_width = self.optional_int(
-            "shared_expert_intermediate_size", "shared_intermediate_size", minimum=0
+            "shared_expert_intermediate_size",
+            "shared_intermediate_size",
+            "moe_shared_expert_intermediate_size",  # Nemotron-H
+            minimum=0,
         )
         if self.model_type in conventions.SHARED_MLP_TYPES:
             # Hunyuan-MoE: one shared MLP of the dense width beside the experts, always.
@@ -578,6 +610,10 @@ class _Reader(LayerKindReading):
         )
 
     def _sparse_layers(self, n_layers: int) -> tuple[int, ...]:
+        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
+            # Nemotron-H: the layers its block list calls `moe`.
+            blocks = self.block_types()[1] or ()
+            return tuple(i for i, name in enumerate(blocks) if name == "moe")
         _, mlp_layer_types = self.get("mlp_layer_types")
         if mlp_layer_types is not None:
             return self._named_sparse_layers(mlp_layer_types, n_layers)

@@ -33,6 +33,8 @@ __all__ = [
     "SANDWICH_NORM_TYPES",
     "SHARED_KEY_VALUE_TYPES",
     "SHARED_MLP_TYPES",
+    "SINGLE_SUBLAYER_PATTERN_LETTERS",
+    "SINGLE_SUBLAYER_TYPES",
     "SPARSE_MLP_NAMES",
     "SQRT_EMBED_SCALE_TYPES",
     "UNGATED_MLP_TYPES",
@@ -109,6 +111,7 @@ UNTIED_BY_DEFAULT = frozenset(
         "mistral",
         "mixtral",
         "nemotron",
+        "nemotron_h",
         "olmo2",
         "olmo3",
         "phi",
@@ -162,6 +165,7 @@ UNGATED_MLP_TYPES = frozenset(
         "gptj",
         "mpt",
         "nemotron",
+        "nemotron_h",
         "opt",
         "persimmon",
         "phi",
@@ -216,6 +220,19 @@ ROUTER_OUTPUT_LAYOUTS: dict[str, str] = {"llama4_text": "scores-logits", "jetmoe
 # A mixture of attention heads (JetMoE): each token's routed experts bring their own query and
 # output projections, so attention head h is a different expert's head at each token.
 ROUTED_ATTENTION_TYPES = frozenset({"jetmoe"})
+
+# Each layer is ONE sublayer behind one pre-norm and one residual add (Nemotron-H): a Mamba-2
+# mixer, softmax attention, a dense MLP or a mixture of experts, as the per-layer block list
+# (`layers_block_type`, or the older `hybrid_override_pattern` string) names it. No layer has
+# both a mixer and an MLP, and none has a second residual add.
+SINGLE_SUBLAYER_TYPES = frozenset({"nemotron_h"})
+# The letters of Nemotron-H's `hybrid_override_pattern`, as the block-list names they stand for.
+SINGLE_SUBLAYER_PATTERN_LETTERS: dict[str, str] = {
+    "M": "linear_attention",
+    "*": "full_attention",
+    "-": "mlp",
+    "E": "moe",
+}
 
 # Families whose sparse layers sum the routed experts and a shared MLP inline in the decoder block
 # (Granite-4.0-H: `block_sparse_moe(x) + shared_mlp(x)`), so no module returns the MLP's output.
@@ -279,8 +296,11 @@ LAYER_TYPE_NAMES: dict[str, str] = {
 
 # Where a family's `layer_types` name means something narrower than LAYER_TYPE_NAMES says:
 # transformers 5 spells Granite-4.0-H's Mamba-2 layers `linear_attention`.
+# Nemotron-H's block list says `linear_attention` for its Mamba-2 layers too, and names its two
+# mixerless kinds (a dense MLP, a mixture of experts), both of kind "mlp".
 LAYER_TYPE_NAMES_BY_FAMILY: dict[str, dict[str, str]] = {
     "granitemoehybrid": {"linear_attention": "mamba"},
+    "nemotron_h": {"linear_attention": "mamba", "mlp": "mlp", "moe": "mlp"},
 }
 
 # Names configs use in `mlp_layer_types`.

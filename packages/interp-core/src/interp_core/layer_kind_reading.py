@@ -30,7 +30,50 @@ class LayerKindReading:
     cfg: Mapping[str, Any]
     model_type: str
 
+    def layer_count(self) -> int:
+        keys = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES and self.get(*keys)[0] is None:
+            # transformers 5 saves Nemotron-H's count only as the length of its block list.
+            key, blocks = self.block_types()
+            if key is not None:
+                if isinstance(blocks, str) or not isinstance(blocks, Sequence) or not blocks:
+                    message = f"`{key}` is {blocks!r}, not a list with one entry per layer. Fix it"
+                    raise ConfigError(message)
+                return len(blocks)
+        return self.positive_int("the number of layers", *keys)
+
+    def block_types(self) -> tuple[str | None, Any]:
+        """A single-sublayer family's per-layer block names, with the key that states them.
+
+        Nemotron-H states them as `layers_block_type` (transformers 5) or, in its published
+        configs, as `hybrid_override_pattern`, one letter per layer.
+        """
+        key, listed = self.get("layers_block_type", "layer_types")
+        if key is not None:
+            return key, listed
+        key, pattern = self.get("hybrid_override_pattern")
+        if key is None:
+            return None, None
+        letters = conventions.SINGLE_SUBLAYER_PATTERN_LETTERS
+        if not isinstance(pattern, str) or not set(pattern) <= set(letters):
+            message = (
+                f"`hybrid_override_pattern` is {pattern!r}: it must be a string of the letters "
+                f"{', '.join(letters)} (one per layer: {', '.join(letters.values())}). Fix it"
+            )
+            raise ConfigError(message)
+        return key, [letters[letter] for letter in pattern]
+
     def layer_kinds(self, n_layers: int) -> tuple[str, ...]:
+        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
+            key, blocks = self.block_types()
+            if key is None:
+                message = (
+                    f"the {self.model_type} config states neither `layers_block_type` nor "
+                    "`hybrid_override_pattern`, so which sublayer each layer is is unknown. Add "
+                    "one of them"
+                )
+                raise ConfigError(message)
+            return self._named_layer_kinds(blocks, n_layers, key)
         _, layer_types = self.get("layer_types")
         if layer_types is not None:
             return self._named_layer_kinds(layer_types, n_layers)
@@ -118,8 +161,10 @@ class LayerKindReading:
         chunked = self.get("attention_chunk_size")[1] is not None
         return tuple("chunked" if rope and chunked else "full" for rope in ropes)
 
-    def _named_layer_kinds(self, layer_types: Any, n_layers: int) -> tuple[str, ...]:
-        names = self._per_layer_list(layer_types, "layer_types", n_layers)
+    def _named_layer_kinds(
+        self, layer_types: Any, n_layers: int, key: str = "layer_types"
+    ) -> tuple[str, ...]:
+        names = self._per_layer_list(layer_types, key, n_layers)
         kinds = []
         known_names = {
             **conventions.LAYER_TYPE_NAMES,
@@ -130,7 +175,7 @@ class LayerKindReading:
             if kind is None:
                 known = ", ".join(sorted(known_names))
                 message = (
-                    f"`layer_types[{layer}]` is {name!r}, a layer kind interp-core does not "
+                    f"`{key}[{layer}]` is {name!r}, a layer kind interp-core does not "
                     f"know, so which points exist on that layer is unknown: known names are "
                     f"{known}. Fix the entry, or teach interp_core.facts the new kind"
                 )

@@ -206,6 +206,18 @@ def _needs_single_mixer(spec: PointLike, facts: ModelFacts) -> Absence | None:
     )
 
 
+def _needs_two_sublayers(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if not facts.single_sublayer:
+        return None
+    return Absence(
+        f"every layer of {facts.architecture} is a single sublayer (a Mamba-2 mixer, attention, "
+        "an MLP or a mixture of experts) behind one norm and one residual add, so no residual "
+        f"state lies between two sublayers, which {spec.name} names",
+        "read resid_pre (the layer's input) and resid_post (resid_pre plus the layer's one "
+        "write: attn_out on mixer layers, mlp_out on MLP layers)",
+    )
+
+
 def _needs_gated_mlp(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.gated_mlp:
         return None
@@ -253,6 +265,49 @@ class _LayerRule:
     nowhere: Callable[[PointLike, ModelFacts], Absence]
 
 
+def _present_layers(spec: PointLike, facts: ModelFacts) -> list[int]:
+    """The layers where every layer rule of `spec` lets it through."""
+    rules = _LAYER_RULES.get(spec.name, ())
+    return _where(facts, lambda layer: all(rule.present(facts, layer) for rule in rules))
+
+
+def _exists_at(spec: PointLike, facts: ModelFacts) -> str:
+    where = _present_layers(spec, facts)
+    return f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+
+
+def _mlp_kind(facts: ModelFacts, layer: int) -> str:
+    return "mixture-of-experts" if facts.is_sparse(layer) else "dense MLP"
+
+
+# Single-sublayer trunks (Nemotron-H): a layer is its token mixer or its MLP, never both.
+_HAS_MIXER = _LayerRule(
+    present=lambda facts, layer: facts.has_mixer(layer),
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} is a {_mlp_kind(facts, layer)} layer: its one "
+        f"sublayer is the MLP, with no token mixer, so {spec.name} does not exist there",
+        f"read mlp_in / mlp_out for that sublayer{_exists_at(spec, facts)}",
+    ),
+    nowhere=lambda spec, facts: Absence(
+        f"no layer of {facts.architecture} has a token mixer, so {spec.name} does not exist",
+        "read mlp_in / mlp_out for the layers' MLPs",
+    ),
+)
+
+_HAS_MLP = _LayerRule(
+    present=lambda facts, layer: facts.has_mlp(layer),
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} is a {facts.layer_kind(layer)} layer: its one "
+        f"sublayer is the token mixer, with no MLP, so {spec.name} does not exist there",
+        f"read attn_in / attn_out for that mixer{_exists_at(spec, facts)}",
+    ),
+    nowhere=lambda spec, facts: Absence(
+        f"no layer of {facts.architecture} has an MLP, so {spec.name} does not exist",
+        "read attn_in / attn_out for the layers' mixers",
+    ),
+)
+
+
 def _attending_instead(spec: PointLike, facts: ModelFacts) -> str:
     where = _where(facts, facts.attends)
     tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
@@ -275,7 +330,7 @@ _ATTENDS = _LayerRule(
 
 
 def _dense_instead(spec: PointLike, facts: ModelFacts) -> str:
-    where = _where(facts, lambda layer: not facts.is_sparse(layer))
+    where = _where(facts, lambda layer: facts.has_mlp(layer) and not facts.is_sparse(layer))
     tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
     return f"read router_logits / expert_weights / expert_indices or mlp_out there{tail}"
 
@@ -294,8 +349,9 @@ _DENSE = _LayerRule(
         _dense_instead(spec, facts),
     ),
     nowhere=lambda spec, facts: Absence(
-        f"every layer of {facts.architecture} is a mixture-of-experts layer "
-        f"({_moe_summary(facts)}) with no single dense hidden layer, so {spec.name} does not exist",
+        f"every {'MLP ' if facts.single_sublayer else ''}layer of {facts.architecture} is a "
+        f"mixture-of-experts layer ({_moe_summary(facts)}) with no single dense hidden layer, so "
+        f"{spec.name} does not exist",
         "read router_logits / expert_weights / expert_indices or mlp_out",
     ),
 )
@@ -351,7 +407,7 @@ _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None],
     "k_norm_out": (_needs_qk_norm,),
     "value": (_needs_no_mla, _needs_unclipped_value),
     "attn_gate": (_needs_gated_attn,),
-    "resid_mid": (_needs_sequential, _needs_additive_residual),
+    "resid_mid": (_needs_sequential, _needs_additive_residual, _needs_two_sublayers),
     "attn_out_post": (_needs_additive_residual, _needs_single_mixer),
     "mlp_out_post": (_needs_additive_residual,),
     "attn_scores": (_needs_fixed_heads,),
@@ -363,9 +419,11 @@ _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None],
     "expert_indices": (_needs_moe,),
 }
 
+# Each point's rules run in order; the first a layer fails gives the reason. _HAS_MIXER and
+# _HAS_MLP let every layer through except on single-sublayer trunks.
 _LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
     **{
-        name: (_ATTENDS,)
+        name: (_HAS_MIXER, _ATTENDS)
         for name in (
             "q_norm_in",
             "q_norm_out",
@@ -378,14 +436,18 @@ _LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
             "attn_gate",
         )
     },
-    "mlp_out": (_WHOLE_MLP,),
-    "mlp_out_post": (_WHOLE_MLP,),
-    "mlp_pre": (_DENSE,),
-    "mlp_pre_linear": (_DENSE,),
-    "mlp_act": (_DENSE,),
-    "router_logits": (_SPARSE,),
-    "expert_weights": (_SPARSE,),
-    "expert_indices": (_SPARSE,),
+    "attn_in": (_HAS_MIXER,),
+    "attn_out": (_HAS_MIXER,),
+    "attn_out_post": (_HAS_MIXER,),
+    "mlp_in": (_HAS_MLP,),
+    "mlp_out": (_HAS_MLP, _WHOLE_MLP),
+    "mlp_out_post": (_HAS_MLP, _WHOLE_MLP),
+    "mlp_pre": (_HAS_MLP, _DENSE),
+    "mlp_pre_linear": (_HAS_MLP, _DENSE),
+    "mlp_act": (_HAS_MLP, _DENSE),
+    "router_logits": (_HAS_MLP, _SPARSE),
+    "expert_weights": (_HAS_MLP, _SPARSE),
+    "expert_indices": (_HAS_MLP, _SPARSE),
 }
 
 
@@ -466,13 +528,16 @@ def why_absent(
         found = model_rule(spec, facts)
         if found is not None:
             return found
-    # With layer=None each layer rule is checked on its own; no point has two layer rules, so
-    # "some layer satisfies each rule" is the same as "some layer has the point".
+    # With layer=None the model has the point where some layer passes every rule; the first rule
+    # that leaves no such layer gives the reason.
+    candidates = list(range(facts.n_layers))
     for rule in _LAYER_RULES.get(spec.name, ()):
         if layer is not None:
             if not rule.present(facts, layer):
                 return rule.at_layer(spec, facts, layer)
-        elif not any(rule.present(facts, each) for each in range(facts.n_layers)):
+            continue
+        candidates = [each for each in candidates if rule.present(facts, each)]
+        if not candidates:
             return rule.nowhere(spec, facts)
     return None
 

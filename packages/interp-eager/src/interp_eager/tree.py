@@ -88,6 +88,8 @@ PRE_MLP_NORMS = (
 # GLM-4 names its post-attention norm apart, which makes its `post_attention_layernorm` the
 # pre-MLP norm even though a post-MLP norm is present.
 POST_ATTN_NORMS = ("post_self_attn_layernorm",)
+# The one norm of a single-sublayer block (Nemotron-H), before whichever sublayer it holds.
+SINGLE_SUBLAYER_NORMS = ("norm",)
 AMBIGUOUS_NORM = "post_attention_layernorm"
 
 
@@ -238,26 +240,7 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
 
     mlp_name, mlp = _child(block, MLPS)
     if mlp is not None:
-        parts.mlp = parts.mlp_entry = parts.mlp_exit = mlp
-        owner = f"{prefix}.{mlp_name}"
-        note("mlp", prefix, mlp_name)
-        router_name, router = _child(mlp, ROUTERS)
-        experts_name, experts = _child(mlp, EXPERTS)
-        # JetMoE keeps its experts as two stacked projections beside the router: a routed layer
-        # by the facts, read through the router alone.
-        if router is not None and (experts is not None or facts.is_sparse(index)):
-            parts.router, parts.experts = router, experts
-            note("router", owner, router_name)
-            note("experts", owner, experts_name)
-        else:
-            gate_up_name, parts.gate_up_proj = _child(mlp, GATE_UP_PROJS)
-            note("gate_up_proj", owner, gate_up_name)
-            gate_name, parts.gate_proj = _child(mlp, GATE_PROJS)
-            note("gate_proj", owner, gate_name)
-            up_name, parts.up_proj = _child(mlp, UP_PROJS)
-            note("up_proj", owner, up_name)
-            down_name, parts.down_proj = _child(mlp, DOWN_PROJS)
-            note("down_proj", owner, down_name)
+        _bind_mlp(parts, mlp, f"{prefix}.{mlp_name}", facts)
     else:
         # An MLP inlined in the block (OPT: fc1 / fc2 directly on the decoder layer).
         up_name, up = _child(block, ("fc1", "fc_in"))
@@ -294,6 +277,59 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
     return parts
 
 
+def _bind_mlp(parts: LayerParts, mlp: Any, owner: str, facts: ModelFacts) -> None:
+    """The MLP (or mixture of experts) at dotted path `owner`, and its projections or router."""
+    names = parts.names
+
+    def note(role: str, child: str | None) -> None:
+        if child is not None:
+            names[role] = f"{owner}.{child}"
+
+    parts.mlp = parts.mlp_entry = parts.mlp_exit = mlp
+    names["mlp"] = owner
+    router_name, router = _child(mlp, ROUTERS)
+    experts_name, experts = _child(mlp, EXPERTS)
+    # JetMoE keeps its experts as two stacked projections beside the router: a routed layer
+    # by the facts, read through the router alone.
+    if router is not None and (experts is not None or facts.is_sparse(parts.index)):
+        parts.router, parts.experts = router, experts
+        note("router", router_name)
+        note("experts", experts_name)
+        return
+    gate_up_name, parts.gate_up_proj = _child(mlp, GATE_UP_PROJS)
+    note("gate_up_proj", gate_up_name)
+    gate_name, parts.gate_proj = _child(mlp, GATE_PROJS)
+    note("gate_proj", gate_name)
+    up_name, parts.up_proj = _child(mlp, UP_PROJS)
+    note("up_proj", up_name)
+    down_name, parts.down_proj = _child(mlp, DOWN_PROJS)
+    note("down_proj", down_name)
+
+
+def _bind_single_sublayer(index: int, block: Any, facts: ModelFacts, prefix: str) -> LayerParts:
+    """A block that is ONE sublayer behind one norm (Nemotron-H): its module under the mixer's
+    name is a token mixer or, on the layers the facts call "mlp", the MLP or experts."""
+    module_name, module = _child(block, MIXERS)
+    norm_name, norm = _child(block, SINGLE_SUBLAYER_NORMS)
+    if module is None or norm is None:
+        message = (
+            f"layer {index} of {facts.architecture} is a single-sublayer block, but "
+            f"{prefix} holds no module named {' / '.join(MIXERS)} or no norm named "
+            f"{' / '.join(SINGLE_SUBLAYER_NORMS)}"
+        )
+        raise PointUnsupported(message)
+    if facts.has_mixer(index):
+        parts = _bind_layer(index, block, facts, prefix)
+        parts.pre_attn_norm = norm
+        parts.names["pre_attn_norm"] = f"{prefix}.{norm_name}"
+        return parts
+    parts = LayerParts(index=index, block=block)
+    _bind_mlp(parts, module, f"{prefix}.{module_name}", facts)
+    parts.pre_mlp_norm = norm
+    parts.names["pre_mlp_norm"] = f"{prefix}.{norm_name}"
+    return parts
+
+
 def bind_tree(root: Any, facts: ModelFacts) -> ModelTree:
     """Bind the roles of a live HF causal LM to its modules; refuse a tree it cannot read."""
     trunk_path, trunk, blocks = _find_trunk(root)
@@ -308,6 +344,7 @@ def bind_tree(root: Any, facts: ModelFacts) -> ModelTree:
     _, embed = _child(trunk, EMBEDDINGS)
     _, final_norm = _child(trunk, FINAL_NORMS)
     _, lm_head = _child(root, LM_HEADS)
-    layers = [_bind_layer(i, block, facts, f"{prefix}.{i}") for i, block in enumerate(blocks)]
+    bind = _bind_single_sublayer if facts.single_sublayer else _bind_layer
+    layers = [bind(i, block, facts, f"{prefix}.{i}") for i, block in enumerate(blocks)]
     _, stream_head = _child(trunk, STREAM_HEADS)
     return ModelTree(root, trunk, trunk_path, embed, final_norm, lm_head, layers, stream_head)

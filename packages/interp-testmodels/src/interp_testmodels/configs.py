@@ -42,6 +42,7 @@ from interp_testmodels.config_parts import (
 )
 from interp_testmodels.configs_2026 import SPECS_2026
 from interp_testmodels.configs_hybrid import HYBRID_SPECS
+from interp_testmodels.configs_nemotron_h import NEMOTRON_H_SPECS
 from interp_testmodels.configs_recent import RECENT_SPECS
 from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
@@ -513,7 +514,10 @@ _SPECS: tuple[FamilySpec, ...] = (
 )
 
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
-    {spec.name: spec for spec in (*_SPECS, *RECENT_SPECS, *SPECS_2026, *HYBRID_SPECS)}
+    {
+        spec.name: spec
+        for spec in (*_SPECS, *RECENT_SPECS, *SPECS_2026, *HYBRID_SPECS, *NEMOTRON_H_SPECS)
+    }
 )
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 

@@ -145,9 +145,16 @@ class Parts:
     post_mlp_norm: torch.nn.Module | None
 
 
-def parts_of(layer: torch.nn.Module, facts: ModelFacts, kernel_of: Any) -> Parts:
+def parts_of(
+    layer: torch.nn.Module, facts: ModelFacts, kernel_of: Any, index: int | None = None
+) -> Parts:
     attn = find_module(layer, *_ATTENTIONS)
     mlp = find_module(layer, *_MLPS)
+    if facts.single_sublayer and index is not None:
+        # Nemotron-H: the layer's one module, `mixer`, is its token mixer or, on the layers the
+        # facts call "mlp", its MLP or experts.
+        single = find_module(layer, "mixer")
+        attn, mlp = (single, None) if facts.has_mixer(index) else (None, single)
     inline = mlp is None and find_module(layer, _INLINE_UP) is not None
     experts = find_module(mlp, "experts")
     router = find_module(mlp, "gate", "router") if experts is not None else None

@@ -166,7 +166,7 @@ def resolve_sites(model: torch.nn.Module, config: dict) -> Resolution:
     for index, layer in enumerate(layers):
         if absent(layer):  # another pipeline stage's layer
             continue
-        _layer_sites(build, index, parts_of(layer, facts, kernel_of), routing)
+        _layer_sites(build, index, parts_of(layer, facts, kernel_of, index), routing)
     _trunk_sites(build, model, trunk, layers)
     _refuse_the_rest(build)
     return Resolution(build.sites, build.refused)

@@ -195,6 +195,10 @@ def reference_points(
     parts: dict[int, dict[str, Any]] = {}
     for layer, block in enumerate(blocks):
         p: dict[str, Any] = {"block": block}
+        if layout.single_block:
+            _hook_single_block(ref, hooks, layout, layer, block, text_config, p, mixers)
+            parts[layer] = p
+            continue
         mixer = _optional_module(block, layout.mixer)
         layer_types = getattr(text_config, "layer_types", None) or ()
         kind = layer_types[layer] if layer < len(layer_types) else None
@@ -332,6 +336,27 @@ def reference_points(
         else:
             put("resid_pre", layer, resid_pre)
             put("resid_post", layer, resid_post)
+        if layout.single_block:
+            # One sublayer, one residual add: its output is the layer's write as it is.
+            key = "attn" if p["kind"] in _SINGLE_BLOCK_MIXERS else "mlp"
+            put(f"{key}_in", layer, _flat(inp[f"{layer}.{key}_in"], batch, seq))
+            write = _flat(first(out[f"{layer}.{key}_out"]), batch, seq)
+            put(f"{key}_out", layer, write)
+            put(f"{key}_out_post", layer, write)
+            if layer in ref.attention_layers:
+                _attention_points(
+                    ref, layer, layout, p["mixer"], out, inp, calls, heads, kv_heads, head_dim
+                )
+            elif p["kind"] == "moe":
+                k = text_config.num_experts_per_tok
+                routed = _routed(out[f"{layer}.router"], layout, k, text_config, write.dtype)
+                names = ("router_logits", "expert_weights", "expert_indices")
+                for name, tensor in zip(names, routed, strict=True):
+                    put(name, layer, _flat(tensor, batch, seq))
+            elif p["kind"] == "mlp":
+                put("mlp_pre", layer, _flat(out[f"{layer}.pre_proj"], batch, seq))
+                put("mlp_act", layer, _flat(inp[f"{layer}.mlp_act"], batch, seq))
+            continue
 
         # Attention side.
         if layout.ssm_beside is not None:
@@ -392,6 +417,46 @@ def reference_points(
                     put("mlp_pre_linear", layer, _flat(out[f"{layer}.linear_proj"], batch, seq))
             put("mlp_act", layer, _flat(inp[f"{layer}.mlp_act"], batch, seq))
     return ref
+
+
+# Nemotron-H's block-list names of the kinds whose one sublayer is a token mixer.
+_SINGLE_BLOCK_MIXERS = ("linear_attention", "full_attention")
+
+
+def _hook_single_block(
+    ref: Reference,
+    hooks: _Hooks,
+    layout: Layout,
+    layer: int,
+    block: Any,
+    config: Any,
+    p: dict[str, Any],
+    mixers: dict[int, Any],
+) -> None:
+    """Hooks on a block that is one sublayer (Nemotron-H), by the kind its config names."""
+    kind = p["kind"] = config.layers_block_type[layer]
+    module = _module(block, layout.mixer)
+    if kind in _SINGLE_BLOCK_MIXERS:
+        hooks.input(f"{layer}.attn_in", module)
+        hooks.output(f"{layer}.attn_out", module)
+        if kind == "full_attention":
+            p["mixer"] = mixers[layer] = module
+            ref.attention_layers.add(layer)
+            hooks.output(f"{layer}.mixer", module)
+            hooks.input(f"{layer}.z", getattr(module, layout.o_proj))
+            for role in ("q_proj", "k_proj", "v_proj"):
+                hooks.output(f"{layer}.{role}", getattr(module, getattr(layout, role)))
+        return
+    hooks.input(f"{layer}.mlp_in", module)
+    hooks.output(f"{layer}.mlp_out", module)
+    if kind == "moe":
+        ref.sparse_layers.add(layer)
+        hooks.output(f"{layer}.router", getattr(module, layout.router))
+        return
+    down = getattr(module, layout.down_proj)
+    hooks.input(f"{layer}.mlp_act", down)
+    hooks.output(f"{layer}.pre_proj", getattr(module, layout.pre_proj))
+    ref.mlp_modules[layer] = (_activation(module, layout.act), down)
 
 
 def _attention_points(

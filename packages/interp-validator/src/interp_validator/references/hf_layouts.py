@@ -82,6 +82,10 @@ class Layout:
     # outputs scaled and summed inside the block; the attention reads its normed input times
     # attention_in_multiplier, so attn_in is the attention module's own input.
     ssm_beside: str | None = None
+    # Nemotron-H: each block is ONE sublayer, the module `mixer` names, behind the one norm that
+    # both pre_attn_norm and pre_mlp_norm name; the config's `layers_block_type` says whether it
+    # is a mixer (Mamba-2 or attention), the MLP (`mlp`) or the experts (`moe`).
+    single_block: bool = False
 
 
 _LLAMA = Layout(blocks="model.layers", embed="model.embed_tokens", final_norm="model.norm")
@@ -419,6 +423,18 @@ LAYOUTS: dict[str, Layout] = {
     ),
     # MLA like DeepSeek-V3; the indexer's top-k reaches the attention as part of its mask.
     "deepseek_v32": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
+    "nemotron_h": replace(
+        _LLAMA,
+        embed="model.embeddings",
+        final_norm="model.norm_f",
+        mixer="mixer",
+        pre_attn_norm="norm",
+        pre_mlp_norm="norm",
+        mlp="mixer",
+        pre_proj="up_proj",
+        linear_proj=None,
+        single_block=True,
+    ),
 }
 
 
