@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from interp_core.facts import ModelFacts
 from interp_core.known_models import facts_for
 from interp_sizer import kv_layout, vllm_kv_capacity
+from interp_sizer.weights import parameter_count
 
 
 def test_llama_31_8b_costs_128_kib_per_token_in_bf16_and_64_in_fp8() -> None:
@@ -101,3 +103,45 @@ def test_mha_and_mqa_follow_the_kv_head_count() -> None:
     assert kv_layout(mqa, 2, "vllm").bytes_per_token == 2 * 2 * 1 * 64 * 2
     # One KV head cannot be split: every rank holds it whole.
     assert kv_layout(mqa, 2, "vllm", tensor_parallel=4).bytes_per_token == 2 * 2 * 64 * 2
+
+
+def _nemotron_h(pattern: str) -> ModelFacts:
+    return ModelFacts.from_config(
+        {
+            "model_type": "nemotron_h",
+            "architectures": ["NemotronHForCausalLM"],
+            "hybrid_override_pattern": pattern,
+            "num_hidden_layers": len(pattern),
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "vocab_size": 1000,
+            "mamba_num_heads": 8,
+            "mamba_head_dim": 32,
+            "ssm_state_size": 16,
+            "n_groups": 1,
+            "conv_kernel": 4,
+            "mlp_hidden_act": "relu2",
+            "tie_word_embeddings": False,
+        }
+    )
+
+
+def test_single_sublayer_mlp_layers_cost_neither_cache_nor_state() -> None:
+    # Nemotron-H: pricing its MLP-only layers as recurrent would double the per-sequence state
+    # here (two Mamba layers, two MLP layers) and add phantom attention weights.
+    facts = _nemotron_h("M-M*-")
+    layout = kv_layout(facts, 2, "vllm")
+    kinds = [layer.kind for layer in layout.layers]
+    assert kinds == ["state", "none", "state", "full", "none"]
+    assert layout.bytes_per_token == 2 * 2 * 32 * 2  # the one attention layer: K and V, 2 heads
+    mamba_only = kv_layout(_nemotron_h("MM*"), 2, "vllm")
+    assert layout.state_bytes_per_sequence == mamba_only.state_bytes_per_sequence > 0
+    count, without_mlps = parameter_count(facts), parameter_count(_nemotron_h("MM*"))
+    assert count.dense_mlp == 2 * (2 * 256 * 512)  # two ungated (relu2) MLP layers
+    assert without_mlps.dense_mlp == 0
+    assert count.attention == without_mlps.attention  # the MLP layers add no mixer weights
+    # one pre-norm per layer (no second norm: there is no second sublayer), plus the final norm
+    assert count.norms_and_biases - without_mlps.norms_and_biases == 2 * 256

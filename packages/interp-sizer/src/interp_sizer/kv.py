@@ -36,7 +36,7 @@ class LayerKV:
     """The KV cost of one layer on one rank."""
 
     layer: int
-    kind: str  # 'full', 'sliding', 'chunked', 'mla' or 'state'
+    kind: str  # 'full', 'sliding', 'chunked', 'mla', 'state' or 'none' (an MLP-only layer)
     values_per_token: int  # cached values per token (K and V together; the latent on MLA)
     bytes_per_token: int
     window: int | None = None
@@ -57,7 +57,7 @@ class KVLayout:
 
     @property
     def attention_layers(self) -> tuple[LayerKV, ...]:
-        return tuple(layer for layer in self.layers if layer.kind != "state")
+        return tuple(layer for layer in self.layers if layer.kind not in ("state", "none"))
 
     @property
     def is_hybrid(self) -> bool:
@@ -112,6 +112,11 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
     state = 0
     for layer in range(facts.n_layers):
         kind = facts.layer_kind(layer)
+        if not facts.has_mixer(layer):
+            # A single-sublayer trunk's MLP-only layer (Nemotron-H) caches nothing per token and
+            # holds no state: pricing it as recurrent would add a phantom per-sequence cost.
+            layers.append(LayerKV(layer, "none", 0, 0))
+            continue
         if kind not in ("full", "sliding", "chunked"):
             values = _state_values(facts, 1 if family == "eager" else tensor_parallel)
             layers.append(LayerKV(layer, "state", 0, 0))

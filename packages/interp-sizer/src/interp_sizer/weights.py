@@ -261,7 +261,9 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
         embedding += facts.max_position_embeddings * d
     unembedding = 0 if facts.tied_embeddings else vocab * d
     norm_width = 2 * d if biased else d  # LayerNorm carries a bias beside its gain
-    norms_per_layer = 2 + (2 if facts.sandwich_norms and not facts.post_norms_only else 0)
+    # A single-sublayer trunk (Nemotron-H) has one pre-norm per layer, before its one sublayer.
+    norms_per_layer = 1 if facts.single_sublayer else 2
+    norms_per_layer += 2 if facts.sandwich_norms and not facts.post_norms_only else 0
     norms = facts.n_layers * norms_per_layer * norm_width + norm_width  # + the final norm
 
     attention = dense = routed = shared = routers = active_routed = 0
@@ -271,14 +273,18 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
     linear_layer = _linear_attention_params(facts)
     for layer in range(facts.n_layers):
         before = (attention + dense + shared + routers, routed, norms)
-        if facts.attends(layer):
+        if not facts.has_mixer(layer):
+            pass  # an MLP-only layer of a single-sublayer trunk
+        elif facts.attends(layer):
             attention += attention_layer
         elif facts.layer_kind(layer) == "linear_attention" and linear_layer is not None:
             attention += linear_layer
         else:
             attention += attention_layer
             approximate.append(layer)
-        if facts.is_sparse(layer):
+        if not facts.has_mlp(layer):
+            pass  # a mixer-only layer of a single-sublayer trunk
+        elif facts.is_sparse(layer):
             moe = facts.moe
             assert moe is not None
             expert = mlp_matrices * d * moe.d_expert
