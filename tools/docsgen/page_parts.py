@@ -15,7 +15,7 @@ from docsgen.catalog import families
 from docsgen.diagram import present_layers, why_absent
 from docsgen.markup import esc
 from interp_core.address import Address
-from interp_core.facts import ModelFacts
+from interp_core.facts import COMPRESSED_LAYER_KINDS, ModelFacts
 from interp_core.points import POINTS, PointSpec, Role, Scope, Width, layer_ranges
 from interp_core.shapes import point_shape
 
@@ -270,7 +270,9 @@ def trait_tags(f: ModelFacts) -> list[str]:
     if f.index_topk is not None:
         tags.append("indexed sparse attention")
     kinds = set(f.layer_kinds or ())
-    if kinds - {"full", "sliding", "chunked"} or f.ssm_beside_attention:
+    if f.compress_rates:
+        tags.append("compressed attention")
+    if kinds - {"full", "sliding", "chunked", *COMPRESSED_LAYER_KINDS} or f.ssm_beside_attention:
         tags.append("hybrid mixers")
     if "chunked" in kinds:
         tags.append("chunked attention")

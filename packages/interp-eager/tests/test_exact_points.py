@@ -437,6 +437,51 @@ def test_probs_mix_values_into_z(runs: dict[str, Run], family: str) -> None:
         assert problem is None, f"{family} layer {layer}: probs @ value vs z: {problem}"
 
 
+def test_compressed_layers_mix_window_and_entries_into_z(runs: dict[str, Run]) -> None:
+    """DeepSeek-V4's CSA and HCA layers: z keeps its meaning over a longer key axis.
+
+    attn_scores and attn_probs are refused there (their keys are the window's tokens followed by
+    compressed entries), but z is served: it must be the model's own probabilities over those
+    keys times the keys themselves (K = V), un-rotated at the query position as the model does.
+    """
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as v4
+
+    run = _run(runs, "deepseek_v4")
+    config = run.hf.config
+    batch, seq = run.ids.shape
+    kinds = {config.layer_types[layer] for layer in run.ref.compressed_layers}
+    assert kinds == {"compressed_sparse_attention", "heavily_compressed_attention"}
+    positions = torch.arange(seq)[None].expand(batch, -1)
+    for layer, (probs, kv) in sorted(run.ref.compressed_layers.items()):
+        assert not run.has("attn_probs", layer) and not run.has("attn_scores", layer)
+        kind = config.layer_types[layer]
+        rate = config.compress_rates[kind]
+        entries = seq // rate
+        assert probs.shape[-1] == kv.shape[-2] == seq + entries, f"layer {layer}: the key axis"
+        # The token keys: the causal window; the entries: entry w once its window has closed.
+        tokens, compressed = probs[..., :seq], probs[..., seq:]
+        window = _visible(seq, config.sliding_window).expand_as(tokens)
+        assert torch.equal(tokens != 0, window), f"layer {layer}: token keys outside the window"
+        closed = torch.arange(entries)[None, :] < (torch.arange(seq)[:, None] + 1) // rate
+        kept = (compressed != 0).sum(-1)
+        assert not bool((compressed != 0)[..., ~closed].any()), f"layer {layer}: a future entry"
+        if kind == "compressed_sparse_attention":
+            # The lightning indexer keeps each query's top index_topk closed entries.
+            expected = closed.sum(-1).clamp(max=config.index_topk).expand_as(kept)
+            assert int(closed.sum(-1).max()) > config.index_topk, "the indexer must choose"
+        else:
+            expected = closed.sum(-1).expand_as(kept)
+        assert torch.equal(kept, expected), f"layer {layer}: entries kept"
+        mixer = run.hf.model.layers[layer].self_attn
+        with torch.no_grad():
+            cos, sin = run.hf.model.rotary_emb(kv, positions, layer_type=mixer.rope_layer_type)
+            mixed = torch.matmul(probs, v4.repeat_kv(kv, mixer.num_key_value_groups))
+            mixed = mixed.transpose(1, 2).contiguous()
+            mixed = v4.apply_rotary_pos_emb(mixed.transpose(1, 2), cos, -sin).transpose(1, 2)
+        problem = _mismatch(run.get("z", layer), mixed.reshape(batch, seq, -1))
+        assert problem is None, f"layer {layer}: probs @ (tokens, entries) vs z: {problem}"
+
+
 # --- 5. the MLP ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_mlp_neurons_project_to_mlp_out(runs: dict[str, Run], family: str) -> None:

@@ -145,3 +145,39 @@ def test_single_sublayer_mlp_layers_cost_neither_cache_nor_state() -> None:
     assert count.attention == without_mlps.attention  # the MLP layers add no mixer weights
     # one pre-norm per layer (no second norm: there is no second sublayer), plus the final norm
     assert count.norms_and_biases - without_mlps.norms_and_biases == 2 * 256
+
+
+def test_deepseek_v4_compressed_layers_add_one_entry_per_rate_tokens() -> None:
+    from interp_core.facts import ModelFacts
+
+    config = {
+        "architectures": ["DeepseekV4ForCausalLM"],
+        "model_type": "deepseek_v4",
+        "num_hidden_layers": 3,
+        "hidden_size": 4096,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 1,
+        "head_dim": 512,
+        "vocab_size": 129280,
+        "n_routed_experts": 256,
+        "num_experts_per_tok": 6,
+        "moe_intermediate_size": 2048,
+        "hc_mult": 4,
+        "sliding_window": 128,
+        "index_head_dim": 128,
+        "compress_ratios": [0, 4, 128, 0],  # the last entry is the MTP layer's
+    }
+    layout = kv_layout(ModelFacts.from_config(config), 2, "eager")
+    # One tensor is both keys and values: 512 values per token, every layer windowed to 128.
+    assert [layer.bytes_per_token for layer in layout.layers] == [1024] * 3
+    assert {layer.window for layer in layout.layers} == {128}
+    # CSA: an entry of 512 values plus the indexer's 128 per 4 tokens; HCA: 512 per 128 tokens.
+    csa, hca = layout.layers[1], layout.layers[2]
+    assert (csa.compress_rate, csa.bytes_per_entry) == (4, (512 + 128) * 2)
+    assert (hca.compress_rate, hca.bytes_per_entry) == (128, 512 * 2)
+    tokens = 65_536
+    windows = 3 * 128 * 1024
+    entries = tokens // 4 * 1280 + tokens // 128 * 1024
+    assert layout.sequence_bytes(tokens) == windows + entries
+    # Flat, the entries are spread over their tokens: 1280 / 4 and 1024 / 128 bytes per token.
+    assert layout.bytes_per_token == 3 * 1024 + 320 + 8

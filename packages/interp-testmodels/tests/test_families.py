@@ -539,6 +539,17 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
             # A chunked layer's last query sees only the keys of its own chunk (Llama-4).
             assert facts.sliding_window is not None
             assert seen == (PROMPT_LEN - 1) % facts.sliding_window + 1 < PROMPT_LEN, index
+        elif facts.compress_rate(index) is not None:
+            # DeepSeek-V4's CSA / HCA: the window's tokens, then one entry per `rate` tokens;
+            # the last query sees the window and every closed entry (CSA: the indexer's top-k).
+            entries = PROMPT_LEN // facts.compress_rate(index)
+            assert probs.shape[-1] == PROMPT_LEN + entries, index
+            window = int((probs[0, 0, -1, :PROMPT_LEN] > 0).sum())
+            assert window == facts.sliding_window < PROMPT_LEN, index
+            kept = entries
+            if facts.layer_kind(index) == "compressed_sparse":
+                kept = min(entries, loaded.config["index_topk"])
+            assert seen - window == kept > 0, index
         elif facts.index_topk is not None:
             # DeepSeek-V3.2: the indexer keeps the last query's top-k keys of all it sees.
             assert facts.layer_kind(index) == "full"

@@ -46,6 +46,10 @@ def test_multi_stream_trunks_are_checked_per_stream() -> None:
     planned = planned_addresses(facts)
     assert Address("resid_post", 1, 3) in planned and Address("resid_post", 1) not in planned
     assert Address("attn_stream_mix", 0) in planned
+    # Layer 0 slides; layers 1 (CSA) and 2 (HCA) also read compressed entries: no matrices there.
+    matrices = sorted(str(a) for a in planned if a.name in {"attn_scores", "attn_probs"})
+    assert matrices == ["attn_probs.0", "attn_scores.0"]
+    assert {Address("z", 1), Address("z", 2), Address("attn_out", 2)} <= set(planned)
 
 
 def _reading(engine: str, key: str, tensors: dict[str, Any]) -> Reading:

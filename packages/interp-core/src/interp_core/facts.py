@@ -47,26 +47,33 @@ from interp_core.layer_kind_reading import LayerKindReading, is_int
 
 __all__ = [
     "ATTENDING_LAYER_KINDS",
+    "COMPRESSED_LAYER_KINDS",
     "LAYER_KINDS",
     "MLAFacts",
     "MoEFacts",
     "ModelFacts",
 ]
 
-# Per-layer mixer kinds. "full" and "sliding" are softmax attention; the rest have no attention
-# matrix, so attention points are absent on them. "mlp" is a layer with no token mixer at all:
-# its one sublayer is an MLP or mixture of experts (Nemotron-H, `ModelFacts.single_sublayer`).
+# Per-layer mixer kinds. "full", "sliding" and "chunked" are softmax attention over token keys;
+# the two compressed kinds (DeepSeek-V4's CSA and HCA) are softmax attention over a sliding
+# window of tokens plus compressed entries (one per `compress_rates[kind]` tokens), so they have
+# z and attn_out but no token-by-token attention matrix; the rest have no attention at all.
+# "mlp" is a layer with no token mixer at all: its one sublayer is an MLP or mixture of experts
+# (Nemotron-H, `ModelFacts.single_sublayer`).
+COMPRESSED_LAYER_KINDS = frozenset({"compressed_sparse", "heavily_compressed"})
 LAYER_KINDS = (
     "full",
     "sliding",
     "chunked",
+    "compressed_sparse",
+    "heavily_compressed",
     "linear_attention",
     "recurrent",
     "mamba",
     "conv",
     "mlp",
 )
-ATTENDING_LAYER_KINDS = frozenset({"full", "sliding", "chunked"})
+ATTENDING_LAYER_KINDS = frozenset({"full", "sliding", "chunked", *COMPRESSED_LAYER_KINDS})
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,8 @@ class ModelFacts:
     residual_multiplier: float | None = None  # scales each sublayer's write into the residual
     embedding_multiplier: float | None = None  # scales the embedding output (Gemma: sqrt(d_model))
     n_streams: int = 1  # hyper-connection residual streams (DeepSeek-V4 mHC); 1 = ordinary trunk
+    # DeepSeek-V4: tokens per compressed entry, per compressed layer kind present (kind, rate).
+    compress_rates: tuple[tuple[str, int], ...] = ()
     # DeepSeek-V3.2's sparse attention: each query attends to at most this many of its visible
     # keys, the ones a lightning indexer scores highest (the rest are masked like future tokens).
     index_topk: int | None = None
@@ -174,7 +183,7 @@ class ModelFacts:
         return self.layer_kinds[layer] if self.layer_kinds else "full"
 
     def attends(self, layer: int) -> bool:
-        """Whether `layer` computes a softmax attention matrix."""
+        """Whether `layer` computes softmax attention (over tokens, or compressed entries too)."""
         return self.layer_kind(layer) in ATTENDING_LAYER_KINDS
 
     def has_mixer(self, layer: int) -> bool:
@@ -184,6 +193,15 @@ class ModelFacts:
     def has_mlp(self, layer: int) -> bool:
         """Whether `layer` has an MLP or experts (on single-sublayer trunks, its "mlp" layers)."""
         return not self.single_sublayer or self.layer_kind(layer) == "mlp"
+
+    def attends_tokens_only(self, layer: int) -> bool:
+        """Whether `layer`'s attention matrix has one key per token (not DeepSeek-V4's
+        compressed layers, whose keys are window tokens followed by compressed entries)."""
+        return self.attends(layer) and self.layer_kind(layer) not in COMPRESSED_LAYER_KINDS
+
+    def compress_rate(self, layer: int) -> int | None:
+        """Tokens per compressed entry on a DeepSeek-V4 compressed layer; None elsewhere."""
+        return dict(self.compress_rates).get(self.layer_kind(layer))
 
     def is_sparse(self, layer: int) -> bool:
         """Whether `layer`'s MLP is a routed mixture of experts."""
@@ -243,7 +261,8 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
     mla = reader.mla()
     moe = reader.moe(n_layers)
     layer_kinds = reader.layer_kinds(n_layers)
-    slides = "sliding" in layer_kinds or "chunked" in layer_kinds
+    # Compressed layers slide too: their token keys are a window, beside the compressed entries.
+    slides = bool({"sliding", "chunked", *COMPRESSED_LAYER_KINDS} & set(layer_kinds))
     model_type = reader.model_type
 
     return ModelFacts(
@@ -279,6 +298,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         residual_multiplier=reader.number("residual_multiplier"),
         embedding_multiplier=reader.embedding_multiplier(d_model),
         n_streams=reader.n_streams(),
+        compress_rates=reader.compress_rates(layer_kinds),
         index_topk=reader.positive_int("the indexer's top-k", "index_topk")
         if model_type in conventions.INDEXED_ATTENTION_TYPES
         else None,

@@ -13,6 +13,7 @@ __all__ = [
     "ALWAYS_PARALLEL_TYPES",
     "BIASED_TYPES",
     "CLASS_DEFAULTS",
+    "COMPRESS_RATIO_KINDS",
     "DENSE_MLP_NAMES",
     "DENSE_MLP_WIDTH_KEYS",
     "GATED_ATTN_OUTPUT_TYPES",
@@ -21,6 +22,7 @@ __all__ = [
     "LAYER_TYPE_NAMES",
     "LAYER_TYPE_NAMES_BY_FAMILY",
     "LEARNED_POSITION_TYPES",
+    "LEGACY_COMPRESS_RATE_KEYS",
     "NESTED_CONFIG_KEYS",
     "NORMED_SKIP_TYPES",
     "PARALLEL_BY_DEFAULT",
@@ -71,6 +73,10 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt_oss": {"sliding_window": 128},
     "qwen3_next": {"full_attention_interval": 4},
     "deepseek_v32": {"index_topk": 2048},
+    # DeepSeek-V4's published configs give per-layer `compress_ratios` and no `compress_rates`.
+    "deepseek_v4": {
+        "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+    },
 }
 
 # `tie_word_embeddings` when the config leaves it out is the config class's own default; families
@@ -301,6 +307,20 @@ LAYER_TYPE_NAMES: dict[str, str] = {
 LAYER_TYPE_NAMES_BY_FAMILY: dict[str, dict[str, str]] = {
     "granitemoehybrid": {"linear_attention": "mamba"},
     "nemotron_h": {"linear_attention": "mamba", "mlp": "mlp", "moe": "mlp"},
+    # DeepSeek-V4: a sliding window of tokens plus compressed entries, one per
+    # `compress_rates[name]` tokens; CSA keeps each query's indexer top-k of them, HCA all.
+    "deepseek_v4": {
+        "compressed_sparse_attention": "compressed_sparse",
+        "heavily_compressed_attention": "heavily_compressed",
+    },
+}
+
+# DeepSeek-V4's per-layer `compress_ratios` (published configs), read by value as transformers
+# reads them; and the older scalar key that overrides each compressed kind's rate.
+COMPRESS_RATIO_KINDS = {0: "sliding", 4: "compressed_sparse", 128: "heavily_compressed"}
+LEGACY_COMPRESS_RATE_KEYS = {
+    "compressed_sparse_attention": "compress_rate_csa",
+    "heavily_compressed_attention": "compress_rate_hca",
 }
 
 # Names configs use in `mlp_layer_types`.

@@ -77,6 +77,8 @@ class LayerKindReading:
         _, layer_types = self.get("layer_types")
         if layer_types is not None:
             return self._named_layer_kinds(layer_types, n_layers)
+        if self.model_type == "deepseek_v4":
+            return self._deepseek_v4_layer_kinds(n_layers)
         _, linear_attn = self.get("linear_attn_config")
         if isinstance(linear_attn, Mapping) and linear_attn.get("full_attn_layers") is not None:
             # Kimi Linear's published config: MLA at these layers, counted from 1; Kimi Delta
@@ -147,6 +149,64 @@ class LayerKindReading:
                 first = self.optional_int("max_window_layers", minimum=0) or 0
                 return tuple("sliding" if i >= first else "full" for i in range(n_layers))
         return ("full",) * n_layers
+
+    def _deepseek_v4_layer_kinds(self, n_layers: int) -> tuple[str, ...]:
+        # DeepSeek-V4 configs without `layer_types`: the published checkpoints list one
+        # compression ratio per layer (`compress_ratios`), with the multi-token-prediction
+        # layers' entries after the trunk's; with neither, transformers' default is two HCA
+        # layers, then CSA and HCA alternating.
+        _, ratios = self.get("compress_ratios")
+        if ratios is None:
+            return tuple(
+                "heavily_compressed" if i < 2 or i % 2 == 0 else "compressed_sparse"
+                for i in range(n_layers)
+            )
+        if isinstance(ratios, str) or not isinstance(ratios, Sequence) or len(ratios) < n_layers:
+            message = (
+                f"`compress_ratios` is {ratios!r}, not a list with one entry per layer "
+                f"({n_layers}). Fix `compress_ratios`"
+            )
+            raise ConfigError(message)
+        kinds = []
+        for layer, ratio in enumerate(ratios[:n_layers]):
+            kind = conventions.COMPRESS_RATIO_KINDS.get(ratio) if is_int(ratio) else None
+            if kind is None:
+                message = (
+                    f"`compress_ratios[{layer}]` is {ratio!r}; DeepSeek-V4 knows 0 "
+                    "(sliding-only), 4 (CSA) and 128 (HCA). Fix the entry, or state `layer_types` "
+                    "and `compress_rates`"
+                )
+                raise ConfigError(message)
+            kinds.append(kind)
+        return tuple(kinds)
+
+    def compress_rates(self, layer_kinds: Sequence[str]) -> tuple[tuple[str, int], ...]:
+        """DeepSeek-V4's tokens per compressed entry, per compressed kind present."""
+        names = conventions.LAYER_TYPE_NAMES_BY_FAMILY.get(self.model_type, {})
+        present = [
+            (name, kind)
+            for name, kind in names.items()
+            if name in conventions.LEGACY_COMPRESS_RATE_KEYS and kind in layer_kinds
+        ]
+        if not present:
+            return ()
+        _, stated = self.get("compress_rates")
+        if not isinstance(stated, Mapping):
+            message = f"`compress_rates` is {stated!r}, not a mapping of layer type to rate"
+            raise ConfigError(message)
+        rates = []
+        for name, kind in present:
+            # An older scalar key (`compress_rate_csa`) overrides, as in transformers.
+            legacy = self.cfg.get(conventions.LEGACY_COMPRESS_RATE_KEYS[name])
+            rate = legacy if legacy is not None else stated.get(name)
+            if not is_int(rate) or rate < 1:
+                message = (
+                    f"the compression rate of `{name}` is {rate!r}, not a positive number of "
+                    "tokens per compressed entry. Fix `compress_rates`"
+                )
+                raise ConfigError(message)
+            rates.append((kind, rate))
+        return tuple(rates)
 
     def _llama4_layer_kinds(self, n_layers: int) -> tuple[str, ...]:
         # Llama-4 configs without `layer_types`: the rotary layers (a 1 in `no_rope_layers`,

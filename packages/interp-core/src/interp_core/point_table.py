@@ -248,7 +248,9 @@ _SPECS: tuple[PointSpec, ...] = (
         query-key dot products (after RoPE), after any attention-logit softcap (Gemma-2) and after
         the causal or sliding-window mask has been added. Masked entries hold the backend's fill
         value (the dtype minimum or -inf), so compare only unmasked entries. Attention-sink logits,
-        on families with sinks, are not columns of this tensor. Softmax-attention layers only.""",
+        on families with sinks, are not columns of this tensor. Softmax-attention layers with one
+        key per token only: absent on DeepSeek-V4's compressed (CSA/HCA) layers, whose keys are
+        the window's tokens followed by compressed entries.""",
         tl=_E(
             "blocks.{L}.attn.hook_attn_scores",
             "TransformerLens fills masked entries with -inf where HF eager uses the dtype minimum.",
@@ -269,8 +271,10 @@ _SPECS: tuple[PointSpec, ...] = (
         """Attention weights after the softmax, shaped [batch, heads, query, key]; row q is the
         distribution query q places over keys. On families with attention sinks part of the mass
         goes to the sink, so rows sum to less than one and are reported that way, never
-        renormalised. Softmax-attention layers only; linear-attention and state-space layers have
-        no such matrix.""",
+        renormalised. Softmax-attention layers with one key per token only; linear-attention and
+        state-space layers have no such matrix, and DeepSeek-V4's compressed (CSA/HCA) layers
+        attend to compressed entries beside the window's tokens, so theirs is no token-by-token
+        matrix.""",
         tl=_E("blocks.{L}.attn.hook_pattern"),
         nnsight=_E(
             "model.model.layers[{L}].self_attn.output[1]",
@@ -291,7 +295,9 @@ _SPECS: tuple[PointSpec, ...] = (
         """The per-head attention results concatenated across heads, as the output projection
         (o_proj) receives them: for each head, the attention-weighted sum of values,
         n_heads*v_head_dim wide (v_head_dim equals head_dim except on MLA). On gated-attention
-        families the output gate has already been applied. Softmax-attention layers only.""",
+        families the output gate has already been applied. On DeepSeek-V4's compressed (CSA/HCA)
+        layers the sum runs over the window's tokens and the compressed entries. Softmax-attention
+        layers only.""",
         tl=_E("blocks.{L}.attn.hook_z", _TL_FLAT_HEADS),
         nnsight=_E("model.model.layers[{L}].self_attn.o_proj.input", _NNSIGHT_PATHS),
         nnterp=_E(None, _NNTERP_ONLY_BOUNDARIES),

@@ -329,6 +329,50 @@ _ATTENDS = _LayerRule(
 )
 
 
+_COMPRESSED_NAMES = {
+    "compressed_sparse": "compressed sparse attention (CSA)",
+    "heavily_compressed": "heavily compressed attention (HCA)",
+}
+
+
+def _token_keys_absence(spec: PointLike, facts: ModelFacts, layer: int) -> Absence:
+    if not facts.attends(layer):
+        return _ATTENDS.at_layer(spec, facts, layer)
+    kind = facts.layer_kind(layer)
+    picked = (
+        ", of which each query keeps the top-k its lightning indexer scores highest"
+        if kind == "compressed_sparse"
+        else ""
+    )
+    where = _where(facts, facts.attends_tokens_only)
+    tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+    return Absence(
+        f"layer {layer} of {facts.architecture} is a {_COMPRESSED_NAMES.get(kind, kind)} layer: "
+        f"its queries attend to a sliding window of tokens followed by compressed entries (one "
+        f"per {facts.compress_rate(layer)} tokens{picked}), so its attention matrix has no "
+        f"key-per-token axis and {spec.name}, a [batch, heads, query, key token] matrix, does "
+        "not exist there",
+        "read z (each head's attention-weighted sum over window tokens and compressed entries) "
+        f"or attn_out{tail}",
+    )
+
+
+# Attention matrices need one key per token: absent on non-attending and compressed layers.
+_TOKEN_KEYS = _LayerRule(
+    present=lambda facts, layer: facts.attends_tokens_only(layer),
+    at_layer=_token_keys_absence,
+    nowhere=lambda spec, facts: (
+        _ATTENDS.nowhere(spec, facts)
+        if not any(facts.attends(each) for each in range(facts.n_layers))
+        else Absence(
+            f"every attending layer of {facts.architecture} attends to compressed entries "
+            f"beside its window tokens, so {spec.name} (one key per token) does not exist",
+            "read z or attn_out",
+        )
+    ),
+)
+
+
 def _dense_instead(spec: PointLike, facts: ModelFacts) -> str:
     where = _where(facts, lambda layer: facts.has_mlp(layer) and not facts.is_sparse(layer))
     tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
@@ -430,12 +474,12 @@ _LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
             "k_norm_in",
             "k_norm_out",
             "value",
-            "attn_scores",
-            "attn_probs",
             "z",
             "attn_gate",
         )
     },
+    "attn_scores": (_HAS_MIXER, _TOKEN_KEYS),
+    "attn_probs": (_HAS_MIXER, _TOKEN_KEYS),
     "attn_in": (_HAS_MIXER,),
     "attn_out": (_HAS_MIXER,),
     "attn_out_post": (_HAS_MIXER,),

@@ -115,6 +115,7 @@ def check_padded_positions(mask: torch.Tensor, config: Any) -> None:
     step.
     """
     config = getattr(config, "text_config", config)
+    _check_compressed_left_padding(mask, config)
     if not getattr(config, "attn_temperature_tuning", False):
         return
     if 0 not in (getattr(config, "no_rope_layers", None) or ()):
@@ -129,6 +130,29 @@ def check_padded_positions(mask: torch.Tensor, config: Any) -> None:
         f"padded tensor's first column (transformers ignores the position ids there), so a "
         f"padded row would differ from the same row alone; pad on the right "
         f"(padding_side='right'), or run the prompts one at a time"
+    )
+    raise CapabilityUnsupported(message)
+
+
+_COMPRESSED_LAYER_TYPES = ("compressed_sparse_attention", "heavily_compressed_attention")
+
+
+def _check_compressed_left_padding(mask: torch.Tensor, config: Any) -> None:
+    """DeepSeek-V4's compressed layers pool tokens in windows counted from the padded tensor's
+    first column, pads included (their compressors take no mask), so left padding shifts every
+    window and pools pads into the entries a row's queries read: refuse it. Right padding leaves
+    a row's closed windows all real tokens, and measures equal to the row alone."""
+    kinds = set(getattr(config, "layer_types", None) or ()) & set(_COMPRESSED_LAYER_TYPES)
+    if not kinds or not bool((mask[:, 0] == 0).any()):
+        return
+    rates = getattr(config, "compress_rates", None) or {}
+    pooled = ", ".join(f"{kind} every {rates.get(kind, '?')}" for kind in sorted(kinds))
+    message = (
+        f"a left-padded batch cannot run on this DeepSeek-V4: its compressed layers pool tokens "
+        f"into entries ({pooled} tokens) in windows counted from the padded tensor's first "
+        f"column, pad tokens included (transformers gives the compressors no mask), so a padded "
+        f"row would differ from the same row alone; pad on the right (padding_side='right'), or "
+        f"run the prompts one at a time"
     )
     raise CapabilityUnsupported(message)
 

@@ -150,6 +150,8 @@ def eager_activation_bytes(
                 keys = seq
                 if facts.layer_kind(layer) != "full" and facts.sliding_window:
                     keys = min(seq, facts.sliding_window)
+                # DeepSeek-V4's compressed layers read their entries after the window's tokens.
+                keys += seq // (facts.compress_rate(layer) or seq + 1)
                 widest = max(widest, keys)
         # Scores and probabilities of the widest layer, both live while softmax runs.
         terms["attention_matrices"] = 2 * batch * facts.n_heads * seq * widest * value_bytes

@@ -9,7 +9,11 @@ Per layer kind, on one tensor-parallel rank:
   values, `n_heads · (qk_head_dim + v_head_dim)` values;
 - sliding-window and chunked layers: the same bytes per token, but a sequence holds at most the
   window (vLLM: `window - 1 + in-flight tokens`, plus one block);
-- linear-attention / recurrent layers: nothing per token; a fixed state per sequence.
+- linear-attention / recurrent layers: nothing per token; a fixed state per sequence;
+- DeepSeek-V4: keys are values (one tensor, `K = V`), so a token costs `head_dim` values; its
+  compressed layers hold the window's tokens plus one entry per `compress_rate` tokens
+  (`head_dim` values, and `index_head_dim` more for the CSA indexer's keys), so a sequence of
+  `t` tokens adds `t // compress_rate` entries beside its window.
 
 `vllm_kv_capacity` turns a pool of bytes into vLLM's blocks, groups and the "KV cache size: N
 tokens" it logs, following vLLM's allocator (`vllm/v1/core/kv_cache_utils.py`): pages of
@@ -24,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 
 __all__ = ["KVLayout", "LayerKV", "VllmKVCapacity", "kv_layout", "vllm_kv_capacity"]
@@ -40,6 +45,20 @@ class LayerKV:
     values_per_token: int  # cached values per token (K and V together; the latent on MLA)
     bytes_per_token: int
     window: int | None = None
+    # DeepSeek-V4's compressed layers: one more entry per `compress_rate` tokens, unwindowed.
+    compress_rate: int | None = None
+    bytes_per_entry: int = 0
+
+    def entry_bytes(self, tokens: int) -> int:
+        """Bytes of the compressed entries `tokens` tokens leave (0 on other layers)."""
+        return tokens // self.compress_rate * self.bytes_per_entry if self.compress_rate else 0
+
+    @property
+    def flat_bytes_per_token(self) -> int:
+        """Bytes per token, the compressed entries spread over their tokens (rounded up)."""
+        if not self.compress_rate:
+            return self.bytes_per_token
+        return self.bytes_per_token + -(-self.bytes_per_entry // self.compress_rate)
 
 
 @dataclass(frozen=True)
@@ -53,7 +72,7 @@ class KVLayout:
     @property
     def bytes_per_token(self) -> int:
         """Bytes one token adds across all layers when nothing is windowed away (flat)."""
-        return sum(layer.bytes_per_token for layer in self.layers)
+        return sum(layer.flat_bytes_per_token for layer in self.layers)
 
     @property
     def attention_layers(self) -> tuple[LayerKV, ...]:
@@ -69,7 +88,7 @@ class KVLayout:
         total = self.state_bytes_per_sequence
         for layer in self.attention_layers:
             held = tokens if layer.window is None else min(tokens, layer.window)
-            total += held * layer.bytes_per_token
+            total += held * layer.bytes_per_token + layer.entry_bytes(tokens)
         return total
 
     def values_per_token_layer(self) -> int:
@@ -117,12 +136,12 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
             # holds no state: pricing it as recurrent would add a phantom per-sequence cost.
             layers.append(LayerKV(layer, "none", 0, 0))
             continue
-        if kind not in ("full", "sliding", "chunked"):
+        if not facts.attends(layer):
             values = _state_values(facts, 1 if family == "eager" else tensor_parallel)
             layers.append(LayerKV(layer, "state", 0, 0))
             state += values * kv_bytes
             continue
-        window = facts.sliding_window if kind in _WINDOWED else None
+        window = facts.sliding_window if kind in _WINDOWED or facts.compress_rate(layer) else None
         if facts.mla is not None and family == "vllm":
             values = facts.mla.kv_lora_rank + facts.mla.qk_rope_head_dim
             layers.append(
@@ -133,8 +152,26 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
             values = facts.n_heads * (facts.mla.qk_head_dim + facts.mla.v_head_dim)
         else:
             heads_here = max(1, facts.n_kv_heads // shards)
-            values = heads_here * 2 * facts.head_dim
-        layers.append(LayerKV(layer, kind, values, values * kv_bytes, window))
+            # DeepSeek-V4 caches one tensor read as both keys and values.
+            values = heads_here * (1 if facts.shared_key_value else 2) * facts.head_dim
+        rate = facts.compress_rate(layer)
+        if rate is None:
+            layers.append(LayerKV(layer, kind, values, values * kv_bytes, window))
+            continue
+        entry = facts.head_dim
+        if kind == "compressed_sparse":
+            index_dim = _config(facts).get("index_head_dim")
+            if not isinstance(index_dim, int) or index_dim < 1:
+                message = (
+                    f"layer {layer} is a compressed sparse attention layer, whose indexer caches "
+                    f"`index_head_dim` values per entry, but the config states {index_dim!r}; "
+                    "state `index_head_dim` to price its KV cache"
+                )
+                raise ConfigError(message)
+            entry += index_dim
+        layers.append(
+            LayerKV(layer, kind, values, values * kv_bytes, window, rate, entry * kv_bytes)
+        )
     return KVLayout(tuple(layers), state, family)
 
 
@@ -190,7 +227,8 @@ def vllm_kv_capacity(
         key = ("full" if layer.window is None else "windowed", layer.window, layer.bytes_per_token)
         buckets.setdefault(key, []).append(layer)
     pages = {key[2] for key in buckets}
-    exact = len(pages) == 1 and layout.state_bytes_per_sequence == 0
+    compressed = any(layer.compress_rate for layer in attending)
+    exact = len(pages) == 1 and layout.state_bytes_per_sequence == 0 and not compressed
     if len(buckets) == 1:
         (layers,) = buckets.values()
         bytes_per_block = block_size * sum(layer.bytes_per_token for layer in layers)

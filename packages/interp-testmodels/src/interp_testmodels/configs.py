@@ -496,8 +496,16 @@ _SPECS: tuple[FamilySpec, ...] = (
             num_experts_per_tok=2,
             n_shared_experts=1,
             moe_intermediate_size=64,
-            layer_types=["sliding_attention", "sliding_attention"],
-            mlp_layer_types=["hash_moe", "moe"],
+            num_hidden_layers=3,
+            layer_types=[
+                "sliding_attention",
+                "compressed_sparse_attention",
+                "heavily_compressed_attention",
+            ],
+            mlp_layer_types=["hash_moe", "moe", "moe"],
+            # Small rates so the 13-token test prompt compresses: 6 CSA entries (of which the
+            # indexer keeps each query's top 4) and 3 HCA entries.
+            compress_rates={"compressed_sparse_attention": 2, "heavily_compressed_attention": 4},
             sliding_window=4,
             index_n_heads=2,
             index_head_dim=32,
@@ -506,10 +514,19 @@ _SPECS: tuple[FamilySpec, ...] = (
         "Manifold-constrained hyper-connections: a trunk of 4 residual streams mixed in and out "
         "of each layer (Sinkhorn-normalised), collapsed by a hyper head before the final norm. "
         "Shared-KV attention (one head read as key and value) with sinks, window 4, grouped "
-        "low-rank output projection; layer 0 hash-routed (a randomised token→expert table), "
-        "layer 1 top-2 routed, one shared expert. Every layer is sliding-only: the compressed "
-        "kinds (CSA/HCA) need a longer prompt than 12 tokens to compress anything.",
-        ("hyper-connections", "mqa", "sinks", "sliding", "moe", "hash-routing"),
+        "low-rank output projection; layer 0 sliding-only, layer 1 compressed sparse attention "
+        "(an entry per 2 tokens, indexer top-4), layer 2 heavily compressed attention (an entry "
+        "per 4 tokens); layer 0 hash-routed (a randomised token→expert table), layers 1-2 top-2 "
+        "routed, one shared expert.",
+        (
+            "hyper-connections",
+            "mqa",
+            "sinks",
+            "sliding",
+            "compressed-attention",
+            "moe",
+            "hash-routing",
+        ),
     ),
 )
 

@@ -63,6 +63,10 @@ class Reference:
     mlp_modules: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # (act, down) dense
     sparse_layers: set[int] = field(default_factory=set)
     attention_layers: set[int] = field(default_factory=set)
+    # DeepSeek-V4's compressed layers: z and attn_out only (their keys are window tokens then
+    # compressed entries); the model's own [b, heads, q, window + entries] probabilities are kept
+    # here, with the keys (= values) its attention function read, for the z invariant.
+    compressed_layers: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
 
 # --- hooks ---------------------------------------------------------------------------------------
@@ -213,7 +217,8 @@ def reference_points(
         else:
             assert mixer is not None, f"{family} layer {layer} has no {layout.mixer}"
             p["mixer"] = mixers[layer] = mixer
-            if not layout.routed_heads:
+            p["compressed"] = kind in layout.compressed_layer_types
+            if not layout.routed_heads and not p["compressed"]:
                 ref.attention_layers.add(layer)
             hooks.output(f"{layer}.mixer", mixer)
             if layout.ssm_beside is not None:
@@ -378,6 +383,9 @@ def reference_points(
         if layout.routed_heads and f"{layer}.kv_proj" in out:
             # Only the shared K/V heads are fixed units: the value half of kv_proj.
             put("value", layer, out[f"{layer}.kv_proj"].chunk(2, dim=-1)[1])
+        if p.get("compressed"):
+            points[Address("z", layer)] = _flat(inp[f"{layer}.z"], batch, seq)
+            ref.compressed_layers[layer] = (out[f"{layer}.mixer"][1], calls[layer].key)
         if layer in ref.attention_layers:
             _attention_points(
                 ref, layer, layout, p["mixer"], out, inp, calls, heads, kv_heads, head_dim

@@ -33,6 +33,9 @@ class Layout:
     # Hybrid trunks whose linear mixer has the softmax mixer's name (MiniMax, Kimi Linear): the
     # config's `layer_types` names that mark a layer's `mixer` as linear attention.
     linear_layer_types: tuple[str, ...] = ()
+    # DeepSeek-V4: the `layer_types` names whose softmax attention reads compressed entries after
+    # the window's tokens, so its probabilities have no key-per-token axis (no scores/probs).
+    compressed_layer_types: tuple[str, ...] = ()
     q_proj: str | None = "q_proj"  # relative to the mixer, like the next five
     k_proj: str | None = "k_proj"
     v_proj: str | None = "v_proj"
@@ -255,7 +258,13 @@ LAYOUTS: dict[str, Layout] = {
     "gpt_oss": replace(_LLAMA, router="router"),
     # Shared-KV attention with a grouped low-rank output projection: z enters o_a_proj.
     "deepseek_v4": replace(
-        _LLAMA, q_proj=None, k_proj=None, v_proj=None, o_proj="o_a_proj", streams=True
+        _LLAMA,
+        q_proj=None,
+        k_proj=None,
+        v_proj=None,
+        o_proj="o_a_proj",
+        streams=True,
+        compressed_layer_types=("compressed_sparse_attention", "heavily_compressed_attention"),
     ),
     # --- released since the first 32 ---
     "smollm3": _LLAMA,
