@@ -165,11 +165,17 @@ def _attention_kind(f: ModelFacts) -> str:
             f"multi-head latent (MLA): {f.n_heads} heads, kv_lora_rank {m.kv_lora_rank}, "
             f"qk head dim {m.qk_head_dim}, v head dim {m.v_head_dim}{indexed}"
         )
+    shared = [layer for layer, source in enumerate(f.kv_source) if source is not None]
+    reuse = (
+        f"; layers {layer_ranges(shared)} reuse an earlier layer's keys and values"
+        if shared
+        else ""
+    )
     if f.n_kv_heads == 1 and f.n_heads > 1:
-        return f"multi-query: {f.n_heads} query heads share 1 key/value head"
+        return f"multi-query: {f.n_heads} query heads share 1 key/value head{reuse}"
     if f.n_kv_heads < f.n_heads:
-        return f"grouped-query: {f.n_heads} query heads, {f.n_kv_heads} key/value heads"
-    return f"multi-head: {f.n_heads} heads"
+        return f"grouped-query: {f.n_heads} query heads, {f.n_kv_heads} key/value heads{reuse}"
+    return f"multi-head: {f.n_heads} heads{reuse}"
 
 
 def _norms(f: ModelFacts) -> str:
@@ -189,6 +195,12 @@ def _block(f: ModelFacts) -> str:
         return "sequential; each sublayer leaves alpha·(its normed input) + beta·(its output)"
     if f.single_sublayer:
         return "one sublayer per layer: a token mixer or an MLP (the layer kind says which)"
+    if f.altup_active_stream is not None:
+        return (
+            f"AltUp: every stream predicted, attention and MLP on stream "
+            f"{f.altup_active_stream}'s prediction with LAuReL (rank {f.laurel_rank}) beside "
+            "attention and the sum scaled by 1/sqrt(2), then every stream corrected"
+        )
     return "sequential"
 
 
@@ -215,7 +227,17 @@ def _mlp(f: ModelFacts) -> str:
         if f.has_dense_layers:
             text += f" (layers {layer_ranges(list(m.sparse_layers))})"
         parts.append(text)
+    topk = [layer for layer, target in enumerate(f.activation_sparsity) if target > 0]
+    if topk:
+        parts.append(f"gaussian top-k on the gate at layers {layer_ranges(topk)}")
     return "; ".join(parts)
+
+
+def _streams(f: ModelFacts) -> str:
+    if f.n_streams <= 1:
+        return NO
+    kind = "AltUp" if f.altup_active_stream is not None else "hyper-connections"
+    return f"{f.n_streams} ({kind})"
 
 
 def _num(value: float | None) -> str:
@@ -241,7 +263,7 @@ def trait_rows(f: ModelFacts) -> list[tuple[str, str]]:
         ("embedding multiplier", _num(f.embedding_multiplier)),
         ("logit multiplier", _num(f.logit_multiplier)),
         ("final logit softcap", _num(f.final_logit_softcap)),
-        ("residual streams (hyper-connections)", str(f.n_streams) if f.n_streams > 1 else NO),
+        ("residual streams", _streams(f)),
         ("tied embeddings", YES if f.tied_embeddings else NO),
     ]
 
@@ -292,8 +314,14 @@ def trait_tags(f: ModelFacts) -> list[str]:
         tags.append("plain MLP")
     if any(v not in (None, 1, 1.0) for v in (f.residual_multiplier, f.logit_multiplier)):
         tags.append("multipliers")
-    if f.n_streams > 1:
+    if f.altup_active_stream is not None:
+        tags.append("AltUp")
+    elif f.n_streams > 1:
         tags.append("hyper-connections")
+    if any(source is not None for source in f.kv_source):
+        tags.append("KV sharing")
+    if any(f.activation_sparsity):
+        tags.append("activation sparsity")
     return tags
 
 

@@ -237,6 +237,9 @@ def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
         if layout.streams:
             _check_stream_residual(run, layer)
             continue
+        if layout.altup:
+            _check_altup_block(run, layer)
+            continue
         if layout.normed_skip:
             _check_normed_skip(run, layer)
             continue
@@ -287,6 +290,38 @@ def _check_single_sublayer(run: Run, layer: int) -> None:
     assert torch.equal(run.get(f"{own}_out", layer), run.get(f"{own}_out_post", layer))
     for name in (f"{other}_in", f"{other}_out", f"{other}_out_post", "resid_mid"):
         assert not run.has(name, layer), f"{name} served on single-sublayer layer {layer}"
+
+
+def _check_altup_block(run: Run, layer: int) -> None:
+    """Gemma-3n: the captured points chain through the block's own AltUp/LAuReL steps.
+
+    attn_in is the input norm of the active stream's prediction from resid_pre; mlp_in is the
+    pre-MLP norm of (prediction + normed attn_out + LAuReL(attn_in)) / sqrt(2); the corrected
+    active stream (which gets no per-layer input) is resid_post there.
+    """
+    facts = run.model.facts
+    n, active = facts.n_streams, facts.altup_active_stream
+    block = run.hf.model.layers[layer]
+    pre = torch.stack([run.get("resid_pre", layer, k) for k in range(n)])
+    post = torch.stack([run.get("resid_post", layer, k) for k in range(n)])
+    assert torch.equal(post.permute(1, 2, 0, 3), run.get("resid_streams", layer))
+    if layer > 0:
+        assert torch.equal(
+            pre, torch.stack([run.get("resid_post", layer - 1, k) for k in range(n)])
+        )
+    with torch.no_grad():
+        predictions = block.altup.predict(pre)
+        attn_in = block.input_layernorm(predictions[active])
+        assert torch.equal(attn_in, run.get("attn_in", layer)), f"gemma3n {layer}: attn_in"
+        attn = block.post_attention_layernorm(run.get("attn_out", layer))
+        mid = (predictions[active] + attn + block.laurel(attn_in)) / (2.0**0.5)
+        mlp_in = block.pre_feedforward_layernorm(mid)
+        assert torch.equal(mlp_in, run.get("mlp_in", layer)), f"gemma3n {layer}: mlp_in"
+        activated = mid + block.post_feedforward_layernorm(run.get("mlp_out", layer))
+        corrected = block.altup.correct(predictions, activated)
+    assert torch.equal(corrected[active], post[active]), f"gemma3n {layer}: corrected stream"
+    # The other streams add the gated per-layer input on top: they must differ.
+    assert not torch.equal(corrected[active - 1], post[active - 1])
 
 
 def _check_normed_skip(run: Run, layer: int) -> None:
@@ -411,8 +446,30 @@ _NO_VALUE_MIXING = {
     "deepseek_v4",
     "kimi_linear",
     "dbrx",
+    "gemma3n",  # normed values, shared across layers: test_shared_values_mix_into_z
     *_ROUTED_HEADS,
 }
+
+
+def test_shared_values_mix_into_z(runs: dict[str, Run]) -> None:
+    """Gemma-3n: z is probs @ v_norm(v_proj(attn_in)) of the layer that computed the K/V."""
+    run = _run(runs, "gemma3n")
+    facts = run.model.facts
+    heads, kv_heads, dim = facts.n_heads, facts.n_kv_heads, facts.head_dim
+    assert facts.kv_source[-1] is not None, "the tiny config must share K/V"
+    for layer in range(facts.n_layers):
+        source = facts.kv_source_of(layer)
+        owner = run.hf.model.layers[layer if source is None else source].self_attn
+        probs = run.get("attn_probs", layer)
+        batch, _, seq, _ = probs.shape
+        with torch.no_grad():
+            raw = owner.v_proj(run.get("attn_in", layer if source is None else source))
+            values = owner.v_norm(raw.view(batch, seq, kv_heads, dim)).transpose(1, 2)
+        values = values[:, :, None].expand(batch, kv_heads, heads // kv_heads, seq, dim)
+        values = values.reshape(batch, heads, seq, dim)
+        mixed = torch.matmul(probs, values).transpose(1, 2).reshape(batch, seq, heads * dim)
+        problem = _mismatch(run.get("z", layer), mixed)
+        assert problem is None, f"gemma3n layer {layer} (K/V of {source}): {problem}"
 
 
 @pytest.mark.parametrize("family", sorted(set(FAMILY_NAMES) - _NO_VALUE_MIXING))
@@ -491,9 +548,15 @@ def test_mlp_neurons_project_to_mlp_out(runs: dict[str, Run], family: str) -> No
     gate_scale, down_scale = getattr(run.hf.config, "mlp_multipliers", None) or (None, None)
     for layer in dense:
         act_fn, down = run.ref.mlp_modules[layer]
-        pre = run.get("mlp_pre", layer)
         act = run.get("mlp_act", layer)
         with torch.no_grad():
+            if not run.has("mlp_pre", layer):
+                # Gemma-3n's sparse layers: gaussian top-k between gate_proj and act_fn.
+                mlp = run.ref_mlp(layer)
+                pre = mlp._gaussian_topk(mlp.gate_proj(run.get("mlp_in", layer)))
+                assert run.model.facts.sparsity_at(layer) > 0, f"{family} {layer}: no mlp_pre"
+            else:
+                pre = run.get("mlp_pre", layer)
             if gate_scale is not None:
                 expected_act = run.get("mlp_pre_linear", layer) * act_fn(pre * gate_scale)
             elif run.has("mlp_pre_linear", layer):

@@ -5,6 +5,8 @@ found on the trunk by name, the output embedding, then whatever the family's log
 (Granite divides by `logits_scaling`, Cohere multiplies by `logit_scale`, Gemma-2 soft-caps with
 `final_logit_softcapping`). DeepSeek-V4 keeps four residual streams, which its hyper head
 collapses before the final norm; the lens reads the stream stack and applies that head too.
+Gemma-3n's four AltUp streams are averaged after unembed projections, rescaled to stream 0's
+RMS; the reference below writes that step out from the modelling code's description.
 
 At the last layer the lens is the model's own read-out, so it equals the logits of a plain
 forward and its top-1 is the model's next-token argmax at every position.
@@ -29,7 +31,9 @@ def _by_hand(m: EagerModel, residual: torch.Tensor) -> torch.Tensor:
     hf = m.hf_model
     config = hf.config.to_dict()
     with torch.no_grad():
-        if residual.dim() == 4:  # a stream stack [batch, seq, streams, d_model]
+        if residual.dim() == 4 and m.facts.altup_active_stream is not None:
+            residual = _altup_by_hand(trunk(hf), residual)
+        elif residual.dim() == 4:  # a stream stack [batch, seq, streams, d_model]
             residual = trunk(hf).hc_head(residual)
         logits = lm_head(hf)(final_norm(hf)(residual))
         if config.get("logits_scaling") is not None:
@@ -42,6 +46,18 @@ def _by_hand(m: EagerModel, residual: torch.Tensor) -> torch.Tensor:
             cap = config["final_logit_softcapping"]
             logits = torch.tanh(logits / cap) * cap
     return logits
+
+
+def _altup_by_hand(trunk: torch.nn.Module, stack: torch.Tensor) -> torch.Tensor:
+    first = stack[:, :, 0]
+    rms = first.pow(2).mean(-1, keepdim=True).sqrt()
+    terms = [first]
+    for k, projection in enumerate(trunk.altup_unembed_projections, start=1):
+        projected = projection(stack[:, :, k])
+        terms.append(
+            projected * rms / projected.pow(2).mean(-1, keepdim=True).clamp_min(1e-5).sqrt()
+        )
+    return sum(terms) / len(terms)
 
 
 def _residual(m: EagerModel, layer: int) -> Address:

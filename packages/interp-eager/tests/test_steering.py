@@ -125,24 +125,40 @@ def _cases(m: EagerModel, address: Address, plain: torch.Tensor) -> list[tuple[s
 
 
 # --- HF-side hooks --------------------------------------------------------------------------------
-def _edit_layer_output(edit: Edit, stream: int | None) -> Callable[..., Any]:
+def _stream_index(stream: int, stream_major: bool) -> tuple[Any, ...]:
+    # DeepSeek-V4 stacks its streams as [b, s, n, d]; Gemma-3n's AltUp as [n, b, s, d].
+    return (stream,) if stream_major else (slice(None), slice(None), stream)
+
+
+def _edit_layer_output(
+    edit: Edit, stream: int | None, stream_major: bool = False
+) -> Callable[..., Any]:
     def hook(module: Any, args: Any, output: Any) -> Any:
         hidden = layer_output(output)
         if stream is None:
             return set_layer_output(output, edit(hidden))
         hidden = hidden.clone()
-        hidden[:, :, stream, :] = edit(hidden[:, :, stream, :])
+        index = _stream_index(stream, stream_major)
+        hidden[index] = edit(hidden[index])
         return set_layer_output(output, hidden)
 
     return hook
 
 
-def _record_layer_output(store: dict[str, torch.Tensor], stream: int | None) -> Callable[..., Any]:
+def _record_layer_output(
+    store: dict[str, torch.Tensor], stream: int | None, stream_major: bool = False
+) -> Callable[..., Any]:
     def hook(module: Any, args: Any, output: Any) -> None:
         hidden = layer_output(output)
-        store["last"] = (hidden if stream is None else hidden[:, :, stream, :]).detach().clone()
+        if stream is not None:
+            hidden = hidden[_stream_index(stream, stream_major)]
+        store["last"] = hidden.detach().clone()
 
     return hook
+
+
+def _stream_major(m: EagerModel) -> bool:
+    return m.facts.altup_active_stream is not None
 
 
 def _reference(
@@ -156,7 +172,8 @@ def _reference(
     with ExitStack() as stack:
         for module, hook in sites:
             stack.enter_context(forward_hook(module, hook))
-        stack.enter_context(forward_hook(layers[-1], _record_layer_output(store, stream)))
+        record = _record_layer_output(store, stream, _stream_major(m))
+        stack.enter_context(forward_hook(layers[-1], record))
         logits = hf_logits(hf, ids)
     return logits, store["last"]
 
@@ -191,7 +208,8 @@ def test_resid_post_steering_equals_a_hand_written_hook(family: str) -> None:
     plain = m.run_with_cache(ids, [address])
     block = decoder_layers(m.hf_model)[layer]
     for name, spec, edit in _cases(m, address, plain[address]):
-        theirs = _reference(m, ids, [(block, _edit_layer_output(edit, address.stream))])
+        hook = _edit_layer_output(edit, address.stream, _stream_major(m))
+        theirs = _reference(m, ids, [(block, hook)])
         ours = _steered(m, ids, spec)
         _assert_matches(ours, theirs, plain.output.logits, f"{family} {name} at {address}")
 
@@ -499,6 +517,25 @@ def test_stream_point_steering_on_deepseek_v4() -> None:
     theirs = _reference(m, ids, [(block, edit_stack)])
     ours = _steered(m, ids, SteeringSpec(stack, vector))
     _assert_matches(ours, theirs, plain_logits, f"deepseek_v4 add at {stack}")
+
+
+def test_altup_stack_steering_on_gemma3n() -> None:
+    """resid_streams is [b, s, n, d] while Gemma-3n's blocks pass [n, b, s, d]: a write lands per
+    stream, the same as a hand-written hook on the stack."""
+    m = model("gemma3n")
+    ids = prompt_ids(m)
+    layer = 1
+    block = decoder_layers(m.hf_model)[layer]
+    vector = _direction(m.facts.n_streams * m.d_model, 9)
+
+    def edit_stack(module: Any, args: Any, output: Any) -> Any:
+        hidden = layer_output(output)  # [n, b, s, d]
+        return set_layer_output(output, hidden + vector.reshape(hidden.shape[0], 1, 1, -1))
+
+    stack = Address("resid_streams", layer)
+    theirs = _reference(m, ids, [(block, edit_stack)])
+    ours = _steered(m, ids, SteeringSpec(stack, vector))
+    _assert_matches(ours, theirs, m.forward_logits(ids), f"gemma3n add at {stack}")
 
 
 # --- resid_mid writes steer the residual stream, not only the MLP input ---------------------------

@@ -181,3 +181,34 @@ def test_deepseek_v4_compressed_layers_add_one_entry_per_rate_tokens() -> None:
     assert layout.sequence_bytes(tokens) == windows + entries
     # Flat, the entries are spread over their tokens: 1280 / 4 and 1024 / 128 bytes per token.
     assert layout.bytes_per_token == 3 * 1024 + 320 + 8
+
+
+def test_gemma3n_kv_shared_layers_cache_nothing_of_their_own() -> None:
+    from interp_core.facts import ModelFacts
+
+    kinds = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(30)]
+    text = {
+        "model_type": "gemma3n_text",
+        "hidden_size": 2048,
+        "num_hidden_layers": 30,
+        "intermediate_size": [8192] * 30,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "vocab_size": 262400,
+        "layer_types": kinds,
+        "sliding_window": 512,
+        "num_kv_shared_layers": 10,
+    }
+    layout = kv_layout(ModelFacts.from_config({"text_config": text}), 2, "eager")
+    per_layer = [layer.bytes_per_token for layer in layout.layers]
+    # 2 K/V heads × 2 (K and V) × 256 × 2 bytes on the 20 computing layers, 0 on the 10 sharing.
+    assert per_layer == [2048] * 20 + [0] * 10
+    capacity = vllm_kv_capacity(
+        kv_layout(ModelFacts.from_config({"text_config": text}), 2, "vllm"),
+        1 << 30,
+        block_size=16,
+        max_model_len=4096,
+        max_in_flight_tokens=2048,
+    )
+    assert capacity.exact  # the sharing layers form no bucket of their own

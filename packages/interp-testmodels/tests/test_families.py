@@ -527,9 +527,19 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         q_width = _q_width_from_weights(attn, facts.n_heads, head_dim)
         gate = 2 if facts.gated_attn_output else 1
         assert facts.q_width * gate == q_width, index
-        assert facts.n_kv_heads == _kv_heads_from_weights(attn, facts.n_heads, head_dim), index
+        # Gemma-3n's KV-shared layers build no key/value projection: the layer the facts name
+        # as the source does, and the module says it reads that layer's keys.
+        source = facts.kv_source_of(index)
+        kv_attn = attn
+        if source is not None:
+            assert not hasattr(attn, "k_proj") and attn.kv_shared_layer_index == source, index
+            kv_attn = _attention(layers[source])
+        elif hasattr(attn, "is_kv_shared_layer"):
+            assert not attn.is_kv_shared_layer, index
+        kv_heads = _kv_heads_from_weights(kv_attn, facts.n_heads, head_dim)
+        assert facts.n_kv_heads == kv_heads, index
         # QK-norm: a norm module on q and one on k in the attention block.
-        has_qk_norm = any(hasattr(attn, q) and hasattr(attn, k) for q, k in _QK_NORM_NAMES)
+        has_qk_norm = any(hasattr(attn, q) and hasattr(kv_attn, k) for q, k in _QK_NORM_NAMES)
         assert facts.qk_norm == has_qk_norm, index
         # Layer kind: a sliding layer's last query sees exactly the window, a full one all.
         seen = int((probs[0, 0, -1] > 0).sum())
@@ -637,10 +647,17 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
     elif facts.n_streams == 1:
         assert facts.parallel_attn_mlp == _parallel_by_probe(loaded, attending[0])
 
-    # Residual streams: the decoder layers carry [batch, seq, streams, d_model] when > 1.
+    # Residual streams: the decoder layers carry [batch, seq, streams, d_model] when > 1, and
+    # Gemma-3n's AltUp [streams, batch, seq, d_model].
     hidden = loaded.layer_inputs[0]
-    streams = hidden.shape[2] if hidden.dim() == 4 else 1
+    altup = facts.altup_active_stream is not None
+    streams = (hidden.shape[0] if altup else hidden.shape[2]) if hidden.dim() == 4 else 1
     assert facts.n_streams == streams
+    if altup:
+        # The per-layer gaussian top-k targets the MLPs state.
+        targets = tuple(float(layer.mlp.activation_sparsity) for layer in layers)
+        assert facts.activation_sparsity == targets
+        assert any(targets) and not all(targets), "the tiny config must mix sparse and plain"
 
 
 # Families whose first layer receives more than the scaled embedding rows: learned positions
@@ -657,8 +674,9 @@ def test_facts_multipliers_match_the_forward(loaded: Loaded) -> None:
     # A plain row lookup: Gemma's embedding module applies the multiplier itself.
     raw = torch.nn.functional.embedding(loaded.ids, model.get_input_embeddings().weight)
     first = loaded.layer_inputs[0]
+    altup = facts.altup_active_stream is not None
     if first.dim() == 4:  # hyper-connection trunks start every stream at the embedding
-        first = first[:, :, 0]
+        first = first[0] if altup else first[:, :, 0]  # AltUp: stream 0 is the embedding
     if loaded.name in _EMBEDDING_PLUS:
         assert facts.embedding_multiplier is None
     else:
@@ -670,7 +688,9 @@ def test_facts_multipliers_match_the_forward(loaded: Loaded) -> None:
     # Logit multiplier and final softcap: the logits against lm_head(final hidden state).
     head = model.get_output_embeddings()
     with torch.no_grad():
-        logits = head(hidden_states[-1]) * (facts.logit_multiplier or 1.0)
+        # Gemma-3n's hidden_states end at the last stream stack; the trunk's output is normed.
+        final = model.model(loaded.ids).last_hidden_state if altup else hidden_states[-1]
+        logits = head(final) * (facts.logit_multiplier or 1.0)
     if facts.final_logit_softcap is not None:
         cap = facts.final_logit_softcap
         logits = cap * torch.tanh(logits / cap)

@@ -30,6 +30,11 @@ Conventions the fields follow:
 - `sandwich_norms` is True on Gemma-2/3, GLM-4, OLMo-2/3, EXAONE-4 and FlexOlmo; the last four
   have the post norms only, with no norm before attention or the MLP, which `post_norms_only`
   tells apart.
+- `altup_active_stream` is set on Gemma-3n only: its `n_streams` residual streams are AltUp's
+  (predicted and corrected around each block, attention and MLP run on this one), not
+  hyper-connections. `kv_source` names, per layer, the earlier layer whose keys and values it
+  reuses (Gemma-3n's KV sharing; None where a layer computes its own), and
+  `activation_sparsity` the per-layer gaussian top-k target (0.0: a plain activation).
 - The family conventions a config leaves unsaid (default tying, biases, QK-norm, ...) are tables
   in `interp_core.family_conventions`.
 """
@@ -43,6 +48,7 @@ from typing import Any
 
 from interp_core import family_conventions as conventions
 from interp_core.errors import ConfigError, PointUnsupported
+from interp_core.expert_reading import ExpertReading, MoEFacts
 from interp_core.layer_kind_reading import LayerKindReading, is_int
 
 __all__ = [
@@ -74,18 +80,6 @@ LAYER_KINDS = (
     "mlp",
 )
 ATTENDING_LAYER_KINDS = frozenset({"full", "sliding", "chunked", *COMPRESSED_LAYER_KINDS})
-
-
-@dataclass(frozen=True)
-class MoEFacts:
-    """Mixture-of-experts layout."""
-
-    n_experts: int
-    experts_per_token: int
-    d_expert: int  # intermediate width of one routed expert
-    n_shared_experts: int = 0
-    d_shared_expert: int | None = None  # total intermediate width of the shared expert(s), if any
-    sparse_layers: tuple[int, ...] = ()  # layer indices whose MLP is routed; the rest are dense
 
 
 @dataclass(frozen=True)
@@ -150,6 +144,13 @@ class ModelFacts:
     # Nemotron-H: each layer is one sublayer behind one norm and one residual add, its token
     # mixer (the layer kind says which) or, on "mlp" layers, its MLP or experts alone.
     single_sublayer: bool = False
+    # Gemma-3n: the residual streams are AltUp's (see the module docstring), LAuReL runs beside
+    # attention, values are RMS-normalised per head, and late layers reuse earlier K/V.
+    altup_active_stream: int | None = None
+    laurel_rank: int | None = None
+    value_norm: bool = False
+    kv_source: tuple[int | None, ...] = ()
+    activation_sparsity: tuple[float, ...] = ()
     max_position_embeddings: int | None = None
     torch_dtype: str | None = None  # the checkpoint's native dtype as the config states it
     extras: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -202,6 +203,16 @@ class ModelFacts:
     def compress_rate(self, layer: int) -> int | None:
         """Tokens per compressed entry on a DeepSeek-V4 compressed layer; None elsewhere."""
         return dict(self.compress_rates).get(self.layer_kind(layer))
+
+    def kv_source_of(self, layer: int) -> int | None:
+        """The earlier layer whose keys and values `layer` reuses; None when it computes its own."""
+        self._check_layer(layer)
+        return self.kv_source[layer] if self.kv_source else None
+
+    def sparsity_at(self, layer: int) -> float:
+        """The gaussian top-k sparsity of `layer`'s MLP gate (0.0: every unit passes)."""
+        self._check_layer(layer)
+        return self.activation_sparsity[layer] if self.activation_sparsity else 0.0
 
     def is_sparse(self, layer: int) -> bool:
         """Whether `layer`'s MLP is a routed mixture of experts."""
@@ -264,6 +275,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
     # Compressed layers slide too: their token keys are a window, beside the compressed entries.
     slides = bool({"sliding", "chunked", *COMPRESSED_LAYER_KINDS} & set(layer_kinds))
     model_type = reader.model_type
+    altup = conventions.ALTUP_TYPES
 
     return ModelFacts(
         architecture=reader.architecture,
@@ -304,6 +316,11 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         else None,
         ssm_beside_attention=model_type in conventions.PARALLEL_SSM_TYPES,
         single_sublayer=model_type in conventions.SINGLE_SUBLAYER_TYPES,
+        altup_active_stream=reader.altup_active_stream(),
+        laurel_rank=reader.optional_int("laurel_rank") if model_type in altup else None,
+        value_norm=model_type in conventions.VALUE_NORM_TYPES,
+        kv_source=reader.kv_sources(layer_kinds) if model_type in altup else (),
+        activation_sparsity=reader.activation_sparsity(n_layers) if model_type in altup else (),
         max_position_embeddings=reader.optional_int(
             # Kimi Linear saves its context length as `model_max_length`.
             "max_position_embeddings",
@@ -318,7 +335,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
     )
 
 
-class _Reader(LayerKindReading):
+class _Reader(LayerKindReading, ExpertReading):
     """Looks keys up in the text model's config, then in its family's class defaults."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -540,7 +557,17 @@ class _Reader(LayerKindReading):
         own_key = conventions.DENSE_MLP_WIDTH_KEYS.get(self.model_type)
         if own_key is not None:
             keys = (own_key,)
-        if self.get(*keys)[0] is not None:
+        key, stated = self.get(*keys)
+        if isinstance(stated, list) and self.model_type in conventions.ALTUP_TYPES:
+            # Gemma-3n states one width per layer; ModelFacts holds one d_mlp.
+            if not stated or len(set(stated)) != 1:
+                message = (
+                    f"`{key}` is {stated!r}: per-layer MLP widths that differ are not "
+                    f"supported (ModelFacts has one d_mlp). State one width for every layer"
+                )
+                raise ConfigError(message)
+            return self._checked_int(key, stated[0], "the MLP width", minimum=1)
+        if key is not None:
             width = self.positive_int("the MLP width", *keys)
             if self.get("block_auto_adjust_ff_dim")[1]:
                 width = self._lfm2_width(width)
@@ -565,128 +592,6 @@ class _Reader(LayerKindReading):
             multiple = self.optional_int("block_multiple_of") or 1
             width = multiple * ((width + multiple - 1) // multiple)
         return width
-
-    def moe(self, n_layers: int) -> MoEFacts | None:
-        key, n_experts = self.get(
-            "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"
-        )
-        if key is None or n_experts == 0:
-            # Dense members of MoE-capable families say 0 experts (Granite-4.0-H-1B).
-            return None
-        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
-            if "moe" not in (self.block_types()[1] or ()):
-                # Nemotron-H's dense members: transformers saves the class's expert count anyway.
-                return None
-        n_experts = self._checked_int(key, n_experts, "an expert count", minimum=1)
-        experts_per_token = self.positive_int(
-            "how many experts each token uses",
-            "num_experts_per_tok",
-            "num_experts_per_token",
-            "experts_per_token",
-            "moe_k",  # ERNIE-4.5
-            "moe_topk",  # Hunyuan
-            "moe_top_k",  # DBRX
-        )
-        if experts_per_token > n_experts:
-            message = (
-                f"the {self.model_type} config routes each token to {experts_per_token} of "
-                f"{n_experts} experts: a token cannot use more experts than exist. Fix "
-                f"`num_experts_per_tok`"
-            )
-            raise ConfigError(message)
-        # Mixtral, gpt-oss and Granite-MoE have no separate expert width: intermediate_size is it.
-        d_expert = self.positive_int(
-            "the width of one expert",
-            "moe_intermediate_size",
-            "intermediate_size",
-            "ffn_hidden_size",
-        )
-        n_shared = (
-            self.optional_int(
-                "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", minimum=0
-            )
-            or 0
-        )
-        shared_width = self.optional_int(
-            "shared_expert_intermediate_size",
-            "shared_intermediate_size",
-            "moe_shared_expert_intermediate_size",  # Nemotron-H
-            minimum=0,
-        )
-        if self.model_type in conventions.SHARED_MLP_TYPES:
-            # Hunyuan-MoE: one shared MLP of the dense width beside the experts, always.
-            n_shared, shared_width = 1, self.positive_int("the MLP width", "intermediate_size")
-        if shared_width:
-            n_shared = n_shared or 1  # Qwen2-MoE / Qwen3-Next: one shared expert of that width
-        elif n_shared:
-            shared_width = n_shared * d_expert  # DeepSeek: shared experts are routed-sized
-        return MoEFacts(
-            n_experts=n_experts,
-            experts_per_token=experts_per_token,
-            d_expert=d_expert,
-            n_shared_experts=n_shared,
-            d_shared_expert=shared_width or None,
-            sparse_layers=self._sparse_layers(n_layers),
-        )
-
-    def _sparse_layers(self, n_layers: int) -> tuple[int, ...]:
-        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
-            # Nemotron-H: the layers its block list calls `moe`.
-            blocks = self.block_types()[1] or ()
-            return tuple(i for i, name in enumerate(blocks) if name == "moe")
-        _, mlp_layer_types = self.get("mlp_layer_types")
-        if mlp_layer_types is not None:
-            return self._named_sparse_layers(mlp_layer_types, n_layers)
-        if self.get("moe_layers")[0] is not None:
-            # Llama-4: the routed layers listed outright.
-            return tuple(sorted(self._layer_indices("moe_layers", n_layers)))
-        if self.get("interleave_moe_layer_step")[0] is not None:
-            # Llama-4 without a list: every `step`-th layer, counted from 1.
-            step = self.positive_int("the MoE layer step", "interleave_moe_layer_step")
-            return tuple(range(step - 1, n_layers, step))
-        if self.get("first_k_dense_replace")[0] is not None:
-            # DeepSeek: a dense prefix, then every `moe_layer_freq`-th layer, counted from 0.
-            first_dense = self.optional_int("first_k_dense_replace", minimum=0) or 0
-            every = self.optional_int("moe_layer_freq") or 1
-            return tuple(i for i in range(first_dense, n_layers) if i % every == 0)
-        if self.get("moe_layer_start_index")[0] is not None:
-            # ERNIE-4.5: every `moe_layer_interval`-th layer (counted from 1) between the start
-            # and end indices, both included.
-            start = self.optional_int("moe_layer_start_index", minimum=0) or 0
-            end = self.optional_int("moe_layer_end_index", minimum=0)
-            last = n_layers - 1 if end is None else end
-            every = self.optional_int("moe_layer_interval") or 1
-            return tuple(i for i in range(start, last + 1) if (i + 1) % every == 0)
-        if self.get("decoder_sparse_step")[0] is not None:
-            # Qwen-MoE: every `decoder_sparse_step`-th layer, counted from 1, except the layers
-            # `mlp_only_layers` keeps dense.
-            step = self.positive_int("the sparse-layer step", "decoder_sparse_step")
-            dense = self._layer_indices("mlp_only_layers", n_layers)
-            return tuple(i for i in range(n_layers) if (i + 1) % step == 0 and i not in dense)
-        if self.get("expert_layer_period")[0] is not None:
-            # Jamba: every `expert_layer_period`-th layer from `expert_layer_offset`.
-            period = self.positive_int("the expert-layer period", "expert_layer_period")
-            offset = self.optional_int("expert_layer_offset", minimum=0) or 0
-            return tuple(i for i in range(n_layers) if i % period == offset)
-        return tuple(range(n_layers))
-
-    def _named_sparse_layers(self, mlp_layer_types: Any, n_layers: int) -> tuple[int, ...]:
-        names = self._per_layer_list(mlp_layer_types, "mlp_layer_types", n_layers)
-        sparse = []
-        for layer, name in enumerate(names):
-            if name in conventions.SPARSE_MLP_NAMES:
-                sparse.append(layer)
-            elif name not in conventions.DENSE_MLP_NAMES:
-                known = ", ".join(
-                    sorted(conventions.SPARSE_MLP_NAMES | conventions.DENSE_MLP_NAMES)
-                )
-                message = (
-                    f"`mlp_layer_types[{layer}]` is {name!r}, which says neither dense nor "
-                    f"routed: known names are {known}. Fix the entry, or teach "
-                    f"interp_core.facts the new name"
-                )
-                raise ConfigError(message)
-        return tuple(sparse)
 
     def _layer_indices(self, key: str, n_layers: int) -> frozenset[int]:
         _, value = self.get(key)
@@ -745,7 +650,58 @@ class _Reader(LayerKindReading):
             return math.sqrt(d_model)
         return None
 
+    def altup_active_stream(self) -> int | None:
+        if self.model_type not in conventions.ALTUP_TYPES:
+            return None
+        active = self.optional_int("altup_active_idx", minimum=0) or 0
+        if active >= self.n_streams():
+            message = (
+                f"`altup_active_idx` is {active}, but the trunk has {self.n_streams()} AltUp "
+                f"streams (`altup_num_inputs`). Fix `altup_active_idx`"
+            )
+            raise ConfigError(message)
+        return active
+
+    def kv_sources(self, kinds: tuple[str, ...]) -> tuple[int | None, ...]:
+        # Gemma-3n: the last `num_kv_shared_layers` layers reuse the K/V of the last earlier
+        # layer of their own kind (sliding or full).
+        shared = self.optional_int("num_kv_shared_layers", minimum=0) or 0
+        first = len(kinds) - shared
+        if first <= 0:
+            return tuple(None for _ in kinds)
+        sources: list[int | None] = [None] * first
+        for layer in range(first, len(kinds)):
+            earlier = [i for i in range(first) if kinds[i] == kinds[layer]]
+            if not earlier:
+                message = (
+                    f"layer {layer} shares keys and values (`num_kv_shared_layers` = {shared}) "
+                    f"but no earlier layer is a {kinds[layer]} layer to share them from. Fix "
+                    f"`num_kv_shared_layers` or `layer_types`"
+                )
+                raise ConfigError(message)
+            sources.append(earlier[-1])
+        return tuple(sources)
+
+    def activation_sparsity(self, n_layers: int) -> tuple[float, ...]:
+        _, pattern = self.get("activation_sparsity_pattern")
+        if pattern is None:
+            # The class default: 0.95 on the first 10 layers of a model deeper than 10.
+            sparse = 10 if n_layers > 10 else 0
+            return (0.95,) * sparse + (0.0,) * (n_layers - sparse)
+        if isinstance(pattern, int | float) and not isinstance(pattern, bool):
+            return (float(pattern),) * n_layers
+        values = self._per_layer_list(pattern, "activation_sparsity_pattern", n_layers)
+        if not all(isinstance(v, int | float) and 0 <= v < 1 for v in values):
+            message = (
+                f"`activation_sparsity_pattern` is {pattern!r}: each entry must be a number in "
+                f"[0, 1). Fix `activation_sparsity_pattern`"
+            )
+            raise ConfigError(message)
+        return tuple(float(v) for v in values)
+
     def n_streams(self) -> int:
+        if self.model_type in conventions.ALTUP_TYPES:
+            return self.optional_int("altup_num_inputs") or 1
         if self.get("mhc_enabled")[1] is False:
             return 1
         return self.optional_int("hc_mult", "mhc_expansion_rate") or 1

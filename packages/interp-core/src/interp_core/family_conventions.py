@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ALTUP_TYPES",
     "ALWAYS_PARALLEL_TYPES",
     "BIASED_TYPES",
     "CLASS_DEFAULTS",
@@ -41,6 +42,7 @@ __all__ = [
     "SQRT_EMBED_SCALE_TYPES",
     "UNGATED_MLP_TYPES",
     "UNTIED_BY_DEFAULT",
+    "VALUE_NORM_TYPES",
     "WINDOW_FROM_MAX_LAYERS_TYPES",
 ]
 
@@ -69,6 +71,15 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": 4096,
         "attn_logit_softcapping": 50.0,
         "final_logit_softcapping": 30.0,
+    },
+    "gemma3n_text": {
+        "head_dim": 256,
+        "sliding_window": 512,
+        "final_logit_softcapping": 30.0,
+        "altup_num_inputs": 4,
+        "altup_active_idx": 0,
+        "num_kv_shared_layers": 15,
+        "laurel_rank": 64,
     },
     "gpt_oss": {"sliding_window": 128},
     "qwen3_next": {"full_attention_interval": 4},
@@ -195,6 +206,7 @@ QK_NORM_TYPES = frozenset(
         "gemma3",
         "lfm2",
         "gemma3_text",
+        "gemma3n_text",
         "olmo2",
         "olmo3",
         "olmoe",
@@ -251,12 +263,24 @@ DENSE_MLP_WIDTH_KEYS: dict[str, str] = {"granitemoehybrid": "shared_intermediate
 
 # Norms on the sublayer outputs, inside the residual branch.
 SANDWICH_NORM_TYPES = frozenset(
-    {"exaone4", "flex_olmo", "gemma2", "gemma3", "gemma3_text", "glm4", "olmo2", "olmo3"}
+    {
+        "exaone4",
+        "flex_olmo",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "gemma3n_text",
+        "glm4",
+        "olmo2",
+        "olmo3",
+    }
 )
 POST_NORM_ONLY_TYPES = frozenset({"exaone4", "flex_olmo", "olmo2", "olmo3"})
 
 # Families that multiply the embedding output by sqrt(d_model).
-SQRT_EMBED_SCALE_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "vaultgemma"})
+SQRT_EMBED_SCALE_TYPES = frozenset(
+    {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "vaultgemma"}
+)
 
 # An output gate multiplies the attention result before o_proj.
 GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_5_moe_text", "qwen3_5_text", "qwen3_next"})
@@ -265,6 +289,13 @@ GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_5_moe_text", "qwen3_5_text", "qwen3_
 INDEXED_ATTENTION_TYPES = frozenset({"deepseek_v32"})
 # Attention whose keys and values are one projected tensor (K = V), so no value projection exists.
 SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
+# Values RMS-normalised per head (no gain) after v_proj, so the v_proj output is not what
+# attention mixes (Gemma-3n).
+VALUE_NORM_TYPES = frozenset({"gemma3n_text"})
+# AltUp trunks (Gemma-3n): `altup_num_inputs` residual streams, predicted and corrected around
+# each block, with attention and MLP on the active one; LAuReL beside attention, per-layer inputs,
+# KV sharing and activation sparsity come with them.
+ALTUP_TYPES = frozenset({"gemma3n_text"})
 
 # A Mamba-2 mixer beside the attention in every layer, reading the same normed input, the two
 # outputs scaled and summed inside the block before the residual add (Falcon-H1).

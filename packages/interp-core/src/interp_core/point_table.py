@@ -121,9 +121,9 @@ _SPECS: tuple[PointSpec, ...] = (
         """The residual stream entering decoder block L: the hidden state the block receives,
         before any of the block's norms. At layer 0 it contains everything the trunk adds before
         the first block (position embeddings, scaling, an embedding norm); for L > 0 it is the same
-        tensor as resid_post at L-1. On a multi-stream (hyper-connection) trunk there is no single
-        residual vector, so the point exists only with a stream coordinate, resid_pre.L.stream-K;
-        the whole stack is resid_streams.""",
+        tensor as resid_post at L-1. On a multi-stream trunk (hyper-connections, AltUp) there is
+        no single residual vector, so the point exists only with a stream coordinate,
+        resid_pre.L.stream-K; the whole stack is resid_streams.""",
         tl=_E("blocks.{L}.hook_resid_pre"),
         nnsight=_E(
             "model.model.layers[{L}].input",
@@ -248,9 +248,11 @@ _SPECS: tuple[PointSpec, ...] = (
         query-key dot products (after RoPE), after any attention-logit softcap (Gemma-2) and after
         the causal or sliding-window mask has been added. Masked entries hold the backend's fill
         value (the dtype minimum or -inf), so compare only unmasked entries. Attention-sink logits,
-        on families with sinks, are not columns of this tensor. Softmax-attention layers with one
-        key per token only: absent on DeepSeek-V4's compressed (CSA/HCA) layers, whose keys are
-        the window's tokens followed by compressed entries.""",
+        on families with sinks, are not columns of this tensor. On a layer that reuses an earlier
+        layer's keys and values (Gemma-3n's KV sharing) the keys are that layer's, against this
+        layer's queries. Softmax-attention layers with one key per token only: absent on
+        DeepSeek-V4's compressed (CSA/HCA) layers, whose keys are the window's tokens followed by
+        compressed entries.""",
         tl=_E(
             "blocks.{L}.attn.hook_attn_scores",
             "TransformerLens fills masked entries with -inf where HF eager uses the dtype minimum.",
@@ -624,9 +626,10 @@ _SPECS: tuple[PointSpec, ...] = (
         _L,
         Width.STREAMS_X_D_MODEL,
         Role.STREAM,
-        """Multi-stream (hyper-connection) trunks only: the whole residual stack leaving block L,
-        [batch, seq, n_streams, d_model]. It is the stream-indexed form of resid_post:
-        resid_post.L.stream-K is slice K of this tensor.""",
+        """Multi-stream trunks only (hyper-connections; Gemma-3n's AltUp streams, stacked
+        stream-last here though the model keeps them stream-first): the whole residual stack
+        leaving block L, [batch, seq, n_streams, d_model]. It is the stream-indexed form of
+        resid_post: resid_post.L.stream-K is slice K of this tensor.""",
         tl=_E(
             "blocks.{L}.hook_out",
             "TransformerLens 3, model-aware: on DeepSeek-V4 the block hook_out is the stream "

@@ -183,6 +183,65 @@ _NORMED_SKIP_READS = {
 }
 
 
+_ALTUP_READS = {
+    "resid_mid": (
+        "the block adds the post-normed attention output to the active stream's AltUp "
+        "prediction, adds the LAuReL branch and scales the sum by 1/sqrt(2), then the MLP's "
+        "write and AltUp's correct step follow, so no state is resid_pre plus an attention "
+        "write on any stream",
+        "read mlp_in (the pre-MLP norm of that scaled sum), attn_out, path.model.layers.<L>.laurel "
+        "(the LAuReL branch plus its input), or resid_pre / resid_post with .stream-K",
+    ),
+    "attn_out_post": (
+        "the post-attention norm's output is summed with the active stream's prediction and "
+        "the LAuReL branch and the sum scaled by 1/sqrt(2), and AltUp's correct step then "
+        "spreads the block's result over every stream, so no tensor is what attention adds to "
+        "a residual stream",
+        "read attn_out (before the post-attention norm) or "
+        "path.model.layers.<L>.post_attention_layernorm (after it)",
+    ),
+    "mlp_out_post": (
+        "the post-MLP norm's output is added to the block's LAuReL-scaled mid state, and "
+        "AltUp's correct step then spreads that result over every stream with learned "
+        "per-token coefficients, so no tensor is what the MLP adds to a residual stream",
+        "read mlp_out (before the post-MLP norm) or "
+        "path.model.layers.<L>.post_feedforward_layernorm (after it)",
+    ),
+}
+
+
+def _needs_plain_stream_update(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.altup_active_stream is None:
+        return None
+    why, instead = _ALTUP_READS[spec.name]
+    return Absence(f"{facts.architecture} is an AltUp trunk: {why}", instead)
+
+
+def _needs_hyper_connections(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if facts.altup_active_stream is None:
+        return None
+    return Absence(
+        f"{facts.architecture}'s {facts.n_streams} residual streams are AltUp's, not "
+        f"hyper-connections: each block predicts every stream from all of them, runs attention "
+        f"and the MLP on stream {facts.altup_active_stream}'s prediction and corrects every "
+        f"stream with coefficients routed from the active one, so there is no collapse, write "
+        f"or mix tensor for {spec.name} to name",
+        "read resid_pre.L.stream-K / resid_post.L.stream-K or resid_streams, and attn_in "
+        "(the normed active prediction attention reads)",
+    )
+
+
+def _needs_unnormed_value(spec: PointLike, facts: ModelFacts) -> Absence | None:
+    if not facts.value_norm:
+        return None
+    return Absence(
+        f"{facts.architecture} RMS-normalises each value head (v_norm, no gain) after v_proj, "
+        "so the v_proj output is not the values attention mixes",
+        "read path.model.layers.<L>.self_attn.v_norm for the normed values (on layers that "
+        "compute their own K/V), or z (the probability-weighted values, per head)",
+    )
+
+
 def _needs_additive_residual(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if not facts.normed_skip:
         return None
@@ -246,7 +305,7 @@ _SINGLE_STREAM_ANALOGUE = {
 
 def _needs_streams(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.n_streams > 1:
-        return None
+        return _needs_hyper_connections(spec, facts) if spec.name != "resid_streams" else None
     analogue = _SINGLE_STREAM_ANALOGUE.get(spec.name)
     return Absence(
         f"{facts.architecture} has a single residual stream (n_streams=1); {spec.name} exists "
@@ -413,6 +472,57 @@ _SPARSE = _LayerRule(
 )
 
 
+def _computing_instead(spec: PointLike, facts: ModelFacts, layer: int) -> str:
+    source = facts.kv_source_of(layer)
+    return (
+        f"read {spec.name} at layer {source} (the tensor layer {layer} reuses), or attn_scores / "
+        f"attn_probs here (this layer's queries against layer {source}'s keys)"
+    )
+
+
+_COMPUTES_KV = _LayerRule(
+    present=lambda facts, layer: facts.kv_source_of(layer) is None,
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} shares keys and values: it reuses the ones layer "
+        f"{facts.kv_source_of(layer)} computed (the last earlier {facts.layer_kind(layer)} layer) "
+        f"and has no key/value projection or norm of its own, so {spec.name} does not exist "
+        "there",
+        _computing_instead(spec, facts, layer),
+    ),
+    nowhere=lambda spec, facts: Absence(
+        f"no layer of {facts.architecture} computes its own keys and values, so {spec.name} "
+        "does not exist"
+    ),
+)
+
+
+def _plain_gate_instead(spec: PointLike, facts: ModelFacts) -> str:
+    where = _where(facts, lambda layer: facts.sparsity_at(layer) == 0.0)
+    tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+    return (
+        "read mlp_act (the sparse activation times up, as down_proj receives it), "
+        f"mlp_pre_linear, or path.model.layers.<L>.mlp.gate_proj for the raw gate projection{tail}"
+    )
+
+
+_PLAIN_GATE = _LayerRule(
+    present=lambda facts, layer: facts.sparsity_at(layer) == 0.0,
+    at_layer=lambda spec, facts, layer: Absence(
+        f"layer {layer} of {facts.architecture} sparsifies its MLP gate before the activation "
+        f"(gaussian top-k at {facts.sparsity_at(layer):g}: only gate_proj outputs above their "
+        "mean plus a multiple of their standard deviation pass, shifted down by that cutoff), so "
+        f"the gate_proj output is not what the activation reads and {spec.name} does not exist "
+        "there",
+        _plain_gate_instead(spec, facts),
+    ),
+    nowhere=lambda spec, facts: Absence(
+        f"every layer of {facts.architecture} sparsifies its MLP gate before the activation, so "
+        f"{spec.name} does not exist",
+        _plain_gate_instead(spec, facts),
+    ),
+)
+
+
 def _whole_mlp_module(facts: ModelFacts, layer: int) -> bool:
     return facts.model_type not in INLINE_SHARED_MLP_TYPES or not facts.is_sparse(layer)
 
@@ -449,11 +559,16 @@ _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None],
     "q_norm_out": (_needs_qk_norm,),
     "k_norm_in": (_needs_qk_norm,),
     "k_norm_out": (_needs_qk_norm,),
-    "value": (_needs_no_mla, _needs_unclipped_value),
+    "value": (_needs_no_mla, _needs_unclipped_value, _needs_unnormed_value),
     "attn_gate": (_needs_gated_attn,),
-    "resid_mid": (_needs_sequential, _needs_additive_residual, _needs_two_sublayers),
-    "attn_out_post": (_needs_additive_residual, _needs_single_mixer),
-    "mlp_out_post": (_needs_additive_residual,),
+    "resid_mid": (
+        _needs_sequential,
+        _needs_additive_residual,
+        _needs_two_sublayers,
+        _needs_plain_stream_update,
+    ),
+    "attn_out_post": (_needs_additive_residual, _needs_single_mixer, _needs_plain_stream_update),
+    "mlp_out_post": (_needs_additive_residual, _needs_plain_stream_update),
     "attn_scores": (_needs_fixed_heads,),
     "attn_probs": (_needs_fixed_heads,),
     "z": (_needs_fixed_heads,),
@@ -471,13 +586,13 @@ _LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
         for name in (
             "q_norm_in",
             "q_norm_out",
-            "k_norm_in",
-            "k_norm_out",
             "value",
             "z",
             "attn_gate",
         )
     },
+    "k_norm_in": (_HAS_MIXER, _ATTENDS, _COMPUTES_KV),
+    "k_norm_out": (_HAS_MIXER, _ATTENDS, _COMPUTES_KV),
     "attn_scores": (_HAS_MIXER, _TOKEN_KEYS),
     "attn_probs": (_HAS_MIXER, _TOKEN_KEYS),
     "attn_in": (_HAS_MIXER,),
@@ -486,7 +601,7 @@ _LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
     "mlp_in": (_HAS_MLP,),
     "mlp_out": (_HAS_MLP, _WHOLE_MLP),
     "mlp_out_post": (_HAS_MLP, _WHOLE_MLP),
-    "mlp_pre": (_HAS_MLP, _DENSE),
+    "mlp_pre": (_HAS_MLP, _DENSE, _PLAIN_GATE),
     "mlp_pre_linear": (_HAS_MLP, _DENSE),
     "mlp_act": (_HAS_MLP, _DENSE),
     "router_logits": (_HAS_MLP, _SPARSE),
@@ -540,10 +655,13 @@ def _check_coordinates(
 def _stream_rule(spec: PointLike, facts: ModelFacts, stream: int | None) -> Absence | None:
     if not spec.accepts_stream:
         return None
+    if facts.altup_active_stream is not None and spec.name in _ALTUP_READS:
+        return None  # absent on every stream: the AltUp rule says why, with or without one
     if facts.n_streams > 1 and stream is None:
+        kind = "AltUp" if facts.altup_active_stream is not None else "hyper-connections"
         return Absence(
             f"{facts.architecture} carries {facts.n_streams} parallel residual streams "
-            f"(hyper-connections), so a bare {spec.name} would have to pick or merge them",
+            f"({kind}), so a bare {spec.name} would have to pick or merge them",
             f"address one stream as {spec.name}.L.stream-K (K in 0..{facts.n_streams - 1}), or "
             "read the stack with resid_streams",
         )

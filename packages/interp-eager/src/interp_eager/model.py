@@ -50,6 +50,7 @@ from interp_core.steering import (
     check_positions_within,
 )
 from interp_eager.allocator import keep_freed_memory
+from interp_eager.altup import altup_collapse
 from interp_eager.arguments import (
     capture_budget,
     check_budget_option,
@@ -597,7 +598,8 @@ class EagerModel(EagerConveniences):
         """final_norm -> lm_head on residuals; the model's multiplier and softcap unless raw.
 
         On a multi-stream trunk a stream stack `[batch, seq, n_streams, d_model]` is first
-        collapsed by the model's own hyper head, exactly as the model does before its final norm.
+        collapsed by the model's own hyper head (AltUp: its unembed projections and average),
+        exactly as the model does before its final norm.
         """
         with self._serving():
             return self._decode_residuals(residuals, raw=raw)
@@ -624,6 +626,8 @@ class EagerModel(EagerConveniences):
         return logits
 
     def _stream_head(self) -> Any:
+        if self._facts.altup_active_stream is not None:
+            return altup_collapse(self.tree.trunk)
         head = self.tree.stream_head
         if head is not None:
             return head

@@ -117,6 +117,23 @@ class Stream(View):
 
 
 @dataclass(frozen=True)
+class StreamMajor(View):
+    """AltUp's `[n_streams, b, s, d]` stack: stream `k`, or (k None) the stack as `[b, s, n, d]`."""
+
+    k: int | None = None
+
+    def read(self, raw: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
+        return raw.permute(1, 2, 0, 3) if self.k is None else raw[self.k]
+
+    def embed(self, delta: torch.Tensor, raw: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
+        if self.k is None:
+            return delta.permute(2, 0, 1, 3)
+        full = torch.zeros_like(raw)
+        full[self.k] = delta
+        return full
+
+
+@dataclass(frozen=True)
 class Chain(View):
     views: tuple[View, ...]
 
@@ -342,7 +359,11 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
 
     assert layer is not None
     parts = tree.layer(layer)
-    stream = Stream(address.stream) if address.stream is not None else None
+    stream: View | None = Stream(address.stream) if address.stream is not None else None
+    # AltUp (Gemma-3n) stacks its streams first: [n_streams, b, s, d].
+    stream_major = facts.altup_active_stream is not None
+    if stream_major and address.stream is not None:
+        stream = StreamMajor(address.stream)
     where = parts.names
 
     if name == "resid_pre":
@@ -350,7 +371,8 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
     if name == "resid_post":
         return _output(address, parts.block, stream, name=f"layer {layer} output")
     if name == "resid_streams":
-        return _output(address, parts.block, name=f"layer {layer} output")
+        view = StreamMajor() if stream_major else None
+        return _output(address, parts.block, view, name=f"layer {layer} output")
     if name == "resid_mid":
         if parts.mlp_hc is not None:
             return _input(address, parts.mlp_hc, stream, where.get("mlp_hc", ""))

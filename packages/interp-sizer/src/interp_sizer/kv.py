@@ -142,6 +142,11 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
             state += values * kv_bytes
             continue
         window = facts.sliding_window if kind in _WINDOWED or facts.compress_rate(layer) else None
+        if facts.kv_source_of(layer) is not None:
+            # Gemma-3n's KV-shared layers read an earlier layer's cache and keep none of their own
+            # (HF skips their cache update; vLLM points them at the source layer's).
+            layers.append(LayerKV(layer, kind, 0, 0, window))
+            continue
         if facts.mla is not None and family == "vllm":
             values = facts.mla.kv_lora_rank + facts.mla.qk_rope_head_dim
             layers.append(
@@ -219,7 +224,8 @@ def vllm_kv_capacity(
     max_in_flight_tokens: int,
 ) -> VllmKVCapacity:
     """How vLLM carves `pool_bytes` into KV blocks for this layout."""
-    attending = layout.attention_layers
+    # KV-shared layers (no cache of their own) take no blocks.
+    attending = tuple(layer for layer in layout.attention_layers if layer.bytes_per_token)
     if not attending:
         return VllmKVCapacity(0, block_size, 0, 0, max_model_len, exact=False)
     buckets: dict[tuple[str, int | None, int], list[LayerKV]] = {}

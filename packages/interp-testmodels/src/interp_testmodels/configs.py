@@ -41,6 +41,7 @@ from interp_testmodels.config_parts import (
     gpt,
 )
 from interp_testmodels.configs_2026 import SPECS_2026
+from interp_testmodels.configs_gemma3n import GEMMA3N_SPECS
 from interp_testmodels.configs_hybrid import HYBRID_SPECS
 from interp_testmodels.configs_nemotron_h import NEMOTRON_H_SPECS
 from interp_testmodels.configs_recent import RECENT_SPECS
@@ -533,11 +534,18 @@ _SPECS: tuple[FamilySpec, ...] = (
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
     {
         spec.name: spec
-        for spec in (*_SPECS, *RECENT_SPECS, *SPECS_2026, *HYBRID_SPECS, *NEMOTRON_H_SPECS)
+        for spec in (
+            *_SPECS,
+            *RECENT_SPECS,
+            *SPECS_2026,
+            *HYBRID_SPECS,
+            *NEMOTRON_H_SPECS,
+            *GEMMA3N_SPECS,
+        )
     }
 )
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
 # Families the installed transformers cannot build or run on this CPU, with the exact error, and
-# the substitute standing in for each. Empty: all 68 run with transformers 5.19 on torch 2.13 CPU.
+# the substitute standing in for each. Empty: all 70 run with transformers 5.19 on torch 2.13 CPU.
 UNAVAILABLE: Mapping[str, str] = MappingProxyType({})

@@ -157,6 +157,12 @@ _UNVERIFIED_RECENT: dict[str, str] = {
 
 # The same for the families added in 2026 (configs_2026), measured the same way.
 _UNVERIFIED_2026: dict[str, str] = {
+    "gemma3n_text": "vLLM loads Gemma-3n text in float32 (its own Gemma3nForCausalLM) but "
+    "computes another model: on a 10-token prompt its next-token distribution differs from the "
+    "model's (HF) (HF's top token gets log-probability -4.20 there against HF's -3.57, and "
+    "ranks third); the interp workers also place no stream-indexed residual site "
+    "(resid_pre / resid_post .L.stream-K, resid_streams) and their attention rebuild does not "
+    "model its attention",
     "llama4_text": "vLLM's chunked local attention needs the chunk to be a multiple of the KV "
     "cache block (128 on CPU) and refuses the tiny model's chunk of 4 ('attn_chunk_size 4 is not "
     "divisible by block_size 128'); a chunk of 128 would mask nothing in the test prompts, so "

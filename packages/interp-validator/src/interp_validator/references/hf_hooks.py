@@ -197,12 +197,17 @@ def reference_points(
     hooks = _Hooks()
     mixers: dict[int, Any] = {}
     parts: dict[int, dict[str, Any]] = {}
+    # Gemma-3n: the last num_kv_shared_layers layers reuse earlier keys and values.
+    first_shared = n_layers - (getattr(text_config, "num_kv_shared_layers", 0) or 0)
+    sparsity = getattr(text_config, "activation_sparsity_pattern", None) or [0.0] * n_layers
     for layer, block in enumerate(blocks):
         p: dict[str, Any] = {"block": block}
         if layout.single_block:
             _hook_single_block(ref, hooks, layout, layer, block, text_config, p, mixers)
             parts[layer] = p
             continue
+        if layout.altup:
+            hooks.output(f"{layer}.block", block)
         mixer = _optional_module(block, layout.mixer)
         layer_types = getattr(text_config, "layer_types", None) or ()
         kind = layer_types[layer] if layer < len(layer_types) else None
@@ -230,8 +235,11 @@ def reference_points(
                 hooks.output(f"{layer}.attn_out", o_proj)
             else:
                 hooks.output(f"{layer}.attn_out", mixer)
+            shares_kv = layout.altup and 0 < first_shared <= layer
             for role in ("q_proj", "k_proj", "v_proj", "qkv_proj", "kv_proj"):
                 name = getattr(layout, role)
+                if shares_kv and role in ("k_proj", "v_proj"):
+                    continue
                 if name is not None:
                     hooks.output(f"{layer}.{role}", getattr(mixer, name))
             if getattr(mixer, "sinks", None) is not None:
@@ -276,6 +284,9 @@ def reference_points(
     final_norm = _module(hf_model, layout.final_norm)
     last_stack = hf_model.model.hc_head if layout.streams else final_norm
     hooks.input("last_resid_post", last_stack)
+    if layout.altup:
+        # Gemma-3n's hidden_states are the stream stacks, with no final-norm entry.
+        hooks.output("final_norm", final_norm)
 
     try:
         with torch.no_grad(), attention_calls(hf_model, mixers) as calls:
@@ -304,7 +315,8 @@ def reference_points(
     if multiplier not in (None, 1.0):  # Granite scales in the model's forward
         embeddings = embeddings * multiplier
     put("embeddings", None, embeddings)
-    put("final_norm", None, hidden[-1])
+    final = out["final_norm"] if layout.altup else hidden[-1]
+    put("final_norm", None, final)
     softcap = getattr(text_config, "final_logit_softcapping", None)
     scale = getattr(text_config, "logit_scale", None)
     divisor = getattr(text_config, "logits_scaling", None)
@@ -319,7 +331,7 @@ def reference_points(
     else:
         # The model post-processes its logits; the point is the unembedding's raw output.
         with torch.no_grad():
-            put("lm_head", None, hf_model.lm_head(hidden[-1]))
+            put("lm_head", None, hf_model.lm_head(final))
 
     residual_multiplier = getattr(text_config, "residual_multiplier", None)
 
@@ -330,7 +342,15 @@ def reference_points(
         p = parts[layer]
         resid_pre = hidden[layer]
         resid_post = hidden[layer + 1] if layer < n_layers - 1 else inp["last_resid_post"]
-        if layout.streams:
+        if layout.altup:
+            # [n, b, s, d] stacks: the block's own input and output.
+            stack_pre = hidden[layer]
+            stack_post = out[f"{layer}.block"]
+            for k in range(stack_pre.shape[0]):
+                points[Address("resid_pre", layer, k)] = stack_pre[k]
+                points[Address("resid_post", layer, k)] = stack_post[k]
+            put("resid_streams", layer, stack_post.permute(1, 2, 0, 3))
+        elif layout.streams:
             resid_mid = inp[f"{layer}.resid_mid"]
             for k in range(resid_pre.shape[2]):
                 points[Address("resid_pre", layer, k)] = resid_pre[:, :, k]
@@ -372,7 +392,7 @@ def reference_points(
             put("attn_in", layer, resid_pre)  # post-norm-only blocks (OLMo-2)
         attn_out = first(out[f"{layer}.attn_out"])
         put("attn_out", layer, attn_out)
-        if layout.normed_skip:
+        if layout.normed_skip or layout.altup:
             pass  # nothing is added to a residual: no attn_out_post
         elif layout.ssm_beside is not None:
             pass  # the block sums attention and Mamba-2 itself: no attn_out_post to name
@@ -392,7 +412,7 @@ def reference_points(
             )
 
         # MLP side.
-        if layout.parallel is None and not layout.streams and not layout.normed_skip:
+        if layout.parallel is None and not (layout.streams or layout.normed_skip or layout.altup):
             if layout.pre_mlp_norm is not None:
                 put("resid_mid", layer, _flat(inp[f"{layer}.resid_mid"], batch, seq))
             else:
@@ -400,8 +420,8 @@ def reference_points(
         put("mlp_in", layer, _flat(inp[f"{layer}.mlp_in"], batch, seq))
         mlp_out = _flat(first(out[f"{layer}.mlp_out"]), batch, seq)
         put("mlp_out", layer, mlp_out)
-        if layout.normed_skip:
-            pass  # resid_post is alpha*mlp_in + beta*mlp_out: no mlp_out_post
+        if layout.normed_skip or layout.altup:
+            pass  # resid_post is alpha*mlp_in + beta*mlp_out (AltUp: corrected): no mlp_out_post
         elif layout.post_mlp_norm is not None:
             put("mlp_out_post", layer, scaled(out[f"{layer}.post_mlp_norm"]))
         else:
@@ -419,6 +439,9 @@ def reference_points(
                 gate, up = out[f"{layer}.gate_up_proj"].chunk(2, dim=-1)
                 put("mlp_pre", layer, gate)
                 put("mlp_pre_linear", layer, up)
+            elif sparsity[layer] > 0:
+                # Gaussian top-k runs between gate_proj and the activation: no mlp_pre.
+                put("mlp_pre_linear", layer, _flat(out[f"{layer}.linear_proj"], batch, seq))
             else:
                 put("mlp_pre", layer, _flat(out[f"{layer}.pre_proj"], batch, seq))
                 if layout.linear_proj is not None:
@@ -502,7 +525,7 @@ def _attention_points(
         if layout.q_proj is not None:
             query = out[f"{layer}.q_proj"]
         if layout.k_proj is not None:
-            key = out[f"{layer}.k_proj"]
+            key = out.get(f"{layer}.k_proj")  # absent where the layer shares K/V (Gemma-3n)
         if layout.v_proj is not None:
             value = out[f"{layer}.v_proj"]
     if value is not None and not layout.clip_qkv:
@@ -513,7 +536,7 @@ def _attention_points(
         query, gate = torch.chunk(query.view(batch, seq, -1, head_dim * 2), 2, dim=-1)
         points[Address("attn_gate", layer)] = gate.reshape(batch, seq, -1)
     if layout.qk_norm is not None:
-        assert query is not None and key is not None
+        assert query is not None
         _qk_norm_points(ref, layer, layout, mixer, query, key, head_dim)
 
 
@@ -523,23 +546,28 @@ def _qk_norm_points(
     layout: Layout,
     mixer: Any,
     query: torch.Tensor,
-    key: torch.Tensor,
+    key: torch.Tensor | None,
     dim: int,
 ) -> None:
-    """The norms' inputs as the projections emit them; their outputs by calling the norms."""
+    """The norms' inputs as the projections emit them; their outputs by calling the norms.
+
+    `key` is None on a layer that reuses another layer's keys (Gemma-3n): no key norm there.
+    """
     points = ref.points
-    batch, seq = key.shape[:2]
+    batch, seq = query.shape[:2]
     if layout.qk_norm == "per_head":
         q_in = query.reshape(batch, seq, -1, dim) if not layout.gated_query else query
-        k_in = key.view(batch, seq, -1, dim)
+        k_in = key.view(batch, seq, -1, dim) if key is not None else None
     else:
         q_in, k_in = query, key
     with torch.no_grad():
-        q_out, k_out = getattr(mixer, layout.q_norm)(q_in), getattr(mixer, layout.k_norm)(k_in)
+        q_out = getattr(mixer, layout.q_norm)(q_in)
+        k_out = getattr(mixer, layout.k_norm)(k_in) if k_in is not None else None
     points[Address("q_norm_in", layer)] = q_in.reshape(batch, seq, -1)
-    points[Address("k_norm_in", layer)] = k_in.reshape(batch, seq, -1)
     points[Address("q_norm_out", layer)] = q_out.reshape(batch, seq, -1)
-    points[Address("k_norm_out", layer)] = k_out.reshape(batch, seq, -1)
+    if k_in is not None and k_out is not None:
+        points[Address("k_norm_in", layer)] = k_in.reshape(batch, seq, -1)
+        points[Address("k_norm_out", layer)] = k_out.reshape(batch, seq, -1)
 
 
 def _hyper_connection_points(

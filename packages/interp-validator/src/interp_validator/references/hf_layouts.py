@@ -89,6 +89,10 @@ class Layout:
     # both pre_attn_norm and pre_mlp_norm name; the config's `layers_block_type` says whether it
     # is a mixer (Mamba-2 or attention), the MLP (`mlp`) or the experts (`moe`).
     single_block: bool = False
+    # Gemma-3n: a stack of AltUp streams [n, b, s, d] between blocks, LAuReL beside attention
+    # (no resid_mid, no *_out_post), the config's last num_kv_shared_layers layers without k/v
+    # projections, and gaussian top-k on the gate of layers with activation sparsity (no mlp_pre).
+    altup: bool = False
 
 
 _LLAMA = Layout(blocks="model.layers", embed="model.embed_tokens", final_norm="model.norm")
@@ -266,6 +270,9 @@ LAYOUTS: dict[str, Layout] = {
         streams=True,
         compressed_layer_types=("compressed_sparse_attention", "heavily_compressed_attention"),
     ),
+    # The values pass through a gain-free v_norm after v_proj, so no tensor here is the value
+    # point (v_proj=None keeps the reference from naming one).
+    "gemma3n": replace(_SANDWICH, qk_norm="per_head", v_proj=None, altup=True),
     # --- released since the first 32 ---
     "smollm3": _LLAMA,
     "helium": _LLAMA,
@@ -450,6 +457,7 @@ LAYOUTS: dict[str, Layout] = {
 # transformers model_types whose layout is listed under another key.
 _LAYOUT_ALIASES = {
     "gemma3_text": "gemma3",
+    "gemma3n_text": "gemma3n",
     "llama4_text": "llama4",
     "qwen3_5_text": "qwen3_5",
     "qwen3_5_moe_text": "qwen3_5_moe",
