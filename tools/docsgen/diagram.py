@@ -186,7 +186,7 @@ class _Diagram:
         y_k = y_v - _PITCH
         y_q = y_k - _PITCH
         y_g = y_q - _PITCH
-        dense = f.has_dense_layers
+        dense = f.has_dense_mlp  # Gemma-4's dense MLP runs beside its experts
         routed = f.moe is not None and bool(f.moe.sparse_layers)
         y_m = spine + 72
         y_u = y_m + _PITCH

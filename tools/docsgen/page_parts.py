@@ -105,6 +105,7 @@ class _Symbols:
     n_heads = "n_heads"
     n_streams = "n_streams"
     architecture = "any model"
+    widths_vary = False  # the formulas are per layer wherever widths differ
 
     class moe:  # mirrors ModelFacts.moe
         n_experts = "n_experts"
@@ -165,17 +166,28 @@ def _attention_kind(f: ModelFacts) -> str:
             f"multi-head latent (MLA): {f.n_heads} heads, kv_lora_rank {m.kv_lora_rank}, "
             f"qk head dim {m.qk_head_dim}, v head dim {m.v_head_dim}{indexed}"
         )
-    shared = [layer for layer, source in enumerate(f.kv_source) if source is not None]
-    reuse = (
-        f"; layers {layer_ranges(shared)} reuse an earlier layer's keys and values"
-        if shared
-        else ""
-    )
+    return _head_layout(f) + _per_layer_heads(f)
+
+
+def _head_layout(f: ModelFacts) -> str:
     if f.n_kv_heads == 1 and f.n_heads > 1:
-        return f"multi-query: {f.n_heads} query heads share 1 key/value head{reuse}"
+        return f"multi-query: {f.n_heads} query heads share 1 key/value head"
     if f.n_kv_heads < f.n_heads:
-        return f"grouped-query: {f.n_heads} query heads, {f.n_kv_heads} key/value heads{reuse}"
-    return f"multi-head: {f.n_heads} heads{reuse}"
+        return f"grouped-query: {f.n_heads} query heads, {f.n_kv_heads} key/value heads"
+    return f"multi-head: {f.n_heads} heads"
+
+
+def _per_layer_heads(f: ModelFacts) -> str:
+    """Head widths and K/V heads that differ by layer (Gemma-4), and KV-sharing layers (Gemma-3n,
+    Gemma-4)."""
+    text = ""
+    if f.layer_head_dims or f.layer_kv_heads:
+        widths = sorted({(f.head_dim_at(i), f.kv_heads_at(i)) for i in range(f.n_layers)})
+        text += "; by layer, " + " or ".join(f"heads of {d} with {kv} K/V" for d, kv in widths)
+    sharing = [i for i in range(f.n_layers) if f.shares_kv(i)]
+    if sharing:
+        text += f"; layers {layer_ranges(sharing)} reuse an earlier layer's keys and values"
+    return text
 
 
 def _norms(f: ModelFacts) -> str:
@@ -213,9 +225,10 @@ def _layer_kinds(f: ModelFacts) -> str:
 
 def _mlp(f: ModelFacts) -> str:
     parts = []
-    if f.has_dense_layers:
+    if f.has_dense_mlp:
         kind = "gated (act(gate)·up)" if f.gated_mlp else "plain (fc → act → proj)"
-        parts.append(f"dense {kind}, d_mlp {f.d_mlp}")
+        widths = sorted(set(f.layer_d_mlp)) or [f.d_mlp]
+        parts.append(f"dense {kind}, d_mlp {' or '.join(map(str, widths))}")
     if f.moe is not None and f.moe.sparse_layers:
         m = f.moe
         text = (
@@ -226,6 +239,8 @@ def _mlp(f: ModelFacts) -> str:
             text += f", {m.n_shared_experts} shared"
         if f.has_dense_layers:
             text += f" (layers {layer_ranges(list(m.sparse_layers))})"
+        elif f.has_dense_mlp:
+            text += ", beside the dense MLP"
         parts.append(text)
     topk = [layer for layer, target in enumerate(f.activation_sparsity) if target > 0]
     if topk:
@@ -264,6 +279,7 @@ def trait_rows(f: ModelFacts) -> list[tuple[str, str]]:
         ("logit multiplier", _num(f.logit_multiplier)),
         ("final logit softcap", _num(f.final_logit_softcap)),
         ("residual streams", _streams(f)),
+        ("per-layer inputs", f"{f.per_layer_input_width} wide" if f.per_layer_input_width else NO),
         ("tied embeddings", YES if f.tied_embeddings else NO),
     ]
 
@@ -318,7 +334,7 @@ def trait_tags(f: ModelFacts) -> list[str]:
         tags.append("AltUp")
     elif f.n_streams > 1:
         tags.append("hyper-connections")
-    if any(source is not None for source in f.kv_source):
+    if any(f.shares_kv(layer) for layer in range(f.n_layers)):
         tags.append("KV sharing")
     if any(f.activation_sparsity):
         tags.append("activation sparsity")

@@ -255,6 +255,10 @@ def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
             _check_ssm_beside_attention(run, layer)
             assert torch.equal(run.get("resid_mid", layer) + mlp, post), f"{family} {layer}"
             continue
+        if run.model.facts.per_layer_input_width:
+            assert torch.equal(pre + run.get("attn_out_post", layer), run.get("resid_mid", layer))
+            _check_per_layer_input(run, layer)
+            continue
         attn = run.get("attn_out_post", layer)
         if layout.parallel is None:
             # Sequential: each sublayer's write is added to the residual on its own.
@@ -343,6 +347,22 @@ def _check_normed_skip(run: Run, layer: int) -> None:
     assert torch.equal(post, run.get("resid_post", layer)), f"layer {layer}: post"
     # Distinct factors, so the check above would fail with the plain residual sum.
     assert not torch.equal(mlp_in + mlp_out, run.get("resid_post", layer))
+
+
+def _check_per_layer_input(run: Run, layer: int) -> None:
+    """Gemma-4: resid_post = (resid_mid + mlp_out_post + per-layer-input write) × layer_scalar.
+
+    The per-layer input's write (the block's post_per_layer_input_norm output) is no point, so
+    it is read raw (path.); the block's learned scalar then scales the whole residual, which is
+    why resid_mid + mlp_out_post alone is not resid_post.
+    """
+    path = Address.parse(f"path.model.layers.{layer}.post_per_layer_input_norm")
+    write = run_with_cache(run.model, run.ids, [path])[path]
+    scalar = run.hf.model.layers[layer].layer_scalar
+    mid, mlp = run.get("resid_mid", layer), run.get("mlp_out_post", layer)
+    post = run.get("resid_post", layer)
+    assert torch.equal(((mid + mlp) + write) * scalar, post), f"layer {layer}"
+    assert not torch.equal(mid + mlp, post), "the per-layer input and scalar change the sum"
 
 
 def _check_ssm_beside_attention(run: Run, layer: int) -> None:
@@ -446,40 +466,20 @@ _NO_VALUE_MIXING = {
     "deepseek_v4",
     "kimi_linear",
     "dbrx",
-    "gemma3n",  # normed values, shared across layers: test_shared_values_mix_into_z
     *_ROUTED_HEADS,
 }
-
-
-def test_shared_values_mix_into_z(runs: dict[str, Run]) -> None:
-    """Gemma-3n: z is probs @ v_norm(v_proj(attn_in)) of the layer that computed the K/V."""
-    run = _run(runs, "gemma3n")
-    facts = run.model.facts
-    heads, kv_heads, dim = facts.n_heads, facts.n_kv_heads, facts.head_dim
-    assert facts.kv_source[-1] is not None, "the tiny config must share K/V"
-    for layer in range(facts.n_layers):
-        source = facts.kv_source_of(layer)
-        owner = run.hf.model.layers[layer if source is None else source].self_attn
-        probs = run.get("attn_probs", layer)
-        batch, _, seq, _ = probs.shape
-        with torch.no_grad():
-            raw = owner.v_proj(run.get("attn_in", layer if source is None else source))
-            values = owner.v_norm(raw.view(batch, seq, kv_heads, dim)).transpose(1, 2)
-        values = values[:, :, None].expand(batch, kv_heads, heads // kv_heads, seq, dim)
-        values = values.reshape(batch, heads, seq, dim)
-        mixed = torch.matmul(probs, values).transpose(1, 2).reshape(batch, seq, heads * dim)
-        problem = _mismatch(run.get("z", layer), mixed)
-        assert problem is None, f"gemma3n layer {layer} (K/V of {source}): {problem}"
 
 
 @pytest.mark.parametrize("family", sorted(set(FAMILY_NAMES) - _NO_VALUE_MIXING))
 def test_probs_mix_values_into_z(runs: dict[str, Run], family: str) -> None:
     run = _run(runs, family)
     facts = run.model.facts
-    heads, kv_heads, dim = facts.n_heads, facts.n_kv_heads, facts.head_dim
+    heads = facts.n_heads
     for layer in sorted(run.ref.attention_layers):
+        kv_heads, dim = facts.kv_heads_at(layer), facts.head_dim_at(layer)
         probs = run.get("attn_probs", layer)
-        value = run.get("value", layer)
+        # A KV-sharing layer (Gemma-3n, Gemma-4) mixes the values of the layer it takes them from.
+        value = run.get("value", facts.kv_source(layer))
         batch, seq, _ = value.shape
         assert value.shape[-1] == kv_heads * dim, "value is n_kv_heads*head_dim, unrepeated"
         per_head = value.view(batch, seq, kv_heads, dim).transpose(1, 2)
@@ -548,6 +548,10 @@ def test_mlp_neurons_project_to_mlp_out(runs: dict[str, Run], family: str) -> No
     gate_scale, down_scale = getattr(run.hf.config, "mlp_multipliers", None) or (None, None)
     for layer in dense:
         act_fn, down = run.ref.mlp_modules[layer]
+        # Gemma-4's dense MLP beside the experts has no mlp_out point: its own output instead.
+        mlp_out = run.ref.dense_mlp_out.get(layer)
+        if mlp_out is None:
+            mlp_out = run.get("mlp_out", layer)
         act = run.get("mlp_act", layer)
         with torch.no_grad():
             if not run.has("mlp_pre", layer):
@@ -565,7 +569,9 @@ def test_mlp_neurons_project_to_mlp_out(runs: dict[str, Run], family: str) -> No
                 expected_act = act_fn(pre)
             projected = down(act) if down_scale is None else down(act) * down_scale
         assert torch.equal(act, expected_act), f"{family} layer {layer}: act(pre)[*up] != act"
-        assert torch.equal(projected, run.get("mlp_out", layer)), f"{family} layer {layer}"
+        assert torch.equal(projected, mlp_out), f"{family} layer {layer}"
+    if LAYOUTS[family].block_router:
+        return  # the dense MLP runs beside the experts: its neurons exist on sparse layers
     for layer in sorted(run.ref.sparse_layers):
         for name in ("mlp_pre", "mlp_pre_linear", "mlp_act"):
             assert not run.has(name, layer), f"{name} served on sparse layer {layer}"
@@ -585,7 +591,10 @@ def test_expert_choices_are_consistent(runs: dict[str, Run], family: str) -> Non
         # Each token's k chosen experts are distinct.
         assert bool((indices.sort(-1).values.diff(dim=-1) != 0).all())
         # Best first: in the order of the router's own selection score.
-        router = getattr(run.ref_mlp(layer), LAYOUTS[family].router)
+        layout = LAYOUTS[family]
+        # Gemma-4 keeps its router on the block, beside the dense MLP.
+        block = run.hf.get_submodule(layout.blocks)[layer]
+        router = getattr(block if layout.block_router else run.ref_mlp(layer), layout.router)
         if hasattr(router, "tid2eid"):
             # DeepSeek-V4 hash routing: a fixed token -> experts table, no ranking to follow.
             assert torch.equal(indices, router.tid2eid[run.ids].to(indices.dtype))

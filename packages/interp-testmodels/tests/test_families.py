@@ -349,7 +349,20 @@ def test_config_keeps_every_keyword(name: str) -> None:
     for key, wanted in spec.config.items():
         if wanted is None:
             continue  # "derive it": the class fills the value in
-        got = getattr(config, key)
+        if key in _FOLDED_INTO_FULL_LAYERS:
+            # Gemma-4 moves these into per_layer_config: every full layer must carry them.
+            own = _FOLDED_INTO_FULL_LAYERS[key]
+            full = [i for i, t in enumerate(config.layer_types) if t == "full_attention"]
+            assert full and all(getattr(config.per_layer_config[i], own) == wanted for i in full)
+            continue
+        if getattr(config, "is_heterogeneous", False) and key in (
+            "head_dim",
+            "num_key_value_heads",
+        ):
+            # A width that varies by layer is refused globally; layer 0 (sliding) keeps it.
+            got = getattr(config.per_layer_config[0], key)
+        else:
+            got = getattr(config, key)
         if isinstance(wanted, dict):
             # A sub-config (DBRX's attn_config, ffn_config) is an object, not a mapping.
             read = got.__getitem__ if isinstance(got, dict) else got.__getattribute__
@@ -358,8 +371,19 @@ def test_config_keeps_every_keyword(name: str) -> None:
             assert got == wanted, key
 
 
+# Gemma-4's full-layer widths, which Gemma4TextConfig pops into per_layer_config under the name
+# each full layer reads.
+_FOLDED_INTO_FULL_LAYERS = {
+    "global_head_dim": "head_dim",
+    "num_global_key_value_heads": "num_key_value_heads",
+}
+
 # Keywords a config class takes without declaring them as fields, each for a reason.
 _UNDECLARED_KEYWORDS = {
+    # Popped by Gemma4TextConfig's __post_init__ into per_layer_config (published configs state
+    # them in text_config).
+    ("gemma4", "global_head_dim"),
+    ("gemma4", "num_global_key_value_heads"),
     # Folded into rope_parameters by the class's __post_init__.
     ("phi", "partial_rotary_factor"),
     ("stablelm", "partial_rotary_factor"),
@@ -406,6 +430,21 @@ def test_limits_every_backend_can_run(name: str) -> None:
         assert 128 <= facts.max_position_embeddings <= 256
     if facts.sliding_window is not None:
         assert facts.sliding_window < PROMPT_LEN
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_only_gemma4_varies_widths_by_layer(name: str) -> None:
+    # Per-layer widths, KV sharing and per-layer inputs are Gemma-4's: every other family keeps
+    # one head width, one K/V head count and one MLP width, so its facts read as before.
+    facts = ModelFacts.from_config(FAMILIES[name].make_config().to_dict())
+    varies = (facts.layer_head_dims, facts.layer_kv_heads, facts.layer_d_mlp)
+    shares = (facts.kv_source_layers, facts.per_layer_input_width)
+    if name == "gemma4":
+        assert all(varies) and all(shares)
+        return
+    assert varies == ((), (), ()) and shares == ((), 0)
+    layers = range(facts.n_layers)
+    assert [facts.head_dim_at(i) for i in layers] == [facts.head_dim] * facts.n_layers
 
 
 # --- reload and run ------------------------------------------------------------------------------
@@ -523,24 +562,31 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         # Heads: counted from the probabilities the layer computed.
         assert facts.n_heads == probs.shape[1], index
         head_dim = _attn_head_dim(attn)
-        assert facts.head_dim == head_dim, index
+        assert facts.head_dim_at(index) == head_dim, index
         q_width = _q_width_from_weights(attn, facts.n_heads, head_dim)
         gate = 2 if facts.gated_attn_output else 1
-        assert facts.q_width * gate == q_width, index
-        # Gemma-3n's KV-shared layers build no key/value projection: the layer the facts name
-        # as the source does, and the module says it reads that layer's keys.
-        source = facts.kv_source_of(index)
+        assert facts.q_width_at(index) * gate == q_width, index
+        # KV-sharing layers (Gemma-3n, Gemma-4) build no key projection of their own: the layer
+        # the facts name as the source does (Gemma-3n's module names it too).
         kv_attn = attn
-        if source is not None:
-            assert not hasattr(attn, "k_proj") and attn.kv_shared_layer_index == source, index
+        if facts.shares_kv(index):
+            source = facts.kv_source(index)
+            assert getattr(attn, "k_proj", None) is None, index
+            if hasattr(attn, "kv_shared_layer_index"):
+                assert attn.kv_shared_layer_index == source, index
             kv_attn = _attention(layers[source])
         elif hasattr(attn, "is_kv_shared_layer"):
             assert not attn.is_kv_shared_layer, index
         kv_heads = _kv_heads_from_weights(kv_attn, facts.n_heads, head_dim)
-        assert facts.n_kv_heads == kv_heads, index
+        assert facts.kv_heads_at(index) == kv_heads, index
         # QK-norm: a norm module on q and one on k in the attention block.
         has_qk_norm = any(hasattr(attn, q) and hasattr(kv_attn, k) for q, k in _QK_NORM_NAMES)
         assert facts.qk_norm == has_qk_norm, index
+        # Per-layer inputs (Gemma-3n, Gemma-4): a gate from d_model down to their width on every
+        # block.
+        ple_gate = getattr(layers[index], "per_layer_input_gate", None)
+        ple_width = ple_gate.out_features if ple_gate is not None else 0
+        assert facts.per_layer_input_width == ple_width, index
         # Layer kind: a sliding layer's last query sees exactly the window, a full one all.
         seen = int((probs[0, 0, -1] > 0).sum())
         if facts.layer_kind(index) == "sliding":
@@ -580,6 +626,15 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
             if not facts.has_mlp(index):
                 continue
         mlp = _child(layer, _MLP_NAMES) or _single_mlp(layer) or layer  # OPT: fc1/fc2 on it
+        if getattr(layer, "experts", None) is not None:
+            # Gemma-4: router and experts on the block, beside a dense MLP of its own width.
+            sparse.append(index)
+            assert facts.moe is not None
+            assert facts.moe.n_experts == layer.router.proj.out_features
+            assert facts.moe.experts_per_token == layer.router.config.top_k_experts
+            assert facts.moe.d_expert == layer.experts.intermediate_dim
+            assert facts.d_mlp_at(index) == _in_width(mlp.down_proj), index
+            continue
         if _is_sparse(mlp):
             sparse.append(index)
             n_experts, top_k = _router_experts(mlp)
@@ -604,10 +659,10 @@ def test_facts_agree_with_the_module_tree(loaded: Loaded) -> None:
         else:
             down = _child(mlp, _DOWN_NAMES)
             assert down is not None, (index, type(mlp).__name__)
-            assert facts.d_mlp == _in_width(down), index
+            assert facts.d_mlp_at(index) == _in_width(down), index
             assert facts.gated_mlp == (_child(mlp, _GATE_NAMES) is not None), index
     assert (facts.moe.sparse_layers if facts.moe else ()) == tuple(sparse)
-    if facts.has_dense_layers:
+    if facts.has_dense_layers or getattr(layers[0], "experts", None) is not None:
         assert facts.d_mlp > 0
     else:
         assert facts.d_mlp == 0

@@ -116,13 +116,23 @@ def point_table(facts: ModelFacts) -> list[dict[str, Any]]:
             width = f"{shape[1]}×seq"
         elif shape is not None:
             width = math.prod(shape[2:])
+        shape_text = _symbolic(shape) if shape else None
+        by_layer = {layer: point_shape(name, facts, _BATCH, _SEQ, layer) for layer in layers}
+        if len(set(by_layer.values())) > 1:
+            # Widths that differ by layer (Gemma-4's full layers): every shape, with its layers.
+            shapes = sorted(set(by_layer.values()))
+            width = "/".join(str(math.prod(s[2:])) for s in shapes)
+            shape_text = " or ".join(
+                f"{_symbolic(s)} at {layer_ranges([i for i, t in by_layer.items() if t == s])}"
+                for s in shapes
+            )
         rows.append(
             {
                 "point": name,
                 "scope": spec.scope.name.lower(),
                 "layers": layers,
                 "width": width,
-                "shape": _symbolic(shape) if shape else None,
+                "shape": shape_text,
                 "writable": spec.writable,
                 "absent": reason,
             }

@@ -44,8 +44,9 @@ class ExpertReading:
         key, n_experts = self.get(
             "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"
         )
-        if key is None or n_experts == 0:
-            # Dense members of MoE-capable families say 0 experts (Granite-4.0-H-1B).
+        if key is None or n_experts == 0 or self.get("enable_moe_block")[1] is False:
+            # Dense members of MoE-capable families say 0 experts (Granite-4.0-H-1B), or switch
+            # the experts off (Gemma-4's enable_moe_block).
             return None
         if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
             if "moe" not in (self.block_types()[1] or ()):
@@ -60,6 +61,7 @@ class ExpertReading:
             "moe_k",  # ERNIE-4.5
             "moe_topk",  # Hunyuan
             "moe_top_k",  # DBRX
+            "top_k_experts",  # Gemma-4
         )
         if experts_per_token > n_experts:
             message = (

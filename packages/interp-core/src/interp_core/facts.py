@@ -16,6 +16,13 @@ Conventions the fields follow:
   `model_type` is the text model's (`gemma3_text` for Gemma-3-4b), whose conventions apply.
 - `head_dim` is the per-head width of q and k: an explicit `head_dim` wins (Gemma, Qwen3), MLA
   models record `qk_nope_head_dim + qk_rope_head_dim`, and only then `d_model // n_heads`.
+- Where widths differ by layer (Gemma-4's full layers: wider heads, their own K/V head count;
+  its KV-sharing layers: a doubled MLP), `layer_head_dims`, `layer_kv_heads` and `layer_d_mlp`
+  hold one entry per layer and `head_dim_at(layer)` & co. read them; they are empty, and
+  `head_dim` / `n_kv_heads` / `d_mlp` hold for every layer, on every other family.
+  `head_dim`, `n_kv_heads` and `d_mlp` are then the config's own (Gemma-4's sliding layers').
+- `kv_source_layers` (Gemma-4's `num_kv_shared_layers`): per layer, the layer whose keys and
+  values its attention reads; a layer that is not its own source projects no keys or values.
 - `d_mlp` is the width of the dense MLP. When every layer is a routed mixture of experts it is 0,
   even if the config carries an `intermediate_size`: on Mixtral and gpt-oss that number is the
   width of one expert (see `moe.d_expert`), and on Qwen3-MoE it is the width of a dense layer
@@ -50,6 +57,7 @@ from interp_core import family_conventions as conventions
 from interp_core.errors import ConfigError, PointUnsupported
 from interp_core.expert_reading import ExpertReading, MoEFacts
 from interp_core.layer_kind_reading import LayerKindReading, is_int
+from interp_core.layer_widths import LayerWidthReading
 
 __all__ = [
     "ATTENDING_LAYER_KINDS",
@@ -145,12 +153,21 @@ class ModelFacts:
     # mixer (the layer kind says which) or, on "mlp" layers, its MLP or experts alone.
     single_sublayer: bool = False
     # Gemma-3n: the residual streams are AltUp's (see the module docstring), LAuReL runs beside
-    # attention, values are RMS-normalised per head, and late layers reuse earlier K/V.
+    # attention, and some layers' MLP gates are sparsified (gaussian top-k).
     altup_active_stream: int | None = None
     laurel_rank: int | None = None
-    value_norm: bool = False
-    kv_source: tuple[int | None, ...] = ()
     activation_sparsity: tuple[float, ...] = ()
+    # Per-layer widths, one entry per layer, only where they differ by layer (Gemma-4); empty
+    # means head_dim / n_kv_heads / d_mlp hold for every layer.
+    layer_head_dims: tuple[int, ...] = ()
+    layer_kv_heads: tuple[int, ...] = ()
+    layer_d_mlp: tuple[int, ...] = ()
+    # Per layer, the layer whose keys and values its attention reads (Gemma-4's KV sharing);
+    # empty when every layer computes its own.
+    kv_source_layers: tuple[int, ...] = ()
+    # Gemma-4's per-layer input width: each block gates a per-layer input of this width into
+    # the residual after its MLP (0: none).
+    per_layer_input_width: int = 0
     max_position_embeddings: int | None = None
     torch_dtype: str | None = None  # the checkpoint's native dtype as the config states it
     extras: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -206,18 +223,57 @@ class ModelFacts:
 
     def kv_source_of(self, layer: int) -> int | None:
         """The earlier layer whose keys and values `layer` reuses; None when it computes its own."""
-        self._check_layer(layer)
-        return self.kv_source[layer] if self.kv_source else None
+        return self.kv_source(layer) if self.shares_kv(layer) else None
 
     def sparsity_at(self, layer: int) -> float:
         """The gaussian top-k sparsity of `layer`'s MLP gate (0.0: every unit passes)."""
         self._check_layer(layer)
         return self.activation_sparsity[layer] if self.activation_sparsity else 0.0
 
+    def head_dim_at(self, layer: int) -> int:
+        """The per-head width of q and k (and v) at `layer`."""
+        self._check_layer(layer)
+        return self.layer_head_dims[layer] if self.layer_head_dims else self.head_dim
+
+    def kv_heads_at(self, layer: int) -> int:
+        """The K/V head count at `layer`."""
+        self._check_layer(layer)
+        return self.layer_kv_heads[layer] if self.layer_kv_heads else self.n_kv_heads
+
+    def d_mlp_at(self, layer: int) -> int:
+        """The dense MLP's width at `layer`."""
+        self._check_layer(layer)
+        return self.layer_d_mlp[layer] if self.layer_d_mlp else self.d_mlp
+
+    def kv_source(self, layer: int) -> int:
+        """The layer whose keys and values `layer` attends over (itself unless it shares)."""
+        self._check_layer(layer)
+        return self.kv_source_layers[layer] if self.kv_source_layers else layer
+
+    def shares_kv(self, layer: int) -> bool:
+        """Whether `layer` reuses another layer's keys and values instead of projecting its own."""
+        return self.kv_source(layer) != layer
+
+    @property
+    def widths_vary(self) -> bool:
+        """Whether head widths, K/V head counts or MLP widths differ between layers."""
+        return bool(self.layer_head_dims or self.layer_kv_heads or self.layer_d_mlp)
+
     def is_sparse(self, layer: int) -> bool:
         """Whether `layer`'s MLP is a routed mixture of experts."""
         self._check_layer(layer)
         return self.moe is not None and layer in self.moe.sparse_layers
+
+    def q_width_at(self, layer: int) -> int:
+        return self.n_heads * self.head_dim_at(layer) if self.mla is None else self.q_width
+
+    def kv_width_at(self, layer: int) -> int:
+        return (
+            self.kv_heads_at(layer) * self.head_dim_at(layer) if self.mla is None else self.kv_width
+        )
+
+    def z_width_at(self, layer: int) -> int:
+        return self.n_heads * self.head_dim_at(layer) if self.mla is None else self.z_width
 
     @property
     def q_width(self) -> int:
@@ -250,6 +306,11 @@ class ModelFacts:
             return any(self.has_mlp(i) and not self.is_sparse(i) for i in range(self.n_layers))
         return self.n_sparse_layers < self.n_layers
 
+    @property
+    def has_dense_mlp(self) -> bool:
+        """Whether some layer has a dense MLP: a dense layer, or one beside the experts."""
+        return self.has_dense_layers or self.model_type in conventions.DENSE_BESIDE_EXPERTS_TYPES
+
 
 # --- reading a config -------------------------------------------------------------------------
 _NOT_STATED = object()
@@ -276,6 +337,11 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
     slides = bool({"sliding", "chunked", *COMPRESSED_LAYER_KINDS} & set(layer_kinds))
     model_type = reader.model_type
     altup = conventions.ALTUP_TYPES
+    n_kv_heads = reader.kv_heads(n_heads)
+    head_dim = reader.head_dim(d_model, n_heads, mla)
+    d_mlp = reader.d_mlp(d_model, n_layers, moe)
+    overrides = reader.layer_overrides(n_layers)
+    kv_sources = reader.kv_source_layers(layer_kinds)
 
     return ModelFacts(
         architecture=reader.architecture,
@@ -283,9 +349,9 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         n_layers=n_layers,
         d_model=d_model,
         n_heads=n_heads,
-        n_kv_heads=reader.kv_heads(n_heads),
-        head_dim=reader.head_dim(d_model, n_heads, mla),
-        d_mlp=reader.d_mlp(d_model, n_layers, moe),
+        n_kv_heads=n_kv_heads,
+        head_dim=head_dim,
+        d_mlp=d_mlp,
         vocab_size=vocab_size,
         tied_embeddings=reader.tied_embeddings(),
         layer_kinds=layer_kinds,
@@ -318,9 +384,12 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
         single_sublayer=model_type in conventions.SINGLE_SUBLAYER_TYPES,
         altup_active_stream=reader.altup_active_stream(),
         laurel_rank=reader.optional_int("laurel_rank") if model_type in altup else None,
-        value_norm=model_type in conventions.VALUE_NORM_TYPES,
-        kv_source=reader.kv_sources(layer_kinds) if model_type in altup else (),
         activation_sparsity=reader.activation_sparsity(n_layers) if model_type in altup else (),
+        layer_head_dims=reader.layer_head_dims(overrides, head_dim, n_layers),
+        layer_kv_heads=reader.layer_kv_heads(overrides, n_kv_heads, n_heads, n_layers),
+        layer_d_mlp=reader.layer_d_mlp(overrides, d_mlp, kv_sources, n_layers),
+        kv_source_layers=kv_sources,
+        per_layer_input_width=reader.per_layer_input_width(),
         max_position_embeddings=reader.optional_int(
             # Kimi Linear saves its context length as `model_max_length`.
             "max_position_embeddings",
@@ -335,7 +404,7 @@ def _read_facts(config: Mapping[str, Any]) -> ModelFacts:
     )
 
 
-class _Reader(LayerKindReading, ExpertReading):
+class _Reader(LayerKindReading, LayerWidthReading, ExpertReading):
     """Looks keys up in the text model's config, then in its family's class defaults."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -541,7 +610,8 @@ class _Reader(LayerKindReading, ExpertReading):
 
     # --- MLP ---------------------------------------------------------------------------------
     def d_mlp(self, d_model: int, n_layers: int, moe: MoEFacts | None) -> int:
-        if moe is not None and len(moe.sparse_layers) == n_layers:
+        dense_beside = self.model_type in conventions.DENSE_BESIDE_EXPERTS_TYPES
+        if moe is not None and len(moe.sparse_layers) == n_layers and not dense_beside:
             return 0
         if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
             if "mlp" not in (self.block_types()[1] or ()):
@@ -661,26 +731,6 @@ class _Reader(LayerKindReading, ExpertReading):
             )
             raise ConfigError(message)
         return active
-
-    def kv_sources(self, kinds: tuple[str, ...]) -> tuple[int | None, ...]:
-        # Gemma-3n: the last `num_kv_shared_layers` layers reuse the K/V of the last earlier
-        # layer of their own kind (sliding or full).
-        shared = self.optional_int("num_kv_shared_layers", minimum=0) or 0
-        first = len(kinds) - shared
-        if first <= 0:
-            return tuple(None for _ in kinds)
-        sources: list[int | None] = [None] * first
-        for layer in range(first, len(kinds)):
-            earlier = [i for i in range(first) if kinds[i] == kinds[layer]]
-            if not earlier:
-                message = (
-                    f"layer {layer} shares keys and values (`num_kv_shared_layers` = {shared}) "
-                    f"but no earlier layer is a {kinds[layer]} layer to share them from. Fix "
-                    f"`num_kv_shared_layers` or `layer_types`"
-                )
-                raise ConfigError(message)
-            sources.append(earlier[-1])
-        return tuple(sources)
 
     def activation_sparsity(self, n_layers: int) -> tuple[float, ...]:
         _, pattern = self.get("activation_sparsity_pattern")

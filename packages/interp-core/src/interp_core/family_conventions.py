@@ -15,9 +15,11 @@ __all__ = [
     "BIASED_TYPES",
     "CLASS_DEFAULTS",
     "COMPRESS_RATIO_KINDS",
+    "DENSE_BESIDE_EXPERTS_TYPES",
     "DENSE_MLP_NAMES",
     "DENSE_MLP_WIDTH_KEYS",
     "GATED_ATTN_OUTPUT_TYPES",
+    "GLOBAL_HEAD_TYPES",
     "INDEXED_ATTENTION_TYPES",
     "INLINE_SHARED_MLP_TYPES",
     "LAYER_TYPE_NAMES",
@@ -28,10 +30,12 @@ __all__ = [
     "NORMED_SKIP_TYPES",
     "PARALLEL_BY_DEFAULT",
     "PARALLEL_SSM_TYPES",
+    "PER_LAYER_INPUT_TYPES",
     "POST_NORM_ONLY_TYPES",
     "QK_NORM_AFTER_ROPE_TYPES",
     "QK_NORM_TYPES",
     "ROUTED_ATTENTION_TYPES",
+    "ROUTER_LOGITS_MODULES",
     "ROUTER_OUTPUT_LAYOUTS",
     "SANDWICH_NORM_TYPES",
     "SHARED_KEY_VALUE_TYPES",
@@ -87,6 +91,17 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     # DeepSeek-V4's published configs give per-layer `compress_ratios` and no `compress_rates`.
     "deepseek_v4": {
         "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+    },
+    # Gemma4TextConfig's defaults for the keys its own traits are read from.
+    "gemma4_text": {
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "sliding_window": 512,
+        "hidden_size_per_layer_input": 256,
+        "num_kv_shared_layers": 0,
+        "attention_k_eq_v": False,
+        "enable_moe_block": False,
+        "use_double_wide_mlp": False,
     },
 }
 
@@ -207,6 +222,7 @@ QK_NORM_TYPES = frozenset(
         "lfm2",
         "gemma3_text",
         "gemma3n_text",
+        "gemma4_text",
         "olmo2",
         "olmo3",
         "olmoe",
@@ -270,6 +286,7 @@ SANDWICH_NORM_TYPES = frozenset(
         "gemma3",
         "gemma3_text",
         "gemma3n_text",
+        "gemma4_text",
         "glm4",
         "olmo2",
         "olmo3",
@@ -279,8 +296,30 @@ POST_NORM_ONLY_TYPES = frozenset({"exaone4", "flex_olmo", "olmo2", "olmo3"})
 
 # Families that multiply the embedding output by sqrt(d_model).
 SQRT_EMBED_SCALE_TYPES = frozenset(
-    {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "vaultgemma"}
+    {"gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n_text", "gemma4_text", "vaultgemma"}
 )
+
+# Full-attention layers with their own head width (`global_head_dim`) and, where keys double as
+# values, their own K/V head count (Gemma-4); read by `interp_core.layer_widths`.
+GLOBAL_HEAD_TYPES = frozenset({"gemma4_text"})
+
+# A per-layer input (a slice of a per-token table plus a projection of the embedding) gated by
+# each block's output and added to the residual after the MLP (Gemma-4; Gemma-3n adds it to
+# the AltUp streams other than the active one).
+PER_LAYER_INPUT_TYPES = frozenset({"gemma3n_text", "gemma4_text"})
+
+# Routed experts beside a dense MLP in the same layer, each read through its own norm from
+# resid_mid and the two outputs normed and summed inside the block (Gemma-4): the dense MLP's
+# neurons exist on every layer, but no module returns the sum, and no single tensor is the input.
+DENSE_BESIDE_EXPERTS_TYPES = frozenset({"gemma4_text"})
+
+# Values normalised after their projection (Gemma-3n's and Gemma-4's weightless v_norm): the
+# value point is the norm's output, which attention mixes, not v_proj's.
+VALUE_NORM_TYPES = frozenset({"gemma3n_text", "gemma4_text"})
+
+# Routers that return probabilities instead of logits, with the child module whose output is
+# the raw logits (Gemma-4's router: norm, scale, `proj`, softmax, top-k).
+ROUTER_LOGITS_MODULES: dict[str, str] = {"gemma4_text": "proj"}
 
 # An output gate multiplies the attention result before o_proj.
 GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_5_moe_text", "qwen3_5_text", "qwen3_next"})
@@ -289,9 +328,6 @@ GATED_ATTN_OUTPUT_TYPES = frozenset({"qwen3_5_moe_text", "qwen3_5_text", "qwen3_
 INDEXED_ATTENTION_TYPES = frozenset({"deepseek_v32"})
 # Attention whose keys and values are one projected tensor (K = V), so no value projection exists.
 SHARED_KEY_VALUE_TYPES = frozenset({"deepseek_v4"})
-# Values RMS-normalised per head (no gain) after v_proj, so the v_proj output is not what
-# attention mixes (Gemma-3n).
-VALUE_NORM_TYPES = frozenset({"gemma3n_text"})
 # AltUp trunks (Gemma-3n): `altup_num_inputs` residual streams, predicted and corrected around
 # each block, with attention and MLP on the active one; LAuReL beside attention, per-layer inputs,
 # KV sharing and activation sparsity come with them.

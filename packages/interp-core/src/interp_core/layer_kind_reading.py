@@ -117,6 +117,13 @@ class LayerKindReading:
             # MiniMax's config class, without layer_types: softmax on even layers, lightning
             # (linear) attention on odd ones.
             return tuple("full" if i % 2 == 0 else "linear_attention" for i in range(n_layers))
+        if self.model_type == "gemma4_text":
+            # Gemma4TextConfig without layer_types: every 6th layer global, and the last one
+            # global whatever the pattern says.
+            return tuple(
+                "full" if (i + 1) % 6 == 0 or i == n_layers - 1 else "sliding"
+                for i in range(n_layers)
+            )
         if self.model_type == "gemma2":
             # Gemma-2 alternates, starting with a sliding layer.
             return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))

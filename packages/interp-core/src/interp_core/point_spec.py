@@ -54,11 +54,14 @@ class Width(Enum):
         """True when the tensor is laid out [batch, seq, ...]; attention is [batch, heads, q, k]."""
         return self is not Width.SCORES
 
-    def per_token_dims(self, facts: ModelFacts, seq: int | None = None) -> tuple[int, ...]:
+    def per_token_dims(
+        self, facts: ModelFacts, seq: int | None = None, layer: int | None = None
+    ) -> tuple[int, ...]:
         """The dims one (batch row, query token) contributes: everything after [batch, seq].
 
         Attention has no fixed per-token width (each query row holds one entry per key), so
-        SCORES needs `seq` and answers (n_heads, seq).
+        SCORES needs `seq` and answers (n_heads, seq). Head and MLP widths are read at `layer`;
+        on a model whose widths differ by layer (Gemma-4) they need it.
         """
         if self is Width.SCORES:
             if seq is None:
@@ -70,14 +73,17 @@ class Width(Enum):
             return (facts.n_heads, seq)
         if self is Width.D_MODEL:
             return (facts.d_model,)
-        if self is Width.Q_HEADS:
-            return (facts.q_width,)
-        if self is Width.KV_HEADS:
-            return (facts.kv_width,)
-        if self is Width.Z_HEADS:
-            return (facts.z_width,)
-        if self is Width.D_MLP:
-            return (facts.d_mlp,)
+        if self in _LAYER_WIDTHS:
+            if layer is not None:
+                return (_LAYER_WIDTHS[self](facts, layer),)
+            if facts.widths_vary:
+                message = f"width {self.rule} of {facts.architecture} needs a layer"
+                raise PointUnsupported.build(
+                    message,
+                    "its head widths, K/V head counts or MLP widths differ by layer",
+                    "Pass layer=",
+                )
+            return (_UNIFORM_WIDTHS[self](facts),)
         if self is Width.VOCAB:
             return (facts.vocab_size,)
         if self in (Width.N_EXPERTS, Width.TOP_K):
@@ -96,11 +102,27 @@ class Width(Enum):
             return (facts.n_streams, facts.d_model)
         return (facts.n_streams, facts.n_streams)  # STREAMS_SQUARED
 
-    def dims(self, facts: ModelFacts, seq: int) -> tuple[int, ...]:
+    def dims(self, facts: ModelFacts, seq: int, layer: int | None = None) -> tuple[int, ...]:
         """The shape of one batch row: (seq, *per-token dims), or (heads, seq, seq) for SCORES."""
         if self is Width.SCORES:
             return (facts.n_heads, seq, seq)
-        return (seq, *self.per_token_dims(facts))
+        return (seq, *self.per_token_dims(facts, layer=layer))
+
+
+# The widths read per layer: (facts, layer) -> width.
+_LAYER_WIDTHS = {
+    Width.Q_HEADS: lambda facts, layer: facts.q_width_at(layer),
+    Width.KV_HEADS: lambda facts, layer: facts.kv_width_at(layer),
+    Width.Z_HEADS: lambda facts, layer: facts.z_width_at(layer),
+    Width.D_MLP: lambda facts, layer: facts.d_mlp_at(layer),
+}
+# The same widths on a model where every layer has them.
+_UNIFORM_WIDTHS = {
+    Width.Q_HEADS: lambda facts: facts.q_width,
+    Width.KV_HEADS: lambda facts: facts.kv_width,
+    Width.Z_HEADS: lambda facts: facts.z_width,
+    Width.D_MLP: lambda facts: facts.d_mlp,
+}
 
 
 class Role(Enum):

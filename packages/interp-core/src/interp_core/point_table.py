@@ -195,7 +195,7 @@ _SPECS: tuple[PointSpec, ...] = (
         """The key counterpart of q_norm_in: the k_proj output entering the key norm, before
         normalisation and rotary embedding, n_kv_heads*head_dim wide (grouped-query key heads are
         not repeated to the query head count). QK-norm families only, softmax-attention layers
-        only.""",
+        only, and not on layers that reuse another layer's keys (Gemma-4's KV sharing).""",
         tl=_E(
             "blocks.{L}.attn.k_norm.hook_in",
             "TransformerLens 3 bridge only; attn.hook_k is the same pre-norm k_proj output. "
@@ -211,7 +211,7 @@ _SPECS: tuple[PointSpec, ...] = (
         Role.ATTENTION,
         """The key norm's output, gain applied, before rotary embedding, n_kv_heads*head_dim wide
         with grouped-query heads unrepeated. QK-norm families only, softmax-attention layers
-        only.""",
+        only, and not on layers that reuse another layer's keys (Gemma-4's KV sharing).""",
         tl=_E(
             "blocks.{L}.attn.k_norm.hook_out", "TransformerLens 3 bridge only. " + _TL_FLAT_HEADS
         ),
@@ -225,9 +225,14 @@ _SPECS: tuple[PointSpec, ...] = (
         Role.ATTENTION,
         """Block L's value vectors before attention mixes them across positions: the v_proj output,
         or the value part of a fused qkv projection unpacked according to the family's layout,
-        flattened to n_kv_heads*head_dim with grouped-query heads unrepeated. Absent on multi-head
-        latent attention (MLA: DeepSeek-V2/V3, MiniCPM3), which decompresses values from a shared
-        latent and has no per-head value projection to read.""",
+        flattened to n_kv_heads*head_dim with grouped-query heads unrepeated (the layer's own
+        head count and width where they vary by layer, as on Gemma-4). Where the values are
+        normalised after their projection (Gemma-4's weightless v_norm, also over k_proj's
+        output on its layers whose keys double as values) it is that norm's output, what
+        attention mixes. Absent on multi-head latent attention (MLA: DeepSeek-V2/V3, MiniCPM3),
+        which decompresses values from a shared latent and has no per-head value projection to
+        read, and on layers that reuse another layer's keys and values (Gemma-4's KV sharing),
+        whose attention mixes the source layer's value.""",
         tl=_E(
             "blocks.{L}.attn.hook_v",
             "Not expanded for grouped-query attention either. " + _TL_FLAT_HEADS,
@@ -399,7 +404,8 @@ _SPECS: tuple[PointSpec, ...] = (
         Role.MLP,
         """The hidden-state input of block L's MLP (or mixture-of-experts) module as it receives
         it: the pre-MLP norm of resid_mid, gain and bias applied. On parallel-block families it is
-        the normed resid_pre the MLP reads.""",
+        the normed resid_pre the MLP reads. Absent where routed experts run beside a dense MLP,
+        each reading resid_mid through its own norm (Gemma-4): no single tensor is the input.""",
         tl=_E(
             "blocks.{L}.mlp.hook_in",
             "TransformerBridge name. HookedTransformer's hook_mlp_in is taken before ln2, and "
@@ -417,7 +423,8 @@ _SPECS: tuple[PointSpec, ...] = (
         """The first projection of a dense MLP, d_mlp wide, before the nonlinearity: on gated MLPs
         the gate projection's output (the branch the activation function is applied to; the gate
         half of a fused gate_up projection), on plain MLPs the fc / c_fc output. Absent on
-        mixture-of-experts layers, which have no single hidden layer.""",
+        mixture-of-experts layers, which have no single hidden layer, except where a dense MLP
+        runs beside the experts (Gemma-4): there it is that dense MLP's.""",
         tl=_E(
             "blocks.{L}.mlp.hook_pre",
             "Beware the crossed weight names: TransformerLens W_gate is HF gate_proj and W_in is "
@@ -437,7 +444,7 @@ _SPECS: tuple[PointSpec, ...] = (
         Role.MLP,
         """Gated MLPs only: the output of the up projection, the linear branch that multiplies the
         activated gate elementwise, d_mlp wide. Absent on plain (fc, activation, projection) MLPs
-        and on mixture-of-experts layers.""",
+        and on mixture-of-experts layers (except beside a dense MLP, as for mlp_pre).""",
         tl=_E("blocks.{L}.mlp.hook_pre_linear"),
         nnsight=_E("model.model.layers[{L}].mlp.up_proj.output", _NNSIGHT_PATHS),
         nnterp=_E(None, _NNTERP_ONLY_BOUNDARIES),
@@ -450,7 +457,7 @@ _SPECS: tuple[PointSpec, ...] = (
         """The hidden activation of a dense MLP as the down projection receives it, d_mlp wide:
         act(gate) * up on gated MLPs, act(fc) on plain ones. These are the MLP's neurons. Absent on
         mixture-of-experts layers (each expert has its own hidden layer and no single tensor holds
-        them all).""",
+        them all), except beside a dense MLP, as for mlp_pre.""",
         tl=_E(
             "blocks.{L}.mlp.hook_post",
             "On MoE blocks TransformerLens aliases hook_post to the block output, which is "
@@ -528,7 +535,8 @@ _SPECS: tuple[PointSpec, ...] = (
         """The raw output of block L's MLP or mixture-of-experts module: before any post-MLP norm,
         residual multiplier or residual addition. On a mixture-of-experts layer it is the whole
         block's output, routed experts combined plus any shared expert (the first element where the
-        block returns a tuple).""",
+        block returns a tuple). Absent where the block itself sums the experts with a second MLP
+        (Granite-4.0-H's shared_mlp, Gemma-4's dense MLP): no module returns the sum.""",
         tl=_E(
             "blocks.{L}.mlp.hook_out",
             "TransformerBridge name. The block-level blocks.{L}.hook_mlp_out is this tensor only "
@@ -571,8 +579,11 @@ _SPECS: tuple[PointSpec, ...] = (
         Role.RESIDUAL,
         """The residual stream leaving decoder block L, i.e. the block's output hidden state; it is
         the same tensor as resid_pre at L+1. At the last layer it is taken before the final norm
-        (HF's last hidden_states entry is after it). On a multi-stream trunk it exists only with a
-        stream coordinate (resid_post.L.stream-K, a slice of resid_streams).""",
+        (HF's last hidden_states entry is after it). On Gemma-4 it includes the write of the
+        block's per-layer input (added after the MLP) and the block's learned output scalar,
+        which scales the whole sum, so it is not resid_mid plus mlp_out_post there. On a
+        multi-stream trunk it exists only with a stream coordinate (resid_post.L.stream-K, a slice
+        of resid_streams).""",
         tl=_E("blocks.{L}.hook_resid_post"),
         nnsight=_E(
             "model.model.layers[{L}].output",

@@ -18,7 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from interp_core.errors import PointUnsupported
-from interp_core.family_conventions import INLINE_SHARED_MLP_TYPES, QK_NORM_AFTER_ROPE_TYPES
+from interp_core.family_conventions import (
+    DENSE_BESIDE_EXPERTS_TYPES,
+    INLINE_SHARED_MLP_TYPES,
+    QK_NORM_AFTER_ROPE_TYPES,
+)
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -231,17 +235,6 @@ def _needs_hyper_connections(spec: PointLike, facts: ModelFacts) -> Absence | No
     )
 
 
-def _needs_unnormed_value(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if not facts.value_norm:
-        return None
-    return Absence(
-        f"{facts.architecture} RMS-normalises each value head (v_norm, no gain) after v_proj, "
-        "so the v_proj output is not the values attention mixes",
-        "read path.model.layers.<L>.self_attn.v_norm for the normed values (on layers that "
-        "compute their own K/V), or z (the probability-weighted values, per head)",
-    )
-
-
 def _needs_additive_residual(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if not facts.normed_skip:
         return None
@@ -432,6 +425,43 @@ _TOKEN_KEYS = _LayerRule(
 )
 
 
+def _own_kv(facts: ModelFacts, layer: int) -> bool:
+    return facts.attends(layer) and not facts.shares_kv(layer)
+
+
+def _shared_kv_absence(spec: PointLike, facts: ModelFacts, layer: int) -> Absence:
+    source = facts.kv_source(layer)
+    return Absence(
+        f"layer {layer} of {facts.architecture} projects no keys or values: its attention "
+        f"reads those layer {source} computed (KV sharing), so {spec.name} does not exist there",
+        f"read {spec.name} at layer {source}, the very tensor this layer's attention uses; "
+        "attn_scores, attn_probs and z here are this layer's own",
+    )
+
+
+def _own_kv_nowhere(spec: PointLike, facts: ModelFacts) -> Absence:
+    sharing = _where(facts, lambda layer: facts.attends(layer) and facts.shares_kv(layer))
+    if not sharing:
+        return _ATTENDS.nowhere(spec, facts)
+    return _shared_kv_absence(spec, facts, sharing[0])
+
+
+# Softmax attention that projects its own keys and values (not Gemma-4's KV-sharing layers).
+_ATTENDS_OWN_KV = _LayerRule(
+    present=_own_kv,
+    at_layer=lambda spec, facts, layer: (
+        _ATTENDS.at_layer(spec, facts, layer)
+        if not facts.attends(layer)
+        else _shared_kv_absence(spec, facts, layer)
+    ),
+    nowhere=_own_kv_nowhere,
+)
+
+
+def _dense_beside(facts: ModelFacts) -> bool:
+    return facts.model_type in DENSE_BESIDE_EXPERTS_TYPES
+
+
 def _dense_instead(spec: PointLike, facts: ModelFacts) -> str:
     where = _where(facts, lambda layer: facts.has_mlp(layer) and not facts.is_sparse(layer))
     tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
@@ -443,8 +473,9 @@ def _moe_summary(facts: ModelFacts) -> str:
     return f"{moe.n_experts} experts, top-{moe.experts_per_token}" if moe else "routed"
 
 
+# Gemma-4 runs its dense MLP beside the experts on routed layers too: its neurons exist there.
 _DENSE = _LayerRule(
-    present=lambda facts, layer: not facts.is_sparse(layer),
+    present=lambda facts, layer: not facts.is_sparse(layer) or _dense_beside(facts),
     at_layer=lambda spec, facts, layer: Absence(
         f"layer {layer} of {facts.architecture} is a mixture-of-experts layer "
         f"({_moe_summary(facts)}) with no single dense hidden layer, so {spec.name} does not "
@@ -469,30 +500,6 @@ _SPARSE = _LayerRule(
     ),
     # Unreachable while _needs_moe runs first, kept so the rule is complete on its own.
     nowhere=lambda spec, facts: Absence(f"{facts.architecture} has no routed layers"),
-)
-
-
-def _computing_instead(spec: PointLike, facts: ModelFacts, layer: int) -> str:
-    source = facts.kv_source_of(layer)
-    return (
-        f"read {spec.name} at layer {source} (the tensor layer {layer} reuses), or attn_scores / "
-        f"attn_probs here (this layer's queries against layer {source}'s keys)"
-    )
-
-
-_COMPUTES_KV = _LayerRule(
-    present=lambda facts, layer: facts.kv_source_of(layer) is None,
-    at_layer=lambda spec, facts, layer: Absence(
-        f"layer {layer} of {facts.architecture} shares keys and values: it reuses the ones layer "
-        f"{facts.kv_source_of(layer)} computed (the last earlier {facts.layer_kind(layer)} layer) "
-        f"and has no key/value projection or norm of its own, so {spec.name} does not exist "
-        "there",
-        _computing_instead(spec, facts, layer),
-    ),
-    nowhere=lambda spec, facts: Absence(
-        f"no layer of {facts.architecture} computes its own keys and values, so {spec.name} "
-        "does not exist"
-    ),
 )
 
 
@@ -524,12 +531,25 @@ _PLAIN_GATE = _LayerRule(
 
 
 def _whole_mlp_module(facts: ModelFacts, layer: int) -> bool:
+    inline = facts.model_type in INLINE_SHARED_MLP_TYPES or _dense_beside(facts)
+    return not inline or not facts.is_sparse(layer)
+
+
+def _whole_mlp_write(facts: ModelFacts, layer: int) -> bool:
+    # Gemma-4's post-MLP norm returns the normed sum of both MLPs: the write exists there.
     return facts.model_type not in INLINE_SHARED_MLP_TYPES or not facts.is_sparse(layer)
 
 
 def _inline_sum_instead(spec: PointLike, facts: ModelFacts) -> str:
-    where = _where(facts, lambda layer: _whole_mlp_module(facts, layer))
+    present = _whole_mlp_write if spec.name == "mlp_out_post" else _whole_mlp_module
+    where = _where(facts, lambda layer: present(facts, layer))
     tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
+    if _dense_beside(facts):
+        return (
+            "read mlp_out_post (the post-MLP norm of that sum: what the MLP sublayer adds to the "
+            "residual), or path.model.layers.<L>.mlp and path.model.layers.<L>.experts for the "
+            f"two terms before their norms{tail}"
+        )
     return (
         "read resid_mid and resid_post (their difference is the MLP's residual write), or "
         "path.model.layers.<L>.block_sparse_moe and path.model.layers.<L>.shared_mlp for the "
@@ -537,20 +557,63 @@ def _inline_sum_instead(spec: PointLike, facts: ModelFacts) -> str:
     )
 
 
-_INLINE_SUM_WHY = (
-    "adds its routed experts (block_sparse_moe) and its shared MLP (shared_mlp) inside the decoder "
-    "block, so no module returns the MLP's output and the backends have no tensor to read"
+def _inline_sum_why(facts: ModelFacts) -> str:
+    if _dense_beside(facts):
+        return (
+            "runs routed experts beside its dense MLP and normalises and sums the two outputs "
+            "inside the decoder block, so no module returns the MLP's output and the backends "
+            "have no tensor to read"
+        )
+    return (
+        "adds its routed experts (block_sparse_moe) and its shared MLP (shared_mlp) inside the "
+        "decoder block, so no module returns the MLP's output and the backends have no tensor "
+        "to read"
+    )
+
+
+def _inline_sum_rule(present: Callable[[ModelFacts, int], bool]) -> _LayerRule:
+    return _LayerRule(
+        present=present,
+        at_layer=lambda spec, facts, layer: Absence(
+            f"layer {layer} of {facts.architecture} {_inline_sum_why(facts)}; {spec.name} does "
+            "not exist there",
+            _inline_sum_instead(spec, facts),
+        ),
+        nowhere=lambda spec, facts: Absence(
+            f"every layer of {facts.architecture} {_inline_sum_why(facts)}; {spec.name} does "
+            "not exist",
+            _inline_sum_instead(spec, facts),
+        ),
+    )
+
+
+_WHOLE_MLP = _inline_sum_rule(_whole_mlp_module)
+_WHOLE_MLP_WRITE = _inline_sum_rule(_whole_mlp_write)
+
+
+def _one_mlp_input(facts: ModelFacts, layer: int) -> bool:
+    return not (_dense_beside(facts) and facts.is_sparse(layer))
+
+
+_TWO_MLP_INPUTS = (
+    "reads resid_mid into two MLPs through two norms (pre_feedforward_layernorm for the dense "
+    "MLP, pre_feedforward_layernorm_2 for the routed experts; the router reads resid_mid "
+    "itself), so no single tensor is the MLP's input"
 )
-_WHOLE_MLP = _LayerRule(
-    present=_whole_mlp_module,
+_TWO_MLP_INPUTS_INSTEAD = (
+    "read resid_mid, or path.model.layers.<L>.pre_feedforward_layernorm and "
+    "path.model.layers.<L>.pre_feedforward_layernorm_2 for the two inputs"
+)
+_SINGLE_MLP_INPUT = _LayerRule(
+    present=_one_mlp_input,
     at_layer=lambda spec, facts, layer: Absence(
-        f"layer {layer} of {facts.architecture} {_INLINE_SUM_WHY}; {spec.name} does not exist "
+        f"layer {layer} of {facts.architecture} {_TWO_MLP_INPUTS}; {spec.name} does not exist "
         "there",
-        _inline_sum_instead(spec, facts),
+        _TWO_MLP_INPUTS_INSTEAD,
     ),
     nowhere=lambda spec, facts: Absence(
-        f"every layer of {facts.architecture} {_INLINE_SUM_WHY}; {spec.name} does not exist",
-        _inline_sum_instead(spec, facts),
+        f"every layer of {facts.architecture} {_TWO_MLP_INPUTS}; {spec.name} does not exist",
+        _TWO_MLP_INPUTS_INSTEAD,
     ),
 )
 
@@ -559,7 +622,7 @@ _MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None],
     "q_norm_out": (_needs_qk_norm,),
     "k_norm_in": (_needs_qk_norm,),
     "k_norm_out": (_needs_qk_norm,),
-    "value": (_needs_no_mla, _needs_unclipped_value, _needs_unnormed_value),
+    "value": (_needs_no_mla, _needs_unclipped_value),
     "attn_gate": (_needs_gated_attn,),
     "resid_mid": (
         _needs_sequential,
@@ -586,21 +649,19 @@ _LAYER_RULES: dict[str, tuple[_LayerRule, ...]] = {
         for name in (
             "q_norm_in",
             "q_norm_out",
-            "value",
             "z",
             "attn_gate",
         )
     },
-    "k_norm_in": (_HAS_MIXER, _ATTENDS, _COMPUTES_KV),
-    "k_norm_out": (_HAS_MIXER, _ATTENDS, _COMPUTES_KV),
+    **{name: (_HAS_MIXER, _ATTENDS_OWN_KV) for name in ("k_norm_in", "k_norm_out", "value")},
     "attn_scores": (_HAS_MIXER, _TOKEN_KEYS),
     "attn_probs": (_HAS_MIXER, _TOKEN_KEYS),
     "attn_in": (_HAS_MIXER,),
     "attn_out": (_HAS_MIXER,),
     "attn_out_post": (_HAS_MIXER,),
-    "mlp_in": (_HAS_MLP,),
+    "mlp_in": (_HAS_MLP, _SINGLE_MLP_INPUT),
     "mlp_out": (_HAS_MLP, _WHOLE_MLP),
-    "mlp_out_post": (_HAS_MLP, _WHOLE_MLP),
+    "mlp_out_post": (_HAS_MLP, _WHOLE_MLP_WRITE),
     "mlp_pre": (_HAS_MLP, _DENSE, _PLAIN_GATE),
     "mlp_pre_linear": (_HAS_MLP, _DENSE),
     "mlp_act": (_HAS_MLP, _DENSE),

@@ -80,14 +80,15 @@ def point_shape(
     Vector points are [batch, seq, width]; attention matrices [batch, n_heads, seq, seq]; the
     stream stack [batch, seq, n_streams, d_model]; stream mixes [batch, seq, n_streams,
     n_streams]; a resid point with a stream coordinate is one stream, [batch, seq, d_model].
-    With layer=None a layer point is sized as if at a layer that has it (widths do not vary by
-    layer); a point absent everywhere refuses with PointUnsupported.
+    With layer=None a layer point is sized as if at a layer that has it, which needs widths that
+    do not vary by layer (Gemma-4's do: pass the layer); a point absent everywhere refuses with
+    PointUnsupported.
     """
     _check_sizes(batch, seq)
     spec, layer, stream = _resolve(name_or_address, layer)
     # A bare resid point on a multi-stream trunk is refused here too: no silent pick of a stream.
     require_point(spec.name, facts, layer, stream)
-    return (batch, *spec.width.dims(facts, seq))
+    return (batch, *spec.width.dims(facts, seq, layer))
 
 
 def point_width(
@@ -105,4 +106,4 @@ def point_width(
     require_point(spec.name, facts, layer, stream)
     if spec.width is Width.SCORES and seq is not None:
         _check_sizes(1, seq)
-    return math.prod(spec.width.per_token_dims(facts, seq))
+    return math.prod(spec.width.per_token_dims(facts, seq, layer))

@@ -20,7 +20,7 @@ import torch
 from interp_core.address import Address
 from interp_core.errors import PointUnsupported
 from interp_core.facts import ModelFacts
-from interp_core.family_conventions import ROUTER_OUTPUT_LAYOUTS
+from interp_core.family_conventions import ROUTER_LOGITS_MODULES, ROUTER_OUTPUT_LAYOUTS
 from interp_core.points import require_point
 from interp_eager.tree import LayerParts, ModelTree, QKVLayout
 
@@ -408,6 +408,10 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
         tap = _input if name.endswith("_in") else _output
         return tap(address, norm, TokenMajor(), name=name)
     if name == "value":
+        if parts.v_norm is not None:
+            # Gemma-4 normalises the values after projecting them (v_proj, or k_proj where keys
+            # double as values); attention mixes the norm's output.
+            return _output(address, parts.v_norm, TokenMajor(), name=where.get("v_norm", ""))
         if parts.v_proj is not None:
             return _output(address, parts.v_proj, TokenMajor(), name=where.get("v_proj", ""))
         if parts.kv_proj is not None:
@@ -489,6 +493,13 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
         if parts.router is None:
             raise _missing(address, "router", facts)
         experts = facts.moe.n_experts if facts.moe else -1
+        logits_module = ROUTER_LOGITS_MODULES.get(facts.model_type)
+        if logits_module is not None:
+            # A router returning probabilities: its logits are this child projection's output.
+            proj = getattr(parts.router, logits_module, None)
+            if proj is None:
+                raise _missing(address, f"router's {logits_module} projection", facts)
+            return _output(address, proj, TokenMajor(), name=f"router.{logits_module}")
 
         def pick_logits(value: Any) -> torch.Tensor:
             items = value if isinstance(value, tuple | list) else (value,)

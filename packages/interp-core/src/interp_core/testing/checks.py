@@ -145,7 +145,7 @@ def _steer_target(model: InterpModel) -> Address:
     for address in served_addresses(model, [middle]):
         spec = get_point(address.name)
         if spec.writable and address.layer is not None and spec.width.token_major:
-            if len(spec.width.per_token_dims(model.facts)) == 1:
+            if len(spec.width.per_token_dims(model.facts, layer=address.layer)) == 1:
                 return address
     message = f"the model serves no writable vector point at layer {middle}"
     raise unittest.SkipTest(message)

@@ -62,6 +62,8 @@ class Reference:
     sinks: dict[int, torch.Tensor] = field(default_factory=dict)  # per-head sink logits
     mlp_modules: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # (act, down) dense
     sparse_layers: set[int] = field(default_factory=set)
+    # Gemma-4: the dense MLP's own output beside the experts (no point holds it).
+    dense_mlp_out: dict[int, torch.Tensor | None] = field(default_factory=dict)
     attention_layers: set[int] = field(default_factory=set)
     # DeepSeek-V4's compressed layers: z and attn_out only (their keys are window tokens then
     # compressed entries); the model's own [b, heads, q, window + entries] probabilities are kept
@@ -170,6 +172,13 @@ def _optional_module(root: Any, path: str) -> Any:
         return None
 
 
+def _per_layer(config: Any, layer: int, key: str, uniform: int) -> int:
+    """A layer's width where the config varies it by layer (Gemma-4's per_layer_config)."""
+    if not getattr(config, "is_heterogeneous", False):
+        return uniform
+    return getattr(config.per_layer_config[layer], key)
+
+
 def _flat(tensor: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
     return tensor.reshape(batch, seq, -1)
 
@@ -186,12 +195,19 @@ def reference_points(
     blocks = _module(hf_model, layout.blocks)
     n_layers = len(blocks)
     heads = text_config.num_attention_heads
-    kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
+    # A config whose widths vary by layer refuses the global read: layer 0's stand in here, and
+    # each attention layer reads its own below.
+    widths = (
+        text_config.per_layer_config[0]
+        if getattr(text_config, "is_heterogeneous", False)
+        else text_config
+    )
+    kv_heads = getattr(widths, "num_key_value_heads", None) or heads
     if getattr(text_config, "multi_query", False):  # GPT-BigCode, Falcon-7B: one K/V head
         kv_heads = 1
     if getattr(text_config, "new_decoder_architecture", False):  # Falcon-40B: grouped K/V
         kv_heads = text_config.num_kv_heads
-    head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
+    head_dim = getattr(widths, "head_dim", None) or text_config.hidden_size // heads
 
     ref = Reference()
     hooks = _Hooks()
@@ -238,10 +254,16 @@ def reference_points(
             shares_kv = layout.altup and 0 < first_shared <= layer
             for role in ("q_proj", "k_proj", "v_proj", "qkv_proj", "kv_proj"):
                 name = getattr(layout, role)
-                if shares_kv and role in ("k_proj", "v_proj"):
+                if name is None:
                     continue
-                if name is not None:
-                    hooks.output(f"{layer}.{role}", getattr(mixer, name))
+                if shares_kv and role in ("k_proj", "v_proj"):
+                    continue  # Gemma-3n: a KV-sharing layer has no projections of its own
+                if layout.optional_kv_proj and getattr(mixer, name, None) is None:
+                    continue  # Gemma-4: a KV-sharing layer, or keys doubling as values
+                hooks.output(f"{layer}.{role}", getattr(mixer, name))
+            v_norm = getattr(mixer, layout.v_norm, None) if layout.v_norm is not None else None
+            if v_norm is not None and not shares_kv:
+                hooks.output(f"{layer}.v_norm", v_norm)
             if getattr(mixer, "sinks", None) is not None:
                 ref.sinks[layer] = mixer.sinks.detach().clone()
         for role in ("pre_attn_norm", "pre_mlp_norm", "post_attn_norm", "post_mlp_norm"):
@@ -256,6 +278,12 @@ def reference_points(
         sparse = hasattr(mlp, "experts") or (
             layout.router_rule == "top-k-softmax" and hasattr(mlp, layout.router)
         )
+        if layout.block_router and getattr(block, layout.router, None) is not None:
+            # Gemma-4: experts beside the dense MLP; the dense parts are hooked below as usual.
+            ref.sparse_layers.add(layer)
+            router = getattr(block, layout.router)
+            hooks.output(f"{layer}.router", router)
+            hooks.output(f"{layer}.router_logits", router.proj)
         if sparse:
             ref.sparse_layers.add(layer)
             hooks.output(f"{layer}.router", getattr(mlp, layout.router))
@@ -271,6 +299,9 @@ def reference_points(
             entry = layout.gate_up_proj or layout.pre_proj
             assert entry is not None
             hooks.input(f"{layer}.mlp_in", getattr(mlp, entry))
+            if layout.block_router:
+                # The reference's own copy of the dense MLP's output, for the neuron check.
+                ref.dense_mlp_out[layer] = None
             for role in ("pre_proj", "linear_proj", "gate_up_proj"):
                 name = getattr(layout, role)
                 if name is not None:
@@ -407,9 +438,9 @@ def reference_points(
             points[Address("z", layer)] = _flat(inp[f"{layer}.z"], batch, seq)
             ref.compressed_layers[layer] = (out[f"{layer}.mixer"][1], calls[layer].key)
         if layer in ref.attention_layers:
-            _attention_points(
-                ref, layer, layout, p["mixer"], out, inp, calls, heads, kv_heads, head_dim
-            )
+            dim = _per_layer(text_config, layer, "head_dim", head_dim)
+            kv = _per_layer(text_config, layer, "num_key_value_heads", kv_heads)
+            _attention_points(ref, layer, layout, p["mixer"], out, inp, calls, heads, kv, dim)
 
         # MLP side.
         if layout.parallel is None and not (layout.streams or layout.normed_skip or layout.altup):
@@ -417,16 +448,28 @@ def reference_points(
                 put("resid_mid", layer, _flat(inp[f"{layer}.resid_mid"], batch, seq))
             else:
                 put("resid_mid", layer, inp[f"{layer}.mlp_in"])  # nothing normalises it
-        put("mlp_in", layer, _flat(inp[f"{layer}.mlp_in"], batch, seq))
         mlp_out = _flat(first(out[f"{layer}.mlp_out"]), batch, seq)
-        put("mlp_out", layer, mlp_out)
+        if layer in ref.dense_mlp_out:
+            # Two MLPs read resid_mid through their own norms and their normed outputs are
+            # summed inside the block: no mlp_in, no mlp_out (the registry refuses both).
+            ref.dense_mlp_out[layer] = mlp_out
+        else:
+            put("mlp_in", layer, _flat(inp[f"{layer}.mlp_in"], batch, seq))
+            put("mlp_out", layer, mlp_out)
         if layout.normed_skip or layout.altup:
             pass  # resid_post is alpha*mlp_in + beta*mlp_out (AltUp: corrected): no mlp_out_post
         elif layout.post_mlp_norm is not None:
             put("mlp_out_post", layer, scaled(out[f"{layer}.post_mlp_norm"]))
         else:
             put("mlp_out_post", layer, scaled(mlp_out))
-        if layer in ref.sparse_layers:
+        if layout.block_router and layer in ref.sparse_layers:
+            # Gemma-4's router returns (probabilities, weights, indices); the logits are its
+            # projection's output.
+            _, weights, indices = out[f"{layer}.router"]
+            put("router_logits", layer, _flat(out[f"{layer}.router_logits"], batch, seq))
+            put("expert_weights", layer, _flat(weights, batch, seq))
+            put("expert_indices", layer, _flat(indices, batch, seq))
+        if layer in ref.sparse_layers and not layout.block_router:
             k = getattr(text_config, "num_experts_per_tok", None) or _dbrx_top_k(text_config)
             dtype = inp[f"{layer}.mlp_in"].dtype
             routed = out[f"{layer}.router"]
@@ -434,7 +477,7 @@ def reference_points(
             put("router_logits", layer, _flat(logits, batch, seq))
             put("expert_weights", layer, _flat(weights, batch, seq))
             put("expert_indices", layer, _flat(indices, batch, seq))
-        else:
+        if layer not in ref.sparse_layers or layout.block_router:
             if layout.gate_up_proj is not None:
                 gate, up = out[f"{layer}.gate_up_proj"].chunk(2, dim=-1)
                 put("mlp_pre", layer, gate)
@@ -525,9 +568,15 @@ def _attention_points(
         if layout.q_proj is not None:
             query = out[f"{layer}.q_proj"]
         if layout.k_proj is not None:
-            key = out.get(f"{layer}.k_proj")  # absent where the layer shares K/V (Gemma-3n)
+            key = out.get(f"{layer}.k_proj")  # absent where the layer shares K/V
         if layout.v_proj is not None:
-            value = out[f"{layer}.v_proj"]
+            value = out.get(f"{layer}.v_proj")
+    if f"{layer}.v_norm" in out:
+        # What attention mixes is the value norm's output (of v_proj, or of k_proj where keys
+        # double as values).
+        value = _flat(out[f"{layer}.v_norm"], batch, seq)
+    elif layout.v_norm is not None:
+        value = None  # a KV-sharing layer: no values of its own
     if value is not None and not layout.clip_qkv:
         points[Address("value", layer)] = value
     if layout.gated_query:
@@ -551,17 +600,19 @@ def _qk_norm_points(
 ) -> None:
     """The norms' inputs as the projections emit them; their outputs by calling the norms.
 
-    `key` is None on a layer that reuses another layer's keys (Gemma-3n): no key norm there.
+    A layer without keys of its own (Gemma-3n's and Gemma-4's KV sharing: `key` is None) has
+    the query norm only.
     """
     points = ref.points
     batch, seq = query.shape[:2]
+    q_norm = getattr(mixer, layout.q_norm)
     if layout.qk_norm == "per_head":
         q_in = query.reshape(batch, seq, -1, dim) if not layout.gated_query else query
         k_in = key.view(batch, seq, -1, dim) if key is not None else None
     else:
         q_in, k_in = query, key
     with torch.no_grad():
-        q_out = getattr(mixer, layout.q_norm)(q_in)
+        q_out = q_norm(q_in)
         k_out = getattr(mixer, layout.k_norm)(k_in) if k_in is not None else None
     points[Address("q_norm_in", layer)] = q_in.reshape(batch, seq, -1)
     points[Address("q_norm_out", layer)] = q_out.reshape(batch, seq, -1)

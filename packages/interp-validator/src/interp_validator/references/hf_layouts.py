@@ -48,6 +48,12 @@ class Layout:
     qk_norm: str | None = None  # "per_head" (norm over head_dim) | "full" (over the whole width)
     q_norm: str = "q_norm"  # the QK-norm modules' names, relative to the mixer
     k_norm: str = "k_norm"
+    # A norm on the values after their projection, relative to the mixer (Gemma-4's weightless
+    # v_norm): the value point is its output. Layers that reuse another's K/V have none.
+    v_norm: str | None = None
+    # Gemma-4: a layer may lack k_proj and v_proj (KV sharing) or v_proj alone (keys as values);
+    # on every other layout a missing projection is a wrong layout and fails loudly.
+    optional_kv_proj: bool = False
     gated_query: bool = False  # Qwen3-Next: q_proj emits [query | gate] per head
     # DBRX: the fused projection's output is clamped (clip_qkv), so no tensor is the value point.
     clip_qkv: bool = False
@@ -68,6 +74,9 @@ class Layout:
     # MLP calls torch.nn.functional.<name> instead of holding a module (LFM2).
     act: str = "act_fn"
     router: str = "gate"  # relative to the MLP of a sparse layer
+    # Gemma-4: the router and experts sit on the block beside a dense MLP (`mlp`); the router
+    # returns (probabilities, weights, indices) and its logits are its `proj` output.
+    block_router: bool = False
     router_fields: tuple[int, int, int] = (0, 1, 2)  # logits, weights, indices in its output
     # "softmax-top-k": the router is a bare linear layer returning logits only (Jamba); the
     # reference ranks them itself (float32 softmax, top-k, weights cast back, no renormalising).
@@ -270,9 +279,8 @@ LAYOUTS: dict[str, Layout] = {
         streams=True,
         compressed_layer_types=("compressed_sparse_attention", "heavily_compressed_attention"),
     ),
-    # The values pass through a gain-free v_norm after v_proj, so no tensor here is the value
-    # point (v_proj=None keeps the reference from naming one).
-    "gemma3n": replace(_SANDWICH, qk_norm="per_head", v_proj=None, altup=True),
+    # The values pass through a gain-free v_norm after v_proj: the value point is its output.
+    "gemma3n": replace(_SANDWICH, qk_norm="per_head", v_norm="v_norm", altup=True),
     # --- released since the first 32 ---
     "smollm3": _LLAMA,
     "helium": _LLAMA,
@@ -451,6 +459,16 @@ LAYOUTS: dict[str, Layout] = {
         linear_proj=None,
         single_block=True,
     ),
+    # Keys double as values on the full layers (no v_proj there) and the KV-sharing layers have
+    # neither k_proj nor v_proj: the reference reads whichever projections a layer has.
+    "gemma4": replace(
+        _SANDWICH,
+        qk_norm="per_head",
+        v_norm="v_norm",
+        optional_kv_proj=True,
+        router="router",
+        block_router=True,
+    ),
 }
 
 
@@ -458,6 +476,7 @@ LAYOUTS: dict[str, Layout] = {
 _LAYOUT_ALIASES = {
     "gemma3_text": "gemma3",
     "gemma3n_text": "gemma3n",
+    "gemma4_text": "gemma4",
     "llama4_text": "llama4",
     "qwen3_5_text": "qwen3_5",
     "qwen3_5_moe_text": "qwen3_5_moe",

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from interp_core.address import to_address
+from interp_core.family_conventions import ROUTER_LOGITS_MODULES, VALUE_NORM_TYPES
 from interp_core.points import equivalent_for, get_point
 
 if TYPE_CHECKING:
@@ -194,6 +195,16 @@ KNOWN_DEFECTS: tuple[Defect, ...] = (
 KNOWN_DEFECTS_2026: tuple[Defect, ...] = (
     Defect(
         ("tl_bridge", "tl_bridge_compat"),
+        ("gemma4_text",),
+        ("attn_scores",),
+        "transformer-lens",
+        ("3.9.0",),
+        "TransformerBridge's hook_attn_scores holds Gemma-4's scores before any mask on its "
+        "sliding and KV-sharing layers (measured on the tiny model: layers 0, 2 and 3 show every "
+        "entry, neither the causal nor the window mask) while its attn_probs match HF",
+    ),
+    Defect(
+        ("tl_bridge", "tl_bridge_compat"),
         ("llama4_text",),
         ("attn_scores",),
         "transformer-lens",
@@ -230,10 +241,24 @@ def known_defect(
     return None
 
 
+# Gemma-4 normalises its values after v_proj (and reads k_proj's output as values on its
+# full layers); the engines' value tensor is the projection's output.
+_VALUE_NORM_REASON = (
+    "{engine} is the value projection's output, before the value norm (v_norm) whose output "
+    "attention mixes and this point holds"
+)
+
+
+def _kv_heads(facts: ModelFacts, layer: int | None) -> int:
+    # Gemma-4's full layers have their own K/V head count.
+    return facts.kv_heads_at(layer) if layer is not None else facts.n_kv_heads
+
+
 def expected_shape(address: str, facts: ModelFacts, seq: int) -> tuple[int, ...]:
     """Our shape for one prompt of `seq` tokens: a batch dim of 1, then the point's dims."""
-    point = get_point(to_address(address).name)
-    return (1, *point.width.dims(facts, seq))
+    parsed = to_address(address)
+    point = get_point(parsed.name)
+    return (1, *point.width.dims(facts, seq, parsed.layer))
 
 
 def _plain(facts: ModelFacts) -> bool:
@@ -303,6 +328,13 @@ def _tl_bridge(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, s
             "on GraniteMoE the Bridge's router hooks hold the top-k selection (measured shapes "
             "[tokens, k] and [tokens, n_experts]), not this point"
         )
+    if point == "value" and facts.model_type in VALUE_NORM_TYPES:
+        return _VALUE_NORM_REASON.format(engine="TransformerLens's hook_v")
+    if point == "router_logits" and facts.model_type in ROUTER_LOGITS_MODULES:
+        return (
+            "TransformerBridge maps Gemma-4's dense MLP as blocks.L.mlp; the router sits on the "
+            "block beside it and returns probabilities, with no hook on its logits"
+        )
     if point == "router_logits":
         return f"blocks.{layer}.mlp.gate.hook_out", "tokens"
     if point == "expert_indices":
@@ -314,7 +346,7 @@ def _tl_bridge(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, s
     assert hook is not None
     if hook.endswith(_NORM_HOOKS):
         # [b, heads, s, d] on TransformerLens 3.9, [b, s, heads, d] on 4.3.
-        heads = facts.n_heads if point.startswith("q_") else facts.n_kv_heads
+        heads = facts.n_heads if point.startswith("q_") else _kv_heads(facts, layer)
         return hook, f"heads={heads}"
     return hook, "bshd" if point in _BSHD_POINTS else "flat"
 
@@ -438,6 +470,8 @@ def _nnsight(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, str
         "final_norm": ("final_norm:output", "flat"),
         "lm_head": ("lm_head:output", "flat"),
     }
+    if point == "value" and facts.model_type in VALUE_NORM_TYPES:
+        return _VALUE_NORM_REASON.format(engine="the nnsight site v_proj.output")
     router = _ROUTER_OUTPUTS.get(facts.model_type)
     if router is not None and point in ("router_logits", "expert_weights", "expert_indices"):
         # Routers whose output is not (logits, weights, indices): the logits sit elsewhere and
@@ -452,14 +486,14 @@ def _nnsight(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, str
     if point in ("q_norm_in", "q_norm_out"):
         layout = f"heads={facts.n_heads}"  # [b, s, h, d] on Qwen3, [b, h, s, d] on Gemma-3
     elif point in ("k_norm_in", "k_norm_out"):
-        layout = f"heads={facts.n_kv_heads}"
+        layout = f"heads={_kv_heads(facts, layer)}"
     if point in ("mlp_pre", "mlp_pre_linear"):
         opts["gate_up_half"] = 0 if point == "mlp_pre" else 1  # for fused gate_up projections
     if point == "value":
         opts["n_heads"], opts["n_kv_heads"], opts["head_dim"] = (
             facts.n_heads,
-            facts.n_kv_heads,
-            facts.head_dim,
+            _kv_heads(facts, layer),
+            facts.head_dim_at(layer) if layer is not None else facts.head_dim,
         )
     return target, layout, opts
 
