@@ -96,11 +96,13 @@ def test_gemma3n_serves_the_points_whose_meaning_holds() -> None:
 def test_gemma3n_refusals_say_why_and_what_instead() -> None:
     facts = ModelFacts.from_config(_gemma3n())
     shared = absence_reason("k_norm_out", facts, 25) or ""
-    assert "reuses the ones layer 18 computed" in shared and "read k_norm_out at layer 18" in shared
+    assert "reads those layer 18 computed" in shared and "read k_norm_out at layer 18" in shared
     assert absence_reason("k_norm_out", facts, 18) is None
+    # value is v_norm's output (what attention mixes), on the layers that compute their own
+    assert absence_reason("value", facts, 0) is None
+    assert "read value at layer 18" in (absence_reason("value", facts, 25) or "")
     sparse = absence_reason("mlp_pre", facts, 3) or ""
     assert "gaussian top-k at 0.95" in sparse and "mlp_pre exists at layers: 10-29" in sparse
-    assert "v_norm" in (absence_reason("value", facts, 0) or "")
     for name in ("resid_mid", "attn_out_post", "mlp_out_post"):
         why = absence_reason(name, facts, 0) or ""
         assert "AltUp trunk" in why and "read " in why, name

@@ -434,13 +434,17 @@ def test_limits_every_backend_can_run(name: str) -> None:
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_only_gemma4_varies_widths_by_layer(name: str) -> None:
-    # Per-layer widths, KV sharing and per-layer inputs are Gemma-4's: every other family keeps
-    # one head width, one K/V head count and one MLP width, so its facts read as before.
+    # Per-layer widths are Gemma-4's, KV sharing and per-layer inputs Gemma-3n's and Gemma-4's:
+    # every other family keeps one head width, one K/V head count and one MLP width, so its
+    # facts read as before.
     facts = ModelFacts.from_config(FAMILIES[name].make_config().to_dict())
     varies = (facts.layer_head_dims, facts.layer_kv_heads, facts.layer_d_mlp)
     shares = (facts.kv_source_layers, facts.per_layer_input_width)
     if name == "gemma4":
         assert all(varies) and all(shares)
+        return
+    if name == "gemma3n":
+        assert varies == ((), (), ()) and all(shares)
         return
     assert varies == ((), (), ()) and shares == ((), 0)
     layers = range(facts.n_layers)
