@@ -54,9 +54,10 @@ def test_gemma3n_reads_altup_kv_sharing_and_sparsity() -> None:
     assert facts.final_logit_softcap == 30.0  # the class default, unstated
     assert facts.embedding_multiplier == pytest.approx(2048**0.5)
     # Layers 20-29 reuse the last earlier layer of their own kind: sliding 18, full 19.
-    sources = tuple(facts.kv_source_of(layer) for layer in range(30))
-    assert sources[:20] == (None,) * 20
+    sources = tuple(facts.kv_source(layer) for layer in range(30))
+    assert sources[:20] == tuple(range(20))
     assert sources[20:] == tuple(19 if k == "full_attention" else 18 for k in _KINDS[20:])
+    assert [facts.shares_kv(layer) for layer in range(30)] == [False] * 20 + [True] * 10
     assert facts.activation_sparsity == (0.95,) * 10 + (0.0,) * 20
 
 

@@ -143,6 +143,13 @@ def test_without_layer_types_every_sixth_and_the_last_layer_are_global() -> None
     assert [facts.head_dim_at(i) for i in (5, 6, 7)] == [512, 256, 512]
 
 
+def test_a_stated_last_sliding_layer_is_full_as_the_config_class_makes_it() -> None:
+    kinds = ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"]
+    facts = ModelFacts.from_config(_text(layer_types=kinds, num_kv_shared_layers=0))
+    assert facts.layer_kinds == ("sliding", "full", "sliding", "full")
+    assert facts.head_dim_at(3) == 512
+
+
 def test_bad_sharing_and_overrides_are_refused() -> None:
     with pytest.raises(ConfigError, match="num_kv_shared_layers"):
         ModelFacts.from_config(_saved(num_kv_shared_layers=4))

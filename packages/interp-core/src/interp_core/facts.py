@@ -21,8 +21,10 @@ Conventions the fields follow:
   hold one entry per layer and `head_dim_at(layer)` & co. read them; they are empty, and
   `head_dim` / `n_kv_heads` / `d_mlp` hold for every layer, on every other family.
   `head_dim`, `n_kv_heads` and `d_mlp` are then the config's own (Gemma-4's sliding layers').
-- `kv_source_layers` (Gemma-4's `num_kv_shared_layers`): per layer, the layer whose keys and
-  values its attention reads; a layer that is not its own source projects no keys or values.
+- `kv_source_layers` (Gemma-3n's and Gemma-4's `num_kv_shared_layers`): per layer, the layer
+  whose keys and values its attention reads (`kv_source(layer)`, the layer itself unless
+  `shares_kv(layer)`); a sharing layer projects no keys or values: the last earlier layer of
+  its own kind does.
 - `d_mlp` is the width of the dense MLP. When every layer is a routed mixture of experts it is 0,
   even if the config carries an `intermediate_size`: on Mixtral and gpt-oss that number is the
   width of one expert (see `moe.d_expert`), and on Qwen3-MoE it is the width of a dense layer
@@ -39,9 +41,8 @@ Conventions the fields follow:
   tells apart.
 - `altup_active_stream` is set on Gemma-3n only: its `n_streams` residual streams are AltUp's
   (predicted and corrected around each block, attention and MLP run on this one), not
-  hyper-connections. `kv_source` names, per layer, the earlier layer whose keys and values it
-  reuses (Gemma-3n's KV sharing; None where a layer computes its own), and
-  `activation_sparsity` the per-layer gaussian top-k target (0.0: a plain activation).
+  hyper-connections. `activation_sparsity` is the per-layer gaussian top-k target of its MLP
+  gates (0.0: a plain activation).
 - The family conventions a config leaves unsaid (default tying, biases, QK-norm, ...) are tables
   in `interp_core.family_conventions`.
 """
@@ -162,7 +163,7 @@ class ModelFacts:
     layer_head_dims: tuple[int, ...] = ()
     layer_kv_heads: tuple[int, ...] = ()
     layer_d_mlp: tuple[int, ...] = ()
-    # Per layer, the layer whose keys and values its attention reads (Gemma-4's KV sharing);
+    # Per layer, the layer whose keys and values its attention reads (KV sharing: Gemma-3n, -4);
     # empty when every layer computes its own.
     kv_source_layers: tuple[int, ...] = ()
     # Gemma-4's per-layer input width: each block gates a per-layer input of this width into
@@ -220,10 +221,6 @@ class ModelFacts:
     def compress_rate(self, layer: int) -> int | None:
         """Tokens per compressed entry on a DeepSeek-V4 compressed layer; None elsewhere."""
         return dict(self.compress_rates).get(self.layer_kind(layer))
-
-    def kv_source_of(self, layer: int) -> int | None:
-        """The earlier layer whose keys and values `layer` reuses; None when it computes its own."""
-        return self.kv_source(layer) if self.shares_kv(layer) else None
 
     def sparsity_at(self, layer: int) -> float:
         """The gaussian top-k sparsity of `layer`'s MLP gate (0.0: every unit passes)."""
@@ -629,11 +626,13 @@ class _Reader(LayerKindReading, LayerWidthReading, ExpertReading):
             keys = (own_key,)
         key, stated = self.get(*keys)
         if isinstance(stated, list) and self.model_type in conventions.ALTUP_TYPES:
-            # Gemma-3n states one width per layer; ModelFacts holds one d_mlp.
+            # Gemma-3n states one width per layer, the same on every published checkpoint;
+            # differing widths are read only from Gemma-4's per_layer_config (layer_widths).
             if not stated or len(set(stated)) != 1:
                 message = (
-                    f"`{key}` is {stated!r}: per-layer MLP widths that differ are not "
-                    f"supported (ModelFacts has one d_mlp). State one width for every layer"
+                    f"`{key}` is {stated!r}: per-layer MLP widths that differ are not read "
+                    f"from a Gemma-3n list (every published Gemma-3n states one width). State "
+                    f"one width for every layer"
                 )
                 raise ConfigError(message)
             return self._checked_int(key, stated[0], "the MLP width", minimum=1)

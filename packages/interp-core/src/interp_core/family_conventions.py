@@ -22,6 +22,7 @@ __all__ = [
     "GLOBAL_HEAD_TYPES",
     "INDEXED_ATTENTION_TYPES",
     "INLINE_SHARED_MLP_TYPES",
+    "LAST_LAYER_FULL_TYPES",
     "LAYER_TYPE_NAMES",
     "LAYER_TYPE_NAMES_BY_FAMILY",
     "LEARNED_POSITION_TYPES",
@@ -302,6 +303,10 @@ SQRT_EMBED_SCALE_TYPES = frozenset(
 # Full-attention layers with their own head width (`global_head_dim`) and, where keys double as
 # values, their own K/V head count (Gemma-4); read by `interp_core.layer_widths`.
 GLOBAL_HEAD_TYPES = frozenset({"gemma4_text"})
+
+# Families whose config class makes the last layer full attention even when `layer_types` says
+# otherwise (Gemma-4).
+LAST_LAYER_FULL_TYPES = frozenset({"gemma4_text"})
 
 # A per-layer input (a slice of a per-token table plus a projection of the embedding) gated by
 # each block's output and added to the residual after the MLP (Gemma-4; Gemma-3n adds it to

@@ -76,7 +76,12 @@ class LayerKindReading:
             return self._named_layer_kinds(blocks, n_layers, key)
         _, layer_types = self.get("layer_types")
         if layer_types is not None:
-            return self._named_layer_kinds(layer_types, n_layers)
+            kinds = self._named_layer_kinds(layer_types, n_layers)
+            if self.model_type in conventions.LAST_LAYER_FULL_TYPES and kinds[-1] != "full":
+                # Gemma4TextConfig forces its last layer to full attention whatever the list
+                # says (with a warning), so that is the layer the model builds.
+                kinds = (*kinds[:-1], "full")
+            return kinds
         if self.model_type == "deepseek_v4":
             return self._deepseek_v4_layer_kinds(n_layers)
         _, linear_attn = self.get("linear_attn_config")

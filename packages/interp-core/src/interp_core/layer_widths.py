@@ -5,8 +5,9 @@ each attention layer projects its own keys and values. Gemma-4 does not: its ful
 layers have wider heads (`global_head_dim`) and, where keys double as values
 (`attention_k_eq_v`), their own K/V head count (`num_global_key_value_heads`); transformers
 saves both as `per_layer_config`, a sparse map from layer index to the overridden keys. Its last
-`num_kv_shared_layers` layers compute no keys or values at all: each attends over those of the
-last earlier layer of its own kind, and with `use_double_wide_mlp` their MLPs are twice as wide.
+`num_kv_shared_layers` layers (Gemma-3n's too) compute no keys or values at all: each attends
+over those of the last earlier layer of its own kind, and with Gemma-4's `use_double_wide_mlp`
+their MLPs are twice as wide.
 
 `LayerWidthReading` is mixed into the reader in `interp_core.facts`, whose `get`,
 `positive_int`, `optional_int` and `_checked_int` it uses. Every method returns `()` when the

@@ -195,7 +195,7 @@ _SPECS: tuple[PointSpec, ...] = (
         """The key counterpart of q_norm_in: the k_proj output entering the key norm, before
         normalisation and rotary embedding, n_kv_heads*head_dim wide (grouped-query key heads are
         not repeated to the query head count). QK-norm families only, softmax-attention layers
-        only, and not on layers that reuse another layer's keys (Gemma-4's KV sharing).""",
+        only, and not on layers that reuse another layer's keys (KV sharing: Gemma-3n, -4).""",
         tl=_E(
             "blocks.{L}.attn.k_norm.hook_in",
             "TransformerLens 3 bridge only; attn.hook_k is the same pre-norm k_proj output. "
@@ -211,7 +211,7 @@ _SPECS: tuple[PointSpec, ...] = (
         Role.ATTENTION,
         """The key norm's output, gain applied, before rotary embedding, n_kv_heads*head_dim wide
         with grouped-query heads unrepeated. QK-norm families only, softmax-attention layers
-        only, and not on layers that reuse another layer's keys (Gemma-4's KV sharing).""",
+        only, and not on layers that reuse another layer's keys (KV sharing: Gemma-3n, -4).""",
         tl=_E(
             "blocks.{L}.attn.k_norm.hook_out", "TransformerLens 3 bridge only. " + _TL_FLAT_HEADS
         ),
@@ -227,11 +227,11 @@ _SPECS: tuple[PointSpec, ...] = (
         or the value part of a fused qkv projection unpacked according to the family's layout,
         flattened to n_kv_heads*head_dim with grouped-query heads unrepeated (the layer's own
         head count and width where they vary by layer, as on Gemma-4). Where the values are
-        normalised after their projection (Gemma-4's weightless v_norm, also over k_proj's
-        output on its layers whose keys double as values) it is that norm's output, what
-        attention mixes. Absent on multi-head latent attention (MLA: DeepSeek-V2/V3, MiniCPM3),
+        normalised after their projection (Gemma-3n's and -4's weightless v_norm; on Gemma-4's
+        layers whose keys double as values, over k_proj's output) it is that norm's output,
+        what attention mixes. Absent on multi-head latent attention (MLA: DeepSeek-V2/V3, MiniCPM3),
         which decompresses values from a shared latent and has no per-head value projection to
-        read, and on layers that reuse another layer's keys and values (Gemma-4's KV sharing),
+        read, and on layers that reuse another layer's keys and values (KV sharing: Gemma-3n, -4),
         whose attention mixes the source layer's value.""",
         tl=_E(
             "blocks.{L}.attn.hook_v",

@@ -446,7 +446,8 @@ def _own_kv_nowhere(spec: PointLike, facts: ModelFacts) -> Absence:
     return _shared_kv_absence(spec, facts, sharing[0])
 
 
-# Softmax attention that projects its own keys and values (not Gemma-4's KV-sharing layers).
+# Softmax attention that projects its own keys and values (not Gemma-3n's or -4's KV-sharing
+# layers).
 _ATTENDS_OWN_KV = _LayerRule(
     present=_own_kv,
     at_layer=lambda spec, facts, layer: (

@@ -409,8 +409,8 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
         return tap(address, norm, TokenMajor(), name=name)
     if name == "value":
         if parts.v_norm is not None:
-            # Gemma-4 normalises the values after projecting them (v_proj, or k_proj where keys
-            # double as values); attention mixes the norm's output.
+            # Gemma-3n and -4 normalise the values after projecting them (v_proj, or k_proj
+            # where keys double as values); attention mixes the norm's output.
             return _output(address, parts.v_norm, TokenMajor(), name=where.get("v_norm", ""))
         if parts.v_proj is not None:
             return _output(address, parts.v_proj, TokenMajor(), name=where.get("v_proj", ""))

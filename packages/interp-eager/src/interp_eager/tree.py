@@ -47,8 +47,8 @@ K_PROJS = ("k_proj", "key")
 V_PROJS = ("v_proj", "value")
 Q_NORMS = ("q_norm", "q_layernorm")  # LFM2: q_layernorm
 K_NORMS = ("k_norm", "k_layernorm")
-# A norm on the values after their projection (Gemma-4's weightless v_norm): what attention mixes
-# is its output, not v_proj's.
+# A norm on the values after their projection (Gemma-3n's and -4's weightless v_norm): what
+# attention mixes is its output, not v_proj's.
 V_NORMS = ("v_norm",)
 QKV_PROJS = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv")
 # A fused [keys | values] projection beside routed queries (JetMoE).

@@ -15,7 +15,7 @@ Per layer kind, on one tensor-parallel rank:
   (`head_dim` values, and `index_head_dim` more for the CSA indexer's keys), so a sequence of
   `t` tokens adds `t // compress_rate` entries beside its window.
 - where head widths and K/V head counts differ by layer (Gemma-4's full layers), each layer is
-  priced at its own; a layer that reuses another layer's keys and values (Gemma-4's KV sharing)
+  priced at its own; a layer that reuses another layer's keys and values (KV sharing: Gemma-3n, -4)
   caches nothing of its own, in transformers and in vLLM alike.
 
 `vllm_kv_capacity` turns a pool of bytes into vLLM's blocks, groups and the "KV cache size: N
@@ -229,8 +229,7 @@ def vllm_kv_capacity(
     max_in_flight_tokens: int,
 ) -> VllmKVCapacity:
     """How vLLM carves `pool_bytes` into KV blocks for this layout."""
-    # KV-shared layers (no cache of their own) take no blocks.
-    attending = tuple(layer for layer in layout.attention_layers if layer.bytes_per_token)
+    attending = layout.attention_layers  # KV-sharing and MLP-only layers take no blocks
     if not attending:
         return VllmKVCapacity(0, block_size, 0, 0, max_model_len, exact=False)
     buckets: dict[tuple[str, int | None, int], list[LayerKV]] = {}

@@ -233,7 +233,7 @@ def _attention_params(facts: ModelFacts, biased: bool, layer: int) -> int:
         kv_b = mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)
         return q + kv_a + kv_b + heads * mla.v_head_dim * d
     q_width = facts.q_width_at(layer) * (2 if facts.gated_attn_output else 1)
-    # Projections of keys and values: none on a layer that reuses another's (Gemma-4's KV
+    # Projections of keys and values: none on a layer that reuses another's (Gemma-3n's and -4's KV
     # sharing), the key projection alone where keys double as values (its full layers).
     kv_projections = 2
     if facts.shares_kv(layer):

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from interp_core.address import Address
+from interp_core.family_conventions import ROUTER_LOGITS_MODULES
 from interp_validator.references.hf_attention import (
     AttentionCall,
     attention_calls,
@@ -283,7 +284,8 @@ def reference_points(
             ref.sparse_layers.add(layer)
             router = getattr(block, layout.router)
             hooks.output(f"{layer}.router", router)
-            hooks.output(f"{layer}.router_logits", router.proj)
+            logits = ROUTER_LOGITS_MODULES.get(getattr(text_config, "model_type", ""), "proj")
+            hooks.output(f"{layer}.router_logits", getattr(router, logits))
         if sparse:
             ref.sparse_layers.add(layer)
             hooks.output(f"{layer}.router", getattr(mlp, layout.router))
@@ -299,8 +301,10 @@ def reference_points(
             entry = layout.gate_up_proj or layout.pre_proj
             assert entry is not None
             hooks.input(f"{layer}.mlp_in", getattr(mlp, entry))
-            if layout.block_router:
-                # The reference's own copy of the dense MLP's output, for the neuron check.
+            if layout.block_router and layer in ref.sparse_layers:
+                # Experts beside this dense MLP (Gemma-4): no mlp_out point, so the reference
+                # keeps its own copy of the dense MLP's output for the neuron check. A dense
+                # Gemma-4 (enable_moe_block off) serves mlp_in and mlp_out as any model does.
                 ref.dense_mlp_out[layer] = None
             for role in ("pre_proj", "linear_proj", "gate_up_proj"):
                 name = getattr(layout, role)

@@ -48,8 +48,9 @@ class Layout:
     qk_norm: str | None = None  # "per_head" (norm over head_dim) | "full" (over the whole width)
     q_norm: str = "q_norm"  # the QK-norm modules' names, relative to the mixer
     k_norm: str = "k_norm"
-    # A norm on the values after their projection, relative to the mixer (Gemma-4's weightless
-    # v_norm): the value point is its output. Layers that reuse another's K/V have none.
+    # A norm on the values after their projection, relative to the mixer (Gemma-3n's and -4's
+    # weightless v_norm): the value point is its output. Layers that reuse another's K/V have
+    # none.
     v_norm: str | None = None
     # Gemma-4: a layer may lack k_proj and v_proj (KV sharing) or v_proj alone (keys as values);
     # on every other layout a missing projection is a wrong layout and fails loudly.

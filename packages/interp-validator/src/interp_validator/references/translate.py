@@ -241,8 +241,8 @@ def known_defect(
     return None
 
 
-# Gemma-4 normalises its values after v_proj (and reads k_proj's output as values on its
-# full layers); the engines' value tensor is the projection's output.
+# Gemma-3n and -4 normalise their values after v_proj (Gemma-4 reads k_proj's output as values
+# on its full layers); the engines' value tensor is the projection's output.
 _VALUE_NORM_REASON = (
     "{engine} is the value projection's output, before the value norm (v_norm) whose output "
     "attention mixes and this point holds"
