@@ -993,3 +993,7 @@ def test_a_reconstructed_checkpoint_is_labelled_with_its_corrections_and_base() 
         "reconstructed from transformers 5.19 defaults for a/big, "
         "2 keys corrected from public sources"
     )
+    without_experts = {**other_size, "omitted": ["n_routed_experts"]}
+    assert _reconstructed_from(without_experts).endswith(
+        "2 keys corrected from public sources, 1 key of a part it lacks left out"
+    )

@@ -92,3 +92,13 @@ def test_another_checkpoint_is_refused_without_an_entry_naming_the_defaults_as_i
     assert named == "LGAI-EXAONE/EXAONE-4.0-32B"
     target, config = rebuild("exaone4", "LGAI-EXAONE/EXAONE-4.0-1.2B")
     assert (target, config["num_hidden_layers"]) == ("LGAI-EXAONE/EXAONE-4.0-1.2B", 30)
+
+
+def test_omitted_keys_leave_the_file_and_an_unknown_one_is_refused() -> None:
+    # An entry may drop the defaults' settings of a sublayer kind its checkpoint lacks; dropping a
+    # key the defaults never held would claim a removal that removed nothing.
+    from reconstruct_config import omit_keys
+
+    assert omit_keys({"a": 1, "n_routed_experts": 8}, ["n_routed_experts"]) == {"a": 1}
+    with pytest.raises(SystemExit, match="not in the defaults"):
+        omit_keys({"a": 1}, ["n_routed_experts"])

@@ -16,7 +16,9 @@ key, the public sources that state the value (`correction_sources`). They are ap
 the defaults here, so the bundled file is always "defaults + sourced corrections" and a test can
 rebuild it. `--as MODEL_ID` rebuilds a checkpoint other than the one the docstring names (another
 size of the family): its entry must then say which one the defaults describe (`base`), and its
-corrections turn that one into it.
+corrections turn that one into it. Such an entry may also list `omitted` keys: the defaults'
+settings of a sublayer kind the checkpoint has none of (a base with experts, a checkpoint
+without), which would describe no layer of it; each needs a source showing that absence.
 
 A reconstruction is bundled only after its headline dimensions have been checked against an
 independent public source; `interp_core/model_configs/PROVENANCE.json` records the source, the
@@ -91,6 +93,15 @@ def apply_corrections(config: dict[str, Any], corrections: dict[str, Any]) -> di
     return {**config, **corrections}
 
 
+def omit_keys(config: dict[str, Any], omitted: list[str]) -> dict[str, Any]:
+    """`config` without the `omitted` keys, refusing a key the defaults do not hold (a typo would
+    otherwise claim a removal that removed nothing)."""
+    missing = sorted(set(omitted) - set(config))
+    if missing:
+        raise SystemExit(f"omitted keys {missing} are not in the defaults")
+    return {k: v for k, v in config.items() if k not in omitted}
+
+
 def rebuild(model_type: str, model_id: str | None = None) -> tuple[str, dict[str, Any]]:
     """(the checkpoint id, its config: the defaults plus its entry's sourced corrections).
 
@@ -109,6 +120,7 @@ def rebuild(model_type: str, model_id: str | None = None) -> tuple[str, dict[str
         )
     if entry is not None:
         config = apply_corrections(config, entry.get("corrections", {}))
+        config = omit_keys(config, entry.get("omitted", []))
     return target, config
 
 

@@ -158,6 +158,9 @@ def _reconstructed_from(entry: dict) -> str:
     n = len(entry.get("corrections", {}))
     if n:
         text += f", {n} key{'s' if n != 1 else ''} corrected from public sources"
+    gone = len(entry.get("omitted", []))
+    if gone:
+        text += f", {gone} key{'s' if gone != 1 else ''} of a part it lacks left out"
     return text
 
 

@@ -683,6 +683,38 @@ EXPECTED: dict[str, Expected] = {
     "kyutai/helium-1-2b": Expected(
         28, 2048, 16, 8, 128, 8192, 64000, False, {"full": 28}, max_positions=4096, dtype=None
     ),
+    # --- third round (PROVENANCE.json names every source).
+    # 16 experts of 6400, top-2, on all 32 layers; the published window equals the context.
+    "microsoft/Phi-3.5-MoE-instruct": Expected(
+        32,
+        4096,
+        32,
+        8,
+        128,
+        0,
+        32064,
+        False,
+        {"sliding": 32},
+        window=131072,
+        moe=(16, 2, 6400, 0, None, tuple(range(32))),
+        max_positions=131072,
+        dtype=None,
+    ),
+    # One sublayer per layer: 27 Mamba-2, 4 attention, 25 squared-ReLU MLPs (no gate, no experts).
+    "nvidia/NVIDIA-Nemotron-Nano-9B-v2": Expected(
+        56,
+        4480,
+        40,
+        8,
+        128,
+        15680,
+        131072,
+        False,
+        {"mamba": 27, "mlp": 25, "full": 4},
+        gated_mlp=False,
+        max_positions=131072,
+        dtype=None,
+    ),
 }
 
 REQUIRED = (

@@ -85,7 +85,7 @@ HEADLINE_KEYS = frozenset(
     }
 )
 REQUIRED = {"source", "checked_against", "checked", "parameters", "note"}
-OPTIONAL = {"base", "corrections", "correction_sources"}
+OPTIONAL = {"base", "corrections", "correction_sources", "omitted"}
 # A public source for a corrected value: a web page, or a file in a public repository pinned to
 # the commit it was read at ("owner/repo/path@<40 hex>").
 _PINNED_FILE = re.compile(r"^[\w.-]+/[\w.-]+/\S+@[0-9a-f]{40}$")
@@ -131,9 +131,16 @@ def _correction_problems(model_id: str, entry: dict, config: dict) -> list[str]:
     """What is wrong with an entry's corrections: each needs public sources, must be what the
     file holds, and a `base` entry must source every headline dimension the file has."""
     corrections = entry.get("corrections", {})
+    omitted = entry.get("omitted", [])
     sources = entry.get("correction_sources", {})
-    problems = [f"{key} has no source" for key in sorted(set(corrections) - set(sources))]
-    problems += [f"{key} is sourced but not corrected" for key in set(sources) - set(corrections)]
+    changed = set(corrections) | set(omitted)
+    problems = [f"{key} has no source" for key in sorted(changed - set(sources))]
+    problems += [f"{key} is sourced but not corrected" for key in set(sources) - changed]
+    # Leaving a default out says the checkpoint has no such part: only a `base` entry (defaults of
+    # another checkpoint) can need it, and the key must then be absent from the file.
+    if omitted and "base" not in entry:
+        problems.append("omits keys without a base")
+    problems += [f"{key} is omitted but in the file" for key in omitted if key in config]
     for key, found_in in sources.items():
         if not isinstance(found_in, list) or not found_in:
             problems.append(f"{key} names no source")
@@ -171,6 +178,15 @@ def test_the_correction_check_finds_a_missing_source_and_an_unsourced_base_dimen
         "num_hidden_layers has no source",
         "vocab_size is taken from acme/big unsourced",
     ]
+    entry["omitted"] = ["n_routed_experts"]
+    assert _correction_problems("acme/small", entry, {**config, "n_routed_experts": 8}) == [
+        "n_routed_experts has no source",
+        "num_hidden_layers has no source",
+        "n_routed_experts is omitted but in the file",
+        "n_routed_experts is taken from acme/big unsourced",
+        "vocab_size is taken from acme/big unsourced",
+    ]
+    del entry["omitted"]
     entry["correction_sources"]["num_hidden_layers"] = ["memory"]
     assert (
         "is neither a page nor a pinned file"

@@ -171,3 +171,35 @@ def test_tensor_record_roles() -> None:
         TensorRecord("model.layers.3.mlp.up_proj.qweight", "I32", (4, 8), 128).logical_parameters
         == 256
     )
+
+
+def test_a_mamba2_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
+    # Nemotron-H: Mamba-2 mixers (inner width heads x head_dim, unequal to 2 x d_model here, two
+    # groups, a conv bias), one attention layer and one squared-ReLU MLP, each a layer of its own.
+    require("transformers", module="transformers")
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    from interp_core.facts import ModelFacts
+
+    config = NemotronHConfig(
+        hybrid_override_pattern="M*-M",
+        hidden_size=64,
+        intermediate_size=96,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        vocab_size=100,
+        mamba_num_heads=6,
+        mamba_head_dim=8,
+        ssm_state_size=5,
+        n_groups=2,
+        conv_kernel=3,
+        tie_word_embeddings=False,
+    )
+    model = NemotronHForCausalLM(config)
+    facts = ModelFacts.from_config(config.to_dict())
+    count = parameter_count(facts)
+    assert count.approximate_layers == ()
+    assert count.total == sum(p.numel() for p in model.parameters())
+    mixer = sum(p.numel() for p in model.model.layers[0].mixer.parameters())
+    assert count.per_layer[0][0] == mixer  # the Mamba layer's matrices and vectors

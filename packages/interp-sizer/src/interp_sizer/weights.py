@@ -296,6 +296,24 @@ def _linear_attention_params(facts: ModelFacts) -> int | None:
     return in_proj + conv + 2 * n_v + h_v + value_dim * d
 
 
+def _mamba2_params(facts: ModelFacts) -> int | None:
+    """Mamba-2 mixer (Nemotron-H), from its `mamba_*` keys; None when not stated. Its inner width
+    is heads x head_dim (not expand x d_model); in_proj yields gate, x, B, C and one dt per head,
+    the depthwise conv runs over x, B and C; dt_bias, A_log, D and the gated norm are vectors."""
+    cfg = facts.extras
+    keys = ("mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel")
+    if not all(isinstance(cfg.get(k), int) for k in keys):
+        return None
+    heads, head_dim, groups, state, kernel = (cfg[k] for k in keys)
+    d = facts.d_model
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups * state
+    in_width = inner + conv_dim + heads
+    conv = conv_dim * kernel + (conv_dim if cfg.get("use_conv_bias", True) else 0)
+    biases = in_width + d if cfg.get("use_bias", False) else 0
+    return d * in_width + conv + 3 * heads + inner + inner * d + biases
+
+
 def parameter_count(facts: ModelFacts) -> ParameterCount:
     """Parameters by part from the config's dimensions (one fact, one place: `ModelFacts`)."""
     d, vocab = facts.d_model, facts.vocab_size
@@ -315,6 +333,7 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
     approximate: list[int] = []
     per_layer: list[tuple[int, int, int]] = []
     linear_layer = _linear_attention_params(facts)
+    mamba_layer = _mamba2_params(facts)
     inputs = _per_layer_inputs(facts)
     embedding += inputs.table
     dense += inputs.trunk_linear
@@ -329,6 +348,8 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
             attention += attention_layer
         elif facts.layer_kind(layer) == "linear_attention" and linear_layer is not None:
             attention += linear_layer
+        elif facts.layer_kind(layer) == "mamba" and mamba_layer is not None:
+            attention += mamba_layer
         else:
             attention += attention_layer
             approximate.append(layer)
