@@ -53,6 +53,7 @@ class Expected:
     max_positions: int | None = None
     dtype: str | None = "bfloat16"
     architecture: str | None = None
+    streams: int = 1  # residual streams (Gemma-3n's AltUp carries 4)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -715,6 +716,68 @@ EXPECTED: dict[str, Expected] = {
         max_positions=131072,
         dtype=None,
     ),
+    # Text decoder only: five 1024-window layers (16 KV heads of 256) then one full-attention
+    # layer (4 KV heads of 512, keys doubling as values); no per-layer inputs, no KV sharing.
+    "google/gemma-4-31B-it": Expected(
+        60,
+        5376,
+        32,
+        16,
+        256,
+        21504,
+        262144,
+        True,
+        {"sliding": 50, "full": 10},
+        window=1024,
+        qk_norm=True,
+        sandwich=True,
+        softcaps=(None, 30.0),
+        embedding_multiplier=math.sqrt(5376),
+        max_positions=262144,
+        dtype=None,
+    ),
+    # Text decoder only: the 31B's attention pattern at width 2816 (8 KV heads of 256 / 2 of
+    # 512); in every layer 128 experts of 704 (top-8) beside a dense 2112-wide MLP.
+    "google/gemma-4-26B-A4B-it": Expected(
+        30,
+        2816,
+        16,
+        8,
+        256,
+        2112,
+        262144,
+        True,
+        {"sliding": 25, "full": 5},
+        window=1024,
+        moe=(128, 8, 704, 0, None, _all(30)),
+        qk_norm=True,
+        sandwich=True,
+        softcaps=(None, 30.0),
+        embedding_multiplier=math.sqrt(2816),
+        max_positions=262144,
+        dtype=None,
+    ),
+    # Text decoder only: four 512-window layers then one full-attention layer; the last 15
+    # layers reuse earlier keys and values; 4 AltUp streams; every MLP 16384 wide.
+    "google/gemma-3n-E4B-it": Expected(
+        35,
+        2048,
+        8,
+        2,
+        256,
+        16384,
+        262400,
+        True,
+        {"sliding": 28, "full": 7},
+        window=512,
+        qk_norm=True,
+        sandwich=True,
+        softcaps=(None, 30.0),
+        embedding_multiplier=math.sqrt(2048),
+        max_positions=32768,
+        dtype=None,
+        streams=4,
+    ),
 }
 
 REQUIRED = (
@@ -831,7 +894,7 @@ def test_bundled_model_reads_as_expected(model_id: str) -> None:
     assert facts.logit_multiplier == want.logit_multiplier
     assert facts.residual_multiplier == want.residual_multiplier
     assert facts.embedding_multiplier == pytest.approx(want.embedding_multiplier)
-    assert facts.n_streams == 1
+    assert facts.n_streams == want.streams
     assert facts.max_position_embeddings == want.max_positions
     assert facts.torch_dtype == want.dtype
     assert facts.extras == config
