@@ -778,6 +778,23 @@ EXPECTED: dict[str, Expected] = {
         dtype=None,
         streams=4,
     ),
+    # --- CF7's reconstructions (PROVENANCE.json names every source).
+    # Every layer routes both halves: 8 attention experts (32 query heads from 16 shared KV heads)
+    # and 8 MLP experts of 5632, top-2 each; no dense d_mlp.
+    "jetmoe/jetmoe-8b": Expected(
+        24,
+        2048,
+        32,
+        16,
+        128,
+        0,
+        32000,
+        True,
+        {"full": 24},
+        moe=(8, 2, 5632, 0, None, _all(24)),
+        max_positions=4096,
+        dtype=None,
+    ),
 }
 
 REQUIRED = (

@@ -203,3 +203,33 @@ def test_a_mamba2_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
     assert count.total == sum(p.numel() for p in model.parameters())
     mixer = sum(p.numel() for p in model.model.layers[0].mixer.parameters())
     assert count.per_layer[0][0] == mixer  # the Mamba layer's matrices and vectors
+
+
+def test_a_mixture_of_attention_heads_is_counted_exactly_as_transformers_builds_it() -> None:
+    # JetMoE: one shared key/value projection, attention experts mapping d_model to the KV width
+    # and back, a router and an output bias on both the attention and the MLP experts.
+    require("transformers", module="transformers")
+    from transformers import JetMoeConfig, JetMoeForCausalLM
+
+    from interp_core.facts import ModelFacts
+
+    config = JetMoeConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_key_value_heads=2,
+        kv_channels=16,
+        intermediate_size=48,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        vocab_size=100,
+    )
+    model = JetMoeForCausalLM(config)
+    facts = ModelFacts.from_config(config.to_dict())
+    count = parameter_count(facts)
+    assert facts.routed_attention and count.approximate_layers == ()
+    assert count.total == sum(p.numel() for p in model.parameters())
+    experts = model.model.layers[0].self_attention.experts
+    per_expert = (experts.input_linear.weight.numel() + experts.output_linear.weight.numel()) // 4
+    mlp = model.model.layers[0].mlp
+    mlp_expert = (mlp.input_linear.weight.numel() + mlp.output_linear.weight.numel()) // 4
+    assert count.active == count.total - 2 * 2 * (per_expert + mlp_expert)

@@ -314,6 +314,16 @@ def _mamba2_params(facts: ModelFacts) -> int | None:
     return d * in_width + conv + 3 * heads + inner + inner * d + biases
 
 
+def _routed_attention_experts(facts: ModelFacts, layer: int) -> tuple[int, int]:
+    """JetMoE's mixture of attention heads: (the shared key/value projection, one expert).
+
+    Keys and values are projected once for all experts; each expert maps the input to its
+    KV-width query block and its attention output back (two d x kv-width matrices). One router
+    and one output bias sit beside the experts."""
+    kv_width = facts.kv_width_at(layer)
+    return 2 * facts.d_model * kv_width, 2 * facts.d_model * kv_width
+
+
 def parameter_count(facts: ModelFacts) -> ParameterCount:
     """Parameters by part from the config's dimensions (one fact, one place: `ModelFacts`)."""
     d, vocab = facts.d_model, facts.vocab_size
@@ -344,6 +354,13 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
         attention_layer = _attention_params(facts, biased, layer)
         if not facts.has_mixer(layer):
             pass  # an MLP-only layer of a single-sublayer trunk
+        elif facts.attends(layer) and facts.routed_attention and facts.moe is not None:
+            kv_projection, expert = _routed_attention_experts(facts, layer)
+            attention += kv_projection
+            routed += facts.moe.n_experts * expert
+            active_routed += facts.moe.experts_per_token * expert
+            routers += d * facts.moe.n_experts
+            norms += d  # the output bias of the attention experts
         elif facts.attends(layer):
             attention += attention_layer
         elif facts.layer_kind(layer) == "linear_attention" and linear_layer is not None:
@@ -371,6 +388,8 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
             routers += d * moe.n_experts
             if moe.d_shared_expert:
                 shared += mlp_matrices * d * moe.d_shared_expert
+            if facts.routed_attention:
+                norms += d  # JetMoE's MLP experts share one output bias too
         else:
             dense += mlp_matrices * d * facts.d_mlp_at(layer)
             if biased:
