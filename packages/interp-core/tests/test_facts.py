@@ -778,7 +778,6 @@ EXPECTED: dict[str, Expected] = {
         dtype=None,
         streams=4,
     ),
-    # --- CF7's reconstructions (PROVENANCE.json names every source).
     # Every layer routes both halves: 8 attention experts (32 query heads from 16 shared KV heads)
     # and 8 MLP experts of 5632, top-2 each; no dense d_mlp.
     "jetmoe/jetmoe-8b": Expected(
