@@ -489,7 +489,7 @@ EXPECTED: dict[str, Expected] = {
         max_positions=65536,
         dtype=None,
     ),
-    # --- CF2's reconstructions (PROVENANCE.json names every source).
+    # --- more sourced reconstructions (PROVENANCE.json names every source).
     # Every layer routed: 16 experts of 10752, top-4, no dense d_mlp; QKV clipped at 8.
     "databricks/dbrx-instruct": Expected(
         40,
