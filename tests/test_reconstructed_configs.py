@@ -2,7 +2,8 @@
 
 Each entry of `interp_core/model_configs/PROVENANCE.json` says a file is transformers' documented
 defaults for the checkpoint the config class's docstring names (or, with `base`, for another
-size of the family), plus the entry's sourced corrections. With that transformers release
+size of the family; with `base: null`, generic defaults of a class naming none), plus the
+entry's sourced corrections. With that transformers release
 installed, `tools/reconstruct_config.py` rebuilds each file; it must match key for key, and the
 docstring must name the very repo id the file is bundled under, or its `base`. Another
 transformers release may document other defaults, so the comparison runs only on the recorded one.
@@ -49,9 +50,11 @@ def test_reconstructed_config_matches_its_recorded_source(model_id: str) -> None
     from reconstruct_config import rebuild, reconstruct
 
     bundled = load_known_config(model_id)
-    named, _ = reconstruct(bundled["model_type"])
     entry = config_provenance(model_id)
     assert entry is not None
+    # `base: null`: the docstring names no checkpoint, and must still name none.
+    generic = "base" in entry and entry["base"] is None
+    named, _ = reconstruct(bundled["model_type"], generic=generic)
     assert named == entry.get("base", model_id)
     target, rebuilt = rebuild(bundled["model_type"], model_id)
     assert target == model_id
@@ -73,7 +76,8 @@ def test_each_correction_changes_a_default_unless_it_restates_a_base_dimension(
 
     entry = config_provenance(model_id)
     assert entry is not None
-    _, defaults = reconstruct(load_known_config(model_id)["model_type"])
+    generic = "base" in entry and entry["base"] is None
+    _, defaults = reconstruct(load_known_config(model_id)["model_type"], generic=generic)
     defaults = json.loads(json.dumps(defaults))
     for key, value in entry.get("corrections", {}).items():
         # A key the defaults lack (a `head_dim` the class reads with getattr) is an addition.
@@ -92,6 +96,28 @@ def test_another_checkpoint_is_refused_without_an_entry_naming_the_defaults_as_i
     assert named == "LGAI-EXAONE/EXAONE-4.0-32B"
     target, config = rebuild("exaone4", "LGAI-EXAONE/EXAONE-4.0-1.2B")
     assert (target, config["num_hidden_layers"]) == ("LGAI-EXAONE/EXAONE-4.0-1.2B", 30)
+
+
+def test_generic_defaults_are_refused_unless_every_headline_key_is_corrected() -> None:
+    # `base: null` (a docstring naming no checkpoint): a default left standing for a dimension
+    # would be a published value nobody checked; a class whose docstring does name one must use
+    # that as its base instead.
+    from reconstruct_config import _rebuild_generic, headline_keys, reconstruct
+
+    named, defaults = reconstruct("bamba", generic=True)
+    assert named is None
+    keys = headline_keys(defaults)
+    assert {"num_hidden_layers", "attn_layer_indices", "mamba_d_state", "vocab_size"} <= set(keys)
+    assert "rms_norm_eps" not in keys
+    corrections = {k: defaults[k] for k in keys}
+    _rebuild_generic("bamba", "acme/bamba", {"corrections": corrections})
+    del corrections["mamba_d_state"]
+    with pytest.raises(SystemExit, match=r"uncorrected: \['mamba_d_state'\]"):
+        _rebuild_generic("bamba", "acme/bamba", {"corrections": corrections})
+    entry = {"corrections": corrections, "omitted": ["mamba_d_state"]}
+    assert "mamba_d_state" not in _rebuild_generic("bamba", "acme/bamba", entry)
+    with pytest.raises(SystemExit, match=re.escape("should say base 'LGAI-EXAONE/EXAONE-4.0-32B'")):
+        _rebuild_generic("exaone4", "acme/exaone", {"corrections": {}})
 
 
 def test_omitted_keys_leave_the_file_and_an_unknown_one_is_refused() -> None:

@@ -19,6 +19,10 @@ size of the family): its entry must then say which one the defaults describe (`b
 corrections turn that one into it. Such an entry may also list `omitted` keys: the defaults'
 settings of a sublayer kind the checkpoint has none of (a base with experts, a checkpoint
 without), which would describe no layer of it; each needs a source showing that absence.
+A config class whose docstring names no checkpoint (Bamba) has defaults that describe nothing
+published; its entry may say `base: null` (generic defaults) only when its corrections state
+every headline key the defaults hold (`headline_keys`), or list it, sourced, as `omitted` (a
+key the published file does not state), so no default stands for a dimension.
 
 A reconstruction is bundled only after its headline dimensions have been checked against an
 independent public source; `interp_core/model_configs/PROVENANCE.json` records the source, the
@@ -57,11 +61,37 @@ _INTERNAL_KEYS = frozenset(
         "transformers_version",
     }
 )
+# Keys whose defaults would stand for a dimension of the checkpoint (what ModelFacts and the
+# sizer read): with `base: null` each one the defaults hold must be a sourced correction.
+_HEADLINE_KEYS = frozenset(
+    {
+        "head_dim",
+        "hidden_size",
+        "intermediate_size",
+        "max_position_embeddings",
+        "num_attention_heads",
+        "num_hidden_layers",
+        "num_key_value_heads",
+        "tie_word_embeddings",
+        "vocab_size",
+    }
+)
+_HEADLINE_PREFIXES = (
+    "attn_layer",
+    "layer_types",
+    "layers_block_type",
+    "mamba_",
+    "moe_",
+    "num_experts",
+)
 _NAMED = re.compile(r"similar configuration to that of\s+the\s+\[([\w.\-]+/[\w.\-]+)\]")
 
 
-def reconstruct(model_type: str) -> tuple[str, dict[str, Any]]:
-    """(the checkpoint the config class's docstring names, its config.json from the defaults)."""
+def reconstruct(model_type: str, generic: bool = False) -> tuple[str | None, dict[str, Any]]:
+    """(the checkpoint the config class's docstring names, its config.json from the defaults).
+
+    `generic` accepts a docstring that names none (the name is then None): the defaults are
+    then no evidence of any checkpoint, and `rebuild` requires every headline key corrected."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -71,14 +101,19 @@ def reconstruct(model_type: str) -> tuple[str, dict[str, Any]]:
         raise SystemExit(f"transformers has no causal-LM class for model_type {model_type!r}")
     cls = CONFIG_MAPPING[model_type]
     named = _NAMED.search(cls.__doc__ or "")
-    if named is None:
+    if named is None and not generic:
         raise SystemExit(
             f"{cls.__name__}'s docstring names no checkpoint its defaults describe, so they are "
             f"not evidence of any published config; nothing to reconstruct"
         )
     defaults = {k: v for k, v in cls().to_dict().items() if k not in _INTERNAL_KEYS}
     config = {"architectures": [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]], **defaults}
-    return named.group(1), config
+    return (None if named is None else named.group(1)), config
+
+
+def headline_keys(config: dict[str, Any]) -> list[str]:
+    """The keys of `config` that state a dimension or layer pattern of the model, sorted."""
+    return sorted(k for k in config if k in _HEADLINE_KEYS or k.startswith(_HEADLINE_PREFIXES))
 
 
 def provenance_entry(model_id: str) -> dict[str, Any] | None:
@@ -109,6 +144,9 @@ def rebuild(model_type: str, model_id: str | None = None) -> tuple[str, dict[str
     `base` is the named checkpoint; an entry whose `base` is not what the docstring names (a
     transformers release that moved on) is refused rather than rebuilt from other defaults.
     """
+    entry = None if model_id is None else provenance_entry(model_id)
+    if entry is not None and "base" in entry and entry["base"] is None:
+        return model_id, _rebuild_generic(model_type, model_id, entry)
     named, config = reconstruct(model_type)
     target = model_id or named
     entry = provenance_entry(target)
@@ -122,6 +160,27 @@ def rebuild(model_type: str, model_id: str | None = None) -> tuple[str, dict[str
         config = apply_corrections(config, entry.get("corrections", {}))
         config = omit_keys(config, entry.get("omitted", []))
     return target, config
+
+
+def _rebuild_generic(model_type: str, model_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """`model_id`'s config from generic defaults (`base: null`): refused when the docstring does
+    name a checkpoint (its entry should then use that as `base`) or when a headline key the
+    defaults hold is left uncorrected (a default would stand for a published dimension)."""
+    named, config = reconstruct(model_type, generic=True)
+    if named is not None:
+        raise SystemExit(
+            f"{model_type}'s defaults describe {named}: {model_id}'s entry should say base "
+            f"{named!r}, not null"
+        )
+    corrections, omitted = entry.get("corrections", {}), entry.get("omitted", [])
+    missing = [k for k in headline_keys(config) if k not in corrections and k not in omitted]
+    if missing:
+        raise SystemExit(
+            f"{model_id} rebuilds from generic defaults (base null), so every headline key must "
+            f"be a sourced correction (or a sourced omission); uncorrected: {missing}"
+        )
+    config = apply_corrections(config, corrections)
+    return omit_keys(config, entry.get("omitted", []))
 
 
 def main(argv: list[str] | None = None) -> int:

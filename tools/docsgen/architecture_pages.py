@@ -154,6 +154,8 @@ def _reconstructed_from(entry: dict) -> str:
     """'reconstructed from transformers 5.19 defaults, N keys corrected from public sources'."""
     release = str(entry["source"]).split(" ")[1]
     base = f" for {entry['base']}" if "base" in entry else ""
+    if "base" in entry and entry["base"] is None:  # the class's docstring names no checkpoint
+        base = " (generic: the class names no checkpoint)"
     text = f"reconstructed from transformers {release} defaults{base}"
     n = len(entry.get("corrections", {}))
     if n:

@@ -794,6 +794,38 @@ EXPECTED: dict[str, Expected] = {
         max_positions=4096,
         dtype=None,
     ),
+    # Every layer: a Mamba-2 mixer (24 heads of 64) beside GQA attention, then a SwiGLU MLP;
+    # µP multipliers on the embeddings (×4√2) and the logits (÷25.6).
+    "tiiuae/Falcon-H1-0.5B-Instruct": Expected(
+        36,
+        1024,
+        8,
+        2,
+        64,
+        2048,
+        32784,
+        False,
+        {"full": 36},
+        embedding_multiplier=5.656854249492381,
+        logit_multiplier=0.0390625,
+        max_positions=16384,
+        dtype=None,
+    ),
+    # Layers 9, 18 and 27 attend (GQA); the other 29 are Mamba-2 mixers; each then a SwiGLU
+    # MLP. The published file states no positions: loading it gives the class's 262144.
+    "ibm-ai-platform/Bamba-9B": Expected(
+        32,
+        4096,
+        32,
+        8,
+        128,
+        14336,
+        128256,
+        False,
+        {"mamba": 29, "full": 3},
+        max_positions=262144,
+        dtype=None,
+    ),
 }
 
 REQUIRED = (

@@ -233,3 +233,97 @@ def test_a_mixture_of_attention_heads_is_counted_exactly_as_transformers_builds_
     mlp = model.model.layers[0].mlp
     mlp_expert = (mlp.input_linear.weight.numel() + mlp.output_linear.weight.numel()) // 4
     assert count.active == count.total - 2 * 2 * (per_expert + mlp_expert)
+
+
+@pytest.mark.parametrize("variant", ["as published", "every optional part"])
+def test_falcon_h1_mixer_beside_attention_is_counted_exactly_as_transformers_builds_it(
+    variant: str,
+) -> None:
+    # Falcon-H1: every layer's Mamba-2 mixer runs beside its attention (it was priced as nothing
+    # beyond the attention: the 0.5B came out at 0.34B). Inner width mamba_d_ssm (unequal to
+    # 2 x d_model here), two groups; the second variant adds the gated norm and all biases.
+    require("transformers", module="transformers")
+    from transformers import FalconH1Config, FalconH1ForCausalLM
+
+    from interp_core.facts import ModelFacts
+
+    extra = (
+        {}
+        if variant == "as published"
+        else {"mamba_rms_norm": True, "mamba_proj_bias": True, "projectors_bias": True}
+    )
+    config = FalconH1Config(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=96,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        mamba_d_ssm=48,
+        mamba_n_heads=6,
+        mamba_d_head=8,
+        mamba_n_groups=2,
+        mamba_d_state=5,
+        mamba_d_conv=3,
+        mamba_conv_bias=variant == "as published",
+        **extra,
+    )
+    model = FalconH1ForCausalLM(config)
+    facts = ModelFacts.from_config(config.to_dict())
+    count = parameter_count(facts)
+    assert count.approximate_layers == ()
+    assert count.total == sum(p.numel() for p in model.parameters())
+    layer = model.model.layers[0]
+    beside = sum(p.numel() for m in (layer.self_attn, layer.mamba) for p in m.parameters())
+    assert count.per_layer[0][0] == beside + sum(p.numel() for p in layer.feed_forward.parameters())
+
+
+def test_falcon_h1_without_its_mixer_keys_is_marked_approximate() -> None:
+    # Refuse, never guess: a Falcon-H1 config that does not state its mixer's widths is priced
+    # as attention alone and says so, layer by layer.
+    from interp_core.facts import ModelFacts
+
+    config = {
+        "model_type": "falcon_h1",
+        "architectures": ["FalconH1ForCausalLM"],
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+    }
+    assert parameter_count(ModelFacts.from_config(config)).approximate_layers == (0, 1)
+
+
+def test_a_bamba_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
+    # Bamba: Mamba-2 layers named by the attention layers they are not (attn_layer_indices),
+    # inner width expand x d_model, the gated norm always there, both projections biased.
+    require("transformers", module="transformers")
+    from transformers import BambaConfig, BambaForCausalLM
+
+    from interp_core.facts import ModelFacts
+
+    config = BambaConfig(
+        num_hidden_layers=3,
+        attn_layer_indices=[1],
+        hidden_size=64,
+        intermediate_size=96,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        mamba_n_heads=8,
+        mamba_d_head=16,
+        mamba_n_groups=2,
+        mamba_d_state=5,
+        mamba_d_conv=3,
+        mamba_proj_bias=True,
+    )
+    model = BambaForCausalLM(config)
+    facts = ModelFacts.from_config(config.to_dict())
+    count = parameter_count(facts)
+    assert count.approximate_layers == ()
+    assert count.total == sum(p.numel() for p in model.parameters())
+    mixer = sum(p.numel() for p in model.model.layers[0].mamba.parameters())
+    mlp = sum(p.numel() for p in model.model.layers[0].feed_forward.parameters())
+    assert count.per_layer[0][0] == mixer + mlp

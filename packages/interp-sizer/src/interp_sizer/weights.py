@@ -324,6 +324,45 @@ def _routed_attention_experts(facts: ModelFacts, layer: int) -> tuple[int, int]:
     return 2 * facts.d_model * kv_width, 2 * facts.d_model * kv_width
 
 
+# Mamba-2 mixers stated by `mamba_n_heads` / `mamba_d_state` / ... keys, per model type: where
+# the inner width comes from (`mamba_d_ssm`, or expand x d_model), whether the gated norm is
+# always there or only with `mamba_rms_norm`, and which key gives out_proj its bias.
+_MAMBA_KEYED_MIXERS: dict[str, tuple[bool, bool, str]] = {
+    # (inner width from mamba_d_ssm, norm only with mamba_rms_norm, out_proj bias key)
+    "bamba": (False, False, "mamba_proj_bias"),
+    "falcon_h1": (True, True, "projectors_bias"),
+}
+
+
+def _mamba_keyed_mixer_params(facts: ModelFacts) -> int | None:
+    """A Bamba or Falcon-H1 Mamba-2 mixer (Falcon-H1 runs one beside the attention in every
+    layer), from its own `mamba_*` keys; None for other families or when they are not all
+    stated. Laid out as Nemotron-H's (in_proj to gate, x, B, C and one dt per head; a depthwise
+    conv over x, B and C; dt_bias, A_log and D per head), with the differences in the table."""
+    layout = _MAMBA_KEYED_MIXERS.get(facts.model_type)
+    cfg = facts.extras
+    keys = ("mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_conv")
+    if layout is None or not all(isinstance(cfg.get(k), int) for k in keys):
+        return None
+    from_d_ssm, norm_optional, out_bias_key = layout
+    heads, groups, state, kernel = (cfg[k] for k in keys)
+    d = facts.d_model
+    if from_d_ssm and "mamba_d_ssm" not in cfg:
+        return None  # transformers' class default (1024) would be a guess about this file
+    inner = cfg["mamba_d_ssm"] if from_d_ssm else None
+    if inner is None:
+        if not isinstance(cfg.get("mamba_expand"), int):
+            return None
+        inner = cfg["mamba_expand"] * d
+    conv_dim = inner + 2 * groups * state
+    in_width = inner + conv_dim + heads
+    conv = conv_dim * kernel + (conv_dim if cfg.get("mamba_conv_bias", True) else 0)
+    norm = inner if cfg.get("mamba_rms_norm", False) or not norm_optional else 0
+    in_bias = in_width if cfg.get("mamba_proj_bias", False) else 0
+    out_bias = d if cfg.get(out_bias_key, False) else 0
+    return d * in_width + in_bias + conv + 3 * heads + norm + inner * d + out_bias
+
+
 def parameter_count(facts: ModelFacts) -> ParameterCount:
     """Parameters by part from the config's dimensions (one fact, one place: `ModelFacts`)."""
     d, vocab = facts.d_model, facts.vocab_size
@@ -344,6 +383,10 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
     per_layer: list[tuple[int, int, int]] = []
     linear_layer = _linear_attention_params(facts)
     mamba_layer = _mamba2_params(facts)
+    keyed_mixer = _mamba_keyed_mixer_params(facts)
+    beside_layer = keyed_mixer if facts.ssm_beside_attention else None
+    if mamba_layer is None and not facts.ssm_beside_attention:
+        mamba_layer = keyed_mixer
     inputs = _per_layer_inputs(facts)
     embedding += inputs.table
     dense += inputs.trunk_linear
@@ -363,6 +406,10 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
             norms += d  # the output bias of the attention experts
         elif facts.attends(layer):
             attention += attention_layer
+            if beside_layer is not None:
+                attention += beside_layer
+            elif facts.ssm_beside_attention:
+                approximate.append(layer)  # its Mamba-2 mixer's keys are not all stated
         elif facts.layer_kind(layer) == "linear_attention" and linear_layer is not None:
             attention += linear_layer
         elif facts.layer_kind(layer) == "mamba" and mamba_layer is not None:
