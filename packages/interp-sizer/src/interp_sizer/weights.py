@@ -20,7 +20,7 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -251,12 +251,13 @@ def _attention_params(facts: ModelFacts, biased: bool, layer: int) -> int:
 
 @dataclass(frozen=True)
 class _PerLayerInputs:
-    """Gemma-4's per-layer inputs, by where the parameters sit.
+    """Gemma-3n's and Gemma-4's per-layer inputs, by where the parameters sit.
 
     The table holds `hidden_size_per_layer_input` values per layer for each token of
     `vocab_size_per_layer_input`; the trunk projects the embedding to the same width per layer
     and normalises it; each block gates its output down to that width, projects it back up and
-    normalises it, then scales the block's output by a learned scalar (a stored buffer).
+    normalises it. Gemma-4's blocks then scale their output by a learned scalar (a stored
+    buffer); Gemma-3n's AltUp trunk adds its own parts, counted here too (see `_altup_parts`).
     """
 
     table: int = 0
@@ -273,7 +274,29 @@ def _per_layer_inputs(facts: ModelFacts) -> _PerLayerInputs:
     cfg = facts.extras.get("text_config", facts.extras) or facts.extras
     vocab = cfg.get("vocab_size_per_layer_input") or facts.vocab_size
     d, n = facts.d_model, facts.n_layers
-    return _PerLayerInputs(vocab * n * width, d * n * width, width, 2 * d * width, d + 1)
+    scalar = 1 if facts.altup_active_stream is None else 0  # Gemma-4's layer_scalar
+    parts = _PerLayerInputs(vocab * n * width, d * n * width, width, 2 * d * width, d + scalar)
+    return _altup_parts(facts, parts)
+
+
+def _altup_parts(facts: ModelFacts, parts: _PerLayerInputs) -> _PerLayerInputs:
+    """Gemma-3n's AltUp and LAuReL weights added to its per-layer-input parts.
+
+    The trunk projects the embedding into each extra stream and back out of it before the final
+    norm (2 (n-1) d x d matrices). Each block's AltUp holds its prediction coefficients (n^3),
+    correction coefficients (n^2), a modality router (d x n) with its norm (d) and the corrected
+    output's scale (d); its LAuReL branch two rank-r projections (d x r, r x d) and a norm (d).
+    """
+    if facts.altup_active_stream is None:
+        return parts
+    d, n = facts.d_model, facts.n_streams
+    rank = facts.laurel_rank or 0
+    return replace(
+        parts,
+        trunk_linear=parts.trunk_linear + 2 * (n - 1) * d * d,
+        block_linear=parts.block_linear + n**3 + n * n + d * n + 2 * d * rank,
+        block_norm=parts.block_norm + 3 * d,
+    )
 
 
 def _linear_attention_params(facts: ModelFacts) -> int | None:
