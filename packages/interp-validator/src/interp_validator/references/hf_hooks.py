@@ -215,7 +215,6 @@ def reference_points(
     mixers: dict[int, Any] = {}
     parts: dict[int, dict[str, Any]] = {}
     # Gemma-3n: the last num_kv_shared_layers layers reuse earlier keys and values.
-    first_shared = n_layers - (getattr(text_config, "num_kv_shared_layers", 0) or 0)
     sparsity = getattr(text_config, "activation_sparsity_pattern", None) or [0.0] * n_layers
     for layer, block in enumerate(blocks):
         p: dict[str, Any] = {"block": block}
@@ -252,18 +251,15 @@ def reference_points(
                 hooks.output(f"{layer}.attn_out", o_proj)
             else:
                 hooks.output(f"{layer}.attn_out", mixer)
-            shares_kv = layout.altup and 0 < first_shared <= layer
             for role in ("q_proj", "k_proj", "v_proj", "qkv_proj", "kv_proj"):
                 name = getattr(layout, role)
                 if name is None:
                     continue
-                if shares_kv and role in ("k_proj", "v_proj"):
-                    continue  # Gemma-3n: a KV-sharing layer has no projections of its own
                 if layout.optional_kv_proj and getattr(mixer, name, None) is None:
-                    continue  # Gemma-4: a KV-sharing layer, or keys doubling as values
+                    continue  # a KV-sharing layer (Gemma-3n, -4), or keys doubling as values
                 hooks.output(f"{layer}.{role}", getattr(mixer, name))
             v_norm = getattr(mixer, layout.v_norm, None) if layout.v_norm is not None else None
-            if v_norm is not None and not shares_kv:
+            if v_norm is not None:  # KV-sharing layers build none
                 hooks.output(f"{layer}.v_norm", v_norm)
             if getattr(mixer, "sinks", None) is not None:
                 ref.sinks[layer] = mixer.sinks.detach().clone()

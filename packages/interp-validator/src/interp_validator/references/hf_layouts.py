@@ -52,8 +52,8 @@ class Layout:
     # weightless v_norm): the value point is its output. Layers that reuse another's K/V have
     # none.
     v_norm: str | None = None
-    # Gemma-4: a layer may lack k_proj and v_proj (KV sharing) or v_proj alone (keys as values);
-    # on every other layout a missing projection is a wrong layout and fails loudly.
+    # Gemma-3n, -4: a layer may lack k_proj and v_proj (KV sharing); Gemma-4 v_proj alone (keys
+    # as values). On every other layout a missing projection is a wrong layout and fails loudly.
     optional_kv_proj: bool = False
     gated_query: bool = False  # Qwen3-Next: q_proj emits [query | gate] per head
     # DBRX: the fused projection's output is clamped (clip_qkv), so no tensor is the value point.
@@ -281,7 +281,9 @@ LAYOUTS: dict[str, Layout] = {
         compressed_layer_types=("compressed_sparse_attention", "heavily_compressed_attention"),
     ),
     # The values pass through a gain-free v_norm after v_proj: the value point is its output.
-    "gemma3n": replace(_SANDWICH, qk_norm="per_head", v_norm="v_norm", altup=True),
+    "gemma3n": replace(
+        _SANDWICH, qk_norm="per_head", v_norm="v_norm", optional_kv_proj=True, altup=True
+    ),
     # --- released since the first 32 ---
     "smollm3": _LLAMA,
     "helium": _LLAMA,
