@@ -135,6 +135,7 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
     state = 0
     for layer in range(facts.n_layers):
         kind = facts.layer_kind(layer)
+        window = facts.sliding_window if kind in _WINDOWED or facts.compress_rate(layer) else None
         # Eager splits layers across GPUs (device_map), never heads: each layer is whole there.
         shards = 1 if family == "eager" else min(tensor_parallel, facts.kv_heads_at(layer))
         if not facts.has_mixer(layer):
@@ -143,7 +144,6 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
             layers.append(LayerKV(layer, "none", 0, 0))
             continue
         if facts.shares_kv(layer):
-            window = facts.sliding_window if kind in _WINDOWED else None
             layers.append(LayerKV(layer, "shared", 0, 0, window))
             continue
         if not facts.attends(layer):
@@ -151,7 +151,6 @@ def kv_layout(facts: ModelFacts, kv_bytes: int, backend: str, tensor_parallel: i
             layers.append(LayerKV(layer, "state", 0, 0))
             state += values * kv_bytes
             continue
-        window = facts.sliding_window if kind in _WINDOWED or facts.compress_rate(layer) else None
         if facts.mla is not None and family == "vllm":
             values = facts.mla.kv_lora_rank + facts.mla.qk_rope_head_dim
             layers.append(
