@@ -306,7 +306,12 @@ class ModelFacts:
     @property
     def has_dense_mlp(self) -> bool:
         """Whether some layer has a dense MLP: a dense layer, or one beside the experts."""
-        return self.has_dense_layers or self.model_type in conventions.DENSE_BESIDE_EXPERTS_TYPES
+        return self.has_dense_layers or self.dense_beside_experts
+
+    @property
+    def dense_beside_experts(self) -> bool:
+        """Whether routed layers run their experts beside a dense MLP of their own (Gemma-4)."""
+        return self.model_type in conventions.DENSE_BESIDE_EXPERTS_TYPES
 
 
 # --- reading a config -------------------------------------------------------------------------

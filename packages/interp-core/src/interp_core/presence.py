@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from interp_core.errors import PointUnsupported
 from interp_core.family_conventions import (
-    DENSE_BESIDE_EXPERTS_TYPES,
     INLINE_SHARED_MLP_TYPES,
     QK_NORM_AFTER_ROPE_TYPES,
 )
@@ -459,10 +458,6 @@ _ATTENDS_OWN_KV = _LayerRule(
 )
 
 
-def _dense_beside(facts: ModelFacts) -> bool:
-    return facts.model_type in DENSE_BESIDE_EXPERTS_TYPES
-
-
 def _dense_instead(spec: PointLike, facts: ModelFacts) -> str:
     where = _where(facts, lambda layer: facts.has_mlp(layer) and not facts.is_sparse(layer))
     tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
@@ -476,7 +471,7 @@ def _moe_summary(facts: ModelFacts) -> str:
 
 # Gemma-4 runs its dense MLP beside the experts on routed layers too: its neurons exist there.
 _DENSE = _LayerRule(
-    present=lambda facts, layer: not facts.is_sparse(layer) or _dense_beside(facts),
+    present=lambda facts, layer: not facts.is_sparse(layer) or facts.dense_beside_experts,
     at_layer=lambda spec, facts, layer: Absence(
         f"layer {layer} of {facts.architecture} is a mixture-of-experts layer "
         f"({_moe_summary(facts)}) with no single dense hidden layer, so {spec.name} does not "
@@ -532,7 +527,7 @@ _PLAIN_GATE = _LayerRule(
 
 
 def _whole_mlp_module(facts: ModelFacts, layer: int) -> bool:
-    inline = facts.model_type in INLINE_SHARED_MLP_TYPES or _dense_beside(facts)
+    inline = facts.model_type in INLINE_SHARED_MLP_TYPES or facts.dense_beside_experts
     return not inline or not facts.is_sparse(layer)
 
 
@@ -545,7 +540,7 @@ def _inline_sum_instead(spec: PointLike, facts: ModelFacts) -> str:
     present = _whole_mlp_write if spec.name == "mlp_out_post" else _whole_mlp_module
     where = _where(facts, lambda layer: present(facts, layer))
     tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
-    if _dense_beside(facts):
+    if facts.dense_beside_experts:
         return (
             "read mlp_out_post (the post-MLP norm of that sum: what the MLP sublayer adds to the "
             "residual), or path.model.layers.<L>.mlp and path.model.layers.<L>.experts for the "
@@ -559,7 +554,7 @@ def _inline_sum_instead(spec: PointLike, facts: ModelFacts) -> str:
 
 
 def _inline_sum_why(facts: ModelFacts) -> str:
-    if _dense_beside(facts):
+    if facts.dense_beside_experts:
         return (
             "runs routed experts beside its dense MLP and normalises and sums the two outputs "
             "inside the decoder block, so no module returns the MLP's output and the backends "
@@ -593,7 +588,7 @@ _WHOLE_MLP_WRITE = _inline_sum_rule(_whole_mlp_write)
 
 
 def _one_mlp_input(facts: ModelFacts, layer: int) -> bool:
-    return not (_dense_beside(facts) and facts.is_sparse(layer))
+    return not (facts.dense_beside_experts and facts.is_sparse(layer))
 
 
 _TWO_MLP_INPUTS = (

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.facts import ModelFacts
-from interp_core.family_conventions import DENSE_BESIDE_EXPERTS_TYPES
 from interp_sizer.errors import SizerError
 from interp_sizer.formats import (
     CheckpointQuantization,
@@ -414,7 +413,7 @@ def parameter_count(facts: ModelFacts) -> ParameterCount:
     embedding += inputs.table
     dense += inputs.trunk_linear
     norms += inputs.trunk_norm
-    dense_beside = facts.model_type in DENSE_BESIDE_EXPERTS_TYPES
+    dense_beside = facts.dense_beside_experts
     for layer in range(facts.n_layers):
         before = (attention + dense + shared + routers, routed, norms)
         attention_layer = _attention_params(facts, biased, layer)
