@@ -18,6 +18,7 @@ from typing import Any
 
 from interp_core import family_conventions as conventions
 from interp_core.errors import ConfigError
+from interp_core.family_conventions import FamilyConventions
 
 __all__ = ["ExpertReading", "MoEFacts"]
 
@@ -39,6 +40,7 @@ class ExpertReading:
 
     cfg: Mapping[str, Any]
     model_type: str
+    family: FamilyConventions
 
     def moe(self, n_layers: int) -> MoEFacts | None:
         key, n_experts = self.get(
@@ -48,7 +50,7 @@ class ExpertReading:
             # Dense members of MoE-capable families say 0 experts (Granite-4.0-H-1B), or switch
             # the experts off (Gemma-4's enable_moe_block).
             return None
-        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
+        if self.family.single_sublayer:
             if "moe" not in (self.block_types()[1] or ()):
                 # Nemotron-H's dense members: transformers saves the class's expert count anyway.
                 return None
@@ -89,7 +91,7 @@ class ExpertReading:
             "moe_shared_expert_intermediate_size",  # Nemotron-H
             minimum=0,
         )
-        if self.model_type in conventions.SHARED_MLP_TYPES:
+        if self.family.shared_mlp:
             # Hunyuan-MoE: one shared MLP of the dense width beside the experts, always.
             n_shared, shared_width = 1, self.positive_int("the MLP width", "intermediate_size")
         if shared_width:
@@ -106,7 +108,7 @@ class ExpertReading:
         )
 
     def _sparse_layers(self, n_layers: int) -> tuple[int, ...]:
-        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
+        if self.family.single_sublayer:
             # Nemotron-H: the layers its block list calls `moe`.
             blocks = self.block_types()[1] or ()
             return tuple(i for i, name in enumerate(blocks) if name == "moe")

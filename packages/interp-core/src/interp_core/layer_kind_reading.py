@@ -11,11 +11,12 @@ families apply from `max_window_layers` on). `LayerKindReading` is mixed into th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from interp_core import family_conventions as conventions
 from interp_core.errors import ConfigError
+from interp_core.family_conventions import FamilyConventions
 
 __all__ = ["LayerKindReading", "is_int"]
 
@@ -29,10 +30,11 @@ class LayerKindReading:
 
     cfg: Mapping[str, Any]
     model_type: str
+    family: FamilyConventions
 
     def layer_count(self) -> int:
         keys = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES and self.get(*keys)[0] is None:
+        if self.family.single_sublayer and self.get(*keys)[0] is None:
             # transformers 5 saves Nemotron-H's count only as the length of its block list.
             key, blocks = self.block_types()
             if key is not None:
@@ -64,7 +66,7 @@ class LayerKindReading:
         return key, [letters[letter] for letter in pattern]
 
     def layer_kinds(self, n_layers: int) -> tuple[str, ...]:
-        if self.model_type in conventions.SINGLE_SUBLAYER_TYPES:
+        if self.family.single_sublayer:
             key, blocks = self.block_types()
             if key is None:
                 message = (
@@ -77,13 +79,15 @@ class LayerKindReading:
         _, layer_types = self.get("layer_types")
         if layer_types is not None:
             kinds = self._named_layer_kinds(layer_types, n_layers)
-            if self.model_type in conventions.LAST_LAYER_FULL_TYPES and kinds[-1] != "full":
+            if self.family.last_layer_full and kinds[-1] != "full":
                 # Gemma4TextConfig forces its last layer to full attention whatever the list
                 # says (with a warning), so that is the layer the model builds.
                 kinds = (*kinds[:-1], "full")
             return kinds
-        if self.model_type == "deepseek_v4":
-            return self._deepseek_v4_layer_kinds(n_layers)
+        fixed = self.family.layer_pattern
+        if fixed is not None:
+            # The family's config class fixes the pattern when `layer_types` is not stated.
+            return _FIXED_PATTERNS[fixed](self, n_layers)
         _, linear_attn = self.get("linear_attn_config")
         if isinstance(linear_attn, Mapping) and linear_attn.get("full_attn_layers") is not None:
             # Kimi Linear's published config: MLA at these layers, counted from 1; Kimi Delta
@@ -116,22 +120,6 @@ class LayerKindReading:
             # LFM2 (older configs): attention at the listed layers, short convolutions elsewhere.
             attends = self._layer_indices("full_attn_idxs", n_layers)
             return tuple("full" if i in attends else "conv" for i in range(n_layers))
-        if self.model_type == "llama4_text":
-            return self._llama4_layer_kinds(n_layers)
-        if self.model_type == "minimax":
-            # MiniMax's config class, without layer_types: softmax on even layers, lightning
-            # (linear) attention on odd ones.
-            return tuple("full" if i % 2 == 0 else "linear_attention" for i in range(n_layers))
-        if self.model_type == "gemma4_text":
-            # Gemma4TextConfig without layer_types: every 6th layer global, and the last one
-            # global whatever the pattern says.
-            return tuple(
-                "full" if (i + 1) % 6 == 0 or i == n_layers - 1 else "sliding"
-                for i in range(n_layers)
-            )
-        if self.model_type == "gemma2":
-            # Gemma-2 alternates, starting with a sliding layer.
-            return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
         _, pattern = self.get("sliding_window_pattern")
         if isinstance(pattern, str) and pattern and set(pattern) <= {"L", "G"}:
             # EXAONE-4 spells the pattern out, one letter per layer, repeated: "LLLG" is three
@@ -155,7 +143,7 @@ class LayerKindReading:
         window_stated = self.get("sliding_window")[0] is not None
         use_window = self.cfg.get("use_sliding_window")
         if window_stated and use_window is not False:
-            if self.model_type not in conventions.WINDOW_FROM_MAX_LAYERS_TYPES:
+            if not self.family.window_from_max_layers:
                 return ("sliding",) * n_layers
             if use_window:
                 first = self.optional_int("max_window_layers", minimum=0) or 0
@@ -194,7 +182,7 @@ class LayerKindReading:
 
     def compress_rates(self, layer_kinds: Sequence[str]) -> tuple[tuple[str, int], ...]:
         """DeepSeek-V4's tokens per compressed entry, per compressed kind present."""
-        names = conventions.LAYER_TYPE_NAMES_BY_FAMILY.get(self.model_type, {})
+        names = self.family.layer_type_names
         present = [
             (name, kind)
             for name, kind in names.items()
@@ -240,7 +228,7 @@ class LayerKindReading:
         kinds = []
         known_names = {
             **conventions.LAYER_TYPE_NAMES,
-            **conventions.LAYER_TYPE_NAMES_BY_FAMILY.get(self.model_type, {}),
+            **self.family.layer_type_names,
         }
         for layer, name in enumerate(names):
             kind = known_names.get(name) if isinstance(name, str) else None
@@ -267,3 +255,30 @@ class LayerKindReading:
             )
             raise ConfigError(message)
         return list(value)
+
+
+def _minimax_alternating(_reader: LayerKindReading, n_layers: int) -> tuple[str, ...]:
+    # MiniMax's config class: softmax on even layers, lightning (linear) attention on odd ones.
+    return tuple("full" if i % 2 == 0 else "linear_attention" for i in range(n_layers))
+
+
+def _gemma4_sixth_global(_reader: LayerKindReading, n_layers: int) -> tuple[str, ...]:
+    # Gemma4TextConfig: every 6th layer global, and the last one global whatever the pattern says.
+    return tuple(
+        "full" if (i + 1) % 6 == 0 or i == n_layers - 1 else "sliding" for i in range(n_layers)
+    )
+
+
+def _gemma2_alternating(_reader: LayerKindReading, n_layers: int) -> tuple[str, ...]:
+    # Gemma-2 alternates, starting with a sliding layer.
+    return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
+
+
+# `FamilyConventions.layer_pattern` -> how that family's config class lays out its layers.
+_FIXED_PATTERNS: dict[str, Callable[[LayerKindReading, int], tuple[str, ...]]] = {
+    "compress-ratios": LayerKindReading._deepseek_v4_layer_kinds,
+    "llama4-nope": LayerKindReading._llama4_layer_kinds,
+    "minimax-alternating": _minimax_alternating,
+    "gemma4-sixth-global": _gemma4_sixth_global,
+    "gemma2-alternating": _gemma2_alternating,
+}

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from interp_core import family_conventions as conventions
 from interp_core.errors import ConfigError
+from interp_core.family_conventions import FamilyConventions
 from interp_core.layer_kind_reading import is_int
 
 __all__ = ["LayerWidthReading"]
@@ -35,13 +35,14 @@ class LayerWidthReading:
 
     cfg: Mapping[str, Any]
     model_type: str
+    family: FamilyConventions
 
     def layer_overrides(self, n_layers: int) -> dict[int, Mapping[str, Any]]:
         """Each layer's overridden keys: `per_layer_config` as stated, or Gemma-4's rule."""
         _, stated = self.get("per_layer_config")
         if stated is not None:
             return self._stated_overrides(stated, n_layers)
-        if self.model_type not in conventions.GLOBAL_HEAD_TYPES:
+        if not self.family.global_heads:
             return {}
         # Gemma-4 as published: the class derives the overrides of the full-attention layers
         # from `global_head_dim` and, only when keys double as values, from
@@ -163,6 +164,6 @@ class LayerWidthReading:
 
     def per_layer_input_width(self) -> int:
         """Gemma-4's per-layer input width (`hidden_size_per_layer_input`); 0 when it has none."""
-        if self.model_type not in conventions.PER_LAYER_INPUT_TYPES:
+        if not self.family.per_layer_inputs:
             return 0
         return self.optional_int("hidden_size_per_layer_input", minimum=0) or 0

@@ -18,10 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from interp_core.errors import PointUnsupported
-from interp_core.family_conventions import (
-    INLINE_SHARED_MLP_TYPES,
-    QK_NORM_AFTER_ROPE_TYPES,
-)
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -92,7 +88,7 @@ def _where(facts: ModelFacts, present: Callable[[int], bool]) -> list[int]:
 def _needs_qk_norm(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.qk_norm:
         return None
-    if facts.model_type in QK_NORM_AFTER_ROPE_TYPES:
+    if facts.family.qk_norm_after_rope:
         return Absence(
             f"{facts.architecture} normalises each query and key head after rotary embedding, "
             f"so no tensor is the norm's input before rotary, which {spec.name} names",
@@ -527,13 +523,13 @@ _PLAIN_GATE = _LayerRule(
 
 
 def _whole_mlp_module(facts: ModelFacts, layer: int) -> bool:
-    inline = facts.model_type in INLINE_SHARED_MLP_TYPES or facts.dense_beside_experts
+    inline = facts.family.inline_shared_mlp or facts.dense_beside_experts
     return not inline or not facts.is_sparse(layer)
 
 
 def _whole_mlp_write(facts: ModelFacts, layer: int) -> bool:
     # Gemma-4's post-MLP norm returns the normed sum of both MLPs: the write exists there.
-    return facts.model_type not in INLINE_SHARED_MLP_TYPES or not facts.is_sparse(layer)
+    return not facts.family.inline_shared_mlp or not facts.is_sparse(layer)
 
 
 def _inline_sum_instead(spec: PointLike, facts: ModelFacts) -> str:
