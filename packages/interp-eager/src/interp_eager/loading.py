@@ -17,6 +17,7 @@ import torch
 from interp_core.configs import model_config
 from interp_core.dtypes import accepted_dtype_names, resolve_dtype
 from interp_core.errors import CapabilityUnsupported, HubKernelUnsupported
+from interp_core.family_conventions import conventions_for
 from interp_core.known_models import bundled_first
 
 __all__ = [
@@ -111,6 +112,11 @@ _DEEPGEMM_EXPERTS = "grouped_mm"
 _KERNELS_ESCAPING = (0, 16, 1)
 
 
+def _fp8_hub_kernel(config: Mapping[str, Any]) -> bool:
+    """Whether the family's FP8 path runs through a hub kernel built for one GPU generation."""
+    return conventions_for(str(config.get("model_type", ""))).fp8_hub_kernel
+
+
 def _version_tuple(version: str) -> tuple[int, ...]:
     """(major, minor, patch) of a version string, as far as it reads ("0.16.1rc1" -> (0, 16, 1))."""
     match = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
@@ -140,7 +146,7 @@ def check_hub_kernels(
 
     `capability` is the CUDA compute capability the model will run on (None off CUDA).
     """
-    if config.get("model_type") != "deepseek_v4" or capability is None or capability == (9, 0):
+    if not _fp8_hub_kernel(config) or capability is None or capability == (9, 0):
         return
     quant = config.get("quantization_config") or {}
     if "fp8" not in str(quant.get("quant_method", "")).lower():
@@ -187,7 +193,7 @@ def check_hub_kernels_here(
     config: Mapping[str, Any], model_kwargs: Mapping[str, Any], device: Any, num_gpus: int
 ) -> None:
     """`check_hub_kernels` for this machine: its GPU and its installed `kernels`."""
-    if config.get("model_type") != "deepseek_v4":
+    if not _fp8_hub_kernel(config):
         return
     check_hub_kernels(
         config,

@@ -346,27 +346,19 @@ def _routed_attention_experts(facts: ModelFacts, layer: int) -> tuple[int, int]:
     return 2 * facts.d_model * kv_width, 2 * facts.d_model * kv_width
 
 
-# Mamba-2 mixers stated by `mamba_n_heads` / `mamba_d_state` / ... keys, per model type: where
-# the inner width comes from (`mamba_d_ssm`, or expand x d_model), whether the gated norm is
-# always there or only with `mamba_rms_norm`, and which key gives out_proj its bias.
-_MAMBA_KEYED_MIXERS: dict[str, tuple[bool, bool, str]] = {
-    # (inner width from mamba_d_ssm, norm only with mamba_rms_norm, out_proj bias key)
-    "bamba": (False, False, "mamba_proj_bias"),
-    "falcon_h1": (True, True, "projectors_bias"),
-}
-
-
 def _mamba_keyed_mixer_params(facts: ModelFacts) -> int | None:
     """A Bamba or Falcon-H1 Mamba-2 mixer (Falcon-H1 runs one beside the attention in every
     layer), from its own `mamba_*` keys; None for other families or when they are not all
     stated. Laid out as Nemotron-H's (in_proj to gate, x, B, C and one dt per head; a depthwise
-    conv over x, B and C; dt_bias, A_log and D per head), with the differences in the table."""
-    layout = _MAMBA_KEYED_MIXERS.get(facts.model_type)
+    conv over x, B and C; dt_bias, A_log and D per head), with the differences the family's row
+    states (`FamilyConventions.mamba_keyed_mixer`)."""
+    layout = facts.family.mamba_keyed_mixer
     cfg = facts.extras
     keys = ("mamba_n_heads", "mamba_n_groups", "mamba_d_state", "mamba_d_conv")
     if layout is None or not all(isinstance(cfg.get(k), int) for k in keys):
         return None
-    from_d_ssm, norm_optional, out_bias_key = layout
+    from_d_ssm, norm_optional = layout.inner_from_d_ssm, layout.norm_only_with_flag
+    out_bias_key = layout.out_bias_key
     heads, groups, state, kernel = (cfg[k] for k in keys)
     d = facts.d_model
     if from_d_ssm and "mamba_d_ssm" not in cfg:

@@ -45,7 +45,8 @@ __all__ = [
 def unsupported_reason(config: Mapping[str, Any]) -> str | None:
     """None when this module can rebuild the family's attention matrices, else why not."""
     facts = ModelFacts.from_config(config)
-    if facts.model_type == "mpt" or (facts.model_type != "bloom" and config.get("alibi")):
+    alibi = facts.family.alibi
+    if alibi == "variant" or (alibi != "bloom" and config.get("alibi")):
         return (
             f"{facts.architecture} biases attention scores with a variant of ALiBi the rebuild "
             "from q and k does not reproduce"
@@ -72,12 +73,12 @@ def scaling_for(config: Mapping[str, Any], layer: int) -> tuple[str, float]:
     multiplies by its inverse.
     """
     facts = ModelFacts.from_config(config)
-    kind = facts.model_type
-    if config.get("query_pre_attn_scalar") is not None and "gemma" in kind:  # VaultGemma too
+    scale = facts.family.score_scale
+    if scale == "query_pre_attn_scalar" and config.get("query_pre_attn_scalar") is not None:
         return "mul", float(config["query_pre_attn_scalar"]) ** -0.5
-    if kind in {"granite", "granitemoe", "granitemoeshared", "granitemoehybrid"}:
+    if scale == "attention_multiplier":
         return "mul", float(config.get("attention_multiplier", facts.head_dim**-0.5))
-    if kind == "gpt2":
+    if scale == "gpt2-divide":
         divisor = math.sqrt(facts.head_dim) if config.get("scale_attn_weights", True) else 1.0
         if config.get("scale_attn_by_inverse_layer_idx"):
             divisor *= layer + 1
@@ -117,7 +118,7 @@ def scores_from_qk(
     q = q_rot.reshape(tokens, heads, dim).transpose(0, 1)
     k = k_rot.reshape(tokens, kv_heads, dim).transpose(0, 1)
     k = k.repeat_interleave(heads // kv_heads, dim=0)
-    if facts.model_type == "bloom":
+    if facts.family.alibi == "bloom":
         # HF: alibi.baddbmm(q, k^T, beta=1, alpha=1/sqrt(head_dim)), the bias being
         # slope * key position.
         positions = torch.arange(tokens, dtype=torch.float32, device=q.device)

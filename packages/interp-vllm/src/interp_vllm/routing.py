@@ -19,13 +19,16 @@ __all__ = ["routing_rule"]
 def routing_rule(facts: ModelFacts, config: dict) -> Callable[[torch.Tensor], Any] | str:
     """The family's router rule from logits to (top-k weights, expert ids), or why not served.
 
-    Only rules checked against the eager backend (HF's routers) are listed; every other router
+    The rule is the family row's `router_rule` (interp_core.family_conventions); only rules
+    checked against the eager backend (HF's routers) are named there; every other router
     (grouped, biased, sigmoid-scored, hashed) would need its own rebuild, so it is refused.
     """
     k = facts.moe.experts_per_token if facts.moe else 0
-    kind = facts.model_type
-    if kind in {"mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "olmoe"}:
-        renormalize = kind == "mixtral" or bool(config.get("norm_topk_prob", False))
+    rule = facts.family.router_rule
+    if rule in {"softmax-topk", "softmax-topk-renormalized"}:
+        renormalize = rule == "softmax-topk-renormalized" or bool(
+            config.get("norm_topk_prob", False)
+        )
 
         def softmax_then_topk(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             weights = torch.softmax(logits, dim=-1, dtype=torch.float32)
@@ -35,7 +38,7 @@ def routing_rule(facts: ModelFacts, config: dict) -> Callable[[torch.Tensor], An
             return weights.to(logits.dtype), ids
 
         return softmax_then_topk
-    if kind in {"granitemoe", "granitemoeshared", "gpt_oss"}:
+    if rule == "topk-softmax":
         # Top-k of the raw logits (gpt-oss: bias included), then a softmax over those k.
 
         def topk_then_softmax(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -56,6 +56,7 @@ from interp_core.errors import (
     InvalidArgument,
     SteeringSpecError,
 )
+from interp_core.family_conventions import conventions_for
 from interp_core.steering import POSITION_LIMIT, SteeringSpec
 from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
 from interp_vllm.row_transfer import pack_rows
@@ -212,7 +213,7 @@ def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
     """Serve BLOOM's MLP activation as the model computes it: vLLM's BloomMLP applies the exact
     (erf) GELU, which moves every activation from layer 0's MLP on by ~1e-3. Swapped before any
     request (the hooked engine runs eager); returns how many MLPs were swapped."""
-    if config.get("model_type") != "bloom":
+    if not conventions_for(config.get("model_type", "")).tanh_gelu_mlp:
         return 0
     mlps = [m for m in model.modules() if hasattr(m, "gelu_impl") and hasattr(m, "dense_4h_to_h")]
     if not mlps:
