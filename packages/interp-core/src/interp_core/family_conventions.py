@@ -150,7 +150,7 @@ class FamilyConventions:
     # VaultGemma, when the config states it), "attention_multiplier" (Granite), "gpt2-divide"
     # (divided by sqrt(head_dim), and by layer + 1 with `scale_attn_by_inverse_layer_idx`).
     score_scale: str | None = None
-    # ALiBi position bias: "bloom" (BLOOM's slopes, added to the scores) or "variant" (MPT's,
+    # ALiBi position bias: "slopes" (BLOOM's slopes, added to the scores) or "variant" (MPT's,
     # which a rebuild from q and k does not reproduce). Other families' `alibi` config switch
     # also means a variant.
     alibi: str | None = None
@@ -237,7 +237,7 @@ FAMILY_ROWS: Mapping[str, FamilyConventions] = MappingProxyType(
                     out_bias_key="mamba_proj_bias",
                 ),
             ),
-            _row("bloom", biases=True, ungated_mlp=True, alibi="bloom", tanh_gelu_mlp=True),
+            _row("bloom", biases=True, ungated_mlp=True, alibi="slopes", tanh_gelu_mlp=True),
             _row(
                 "codegen",
                 untied_by_default=True,

@@ -1,8 +1,8 @@
 """The pieces every tiny family config is built from: the spec type and the shared dimensions.
 
-`interp_testmodels.configs` (the families of the first releases) and
-`interp_testmodels.configs_recent` (the architectures released since) both build their tables
-from these. Plain data: transformers is imported only when a config object is asked for.
+Every `interp_testmodels.configs_*` module (dense, GPT-era, MoE, hybrid, multi-stream) builds
+its table from these. Plain data: transformers is imported only when a config object is asked
+for.
 """
 
 from __future__ import annotations

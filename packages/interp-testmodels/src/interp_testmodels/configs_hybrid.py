@@ -1,19 +1,207 @@
-"""The tiny configs of the hybrid recurrent trunks added for issue 19.
+"""The tiny configs of the hybrid trunks: softmax attention beside recurrent, linear-attention,
+Mamba-2 or convolution mixers, always with both kinds of layer present.
 
-The same limits and aims as `interp_testmodels.configs` (whose docstring states them): residual
-width 128, 2-4 layers, head widths of 32 or more, and each family's distinctive trait switched
-on, here always with both of its layer kinds present so that the registry's per-layer answers
-(which points a recurrent layer has, and why it lacks the rest) are exercised. `configs` appends
-these after `interp_testmodels.configs_recent`, so `FAMILY_NAMES` lists them in this order.
+The same limits and aims as every test family (`interp_testmodels.configs` states them); having
+every layer kind present exercises the registry's per-layer answers (which points a recurrent
+layer has, and why it lacks the rest). Nemotron-H differs from the other hybrids in its block:
+each layer is ONE of a Mamba-2 mixer, softmax attention, a dense MLP or a mixture of experts,
+behind one pre-norm and one residual add.
 """
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import DEEPSEEK_V3_MLA_MOE, DROP, FamilySpec, decoder
+from interp_testmodels.config_parts import DROP, FamilySpec, decoder
 
 __all__ = ["HYBRID_SPECS"]
 
 HYBRID_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec(
+        "qwen3_next",
+        "qwen3_next",
+        decoder(
+            num_hidden_layers=4,
+            head_dim=32,
+            layer_types=[
+                "linear_attention",
+                "full_attention",
+                "linear_attention",
+                "full_attention",
+            ],
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            # 64, not 32: vLLM's CPU gated-delta-net kernel refuses a head width of 32
+            # ("Unexpected head dim size, 32"); 64 runs (bfloat16 only, see the notes).
+            linear_key_head_dim=64,
+            linear_value_head_dim=64,
+            linear_conv_kernel_dim=4,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=64,
+            decoder_sparse_step=1,
+            mlp_only_layers=[0, 1],
+            norm_topk_prob=True,
+        ),
+        "Hybrid trunk: gated delta-net (linear attention) on layers 0 and 2, gated softmax "
+        "attention (output gate, QK-norm, partial rotary 25%) on 1 and 3; layers 0-1 dense, "
+        "2-3 routed (4 experts of 64, top-2, shared expert), so each mixer meets each MLP kind. "
+        "Norms store weight - 1 (zero-centred). Delta-net heads: 2 key and 4 value heads of "
+        "64. vLLM's CPU delta-net kernel runs only in bfloat16: build with dtype='bfloat16' "
+        "there.",
+        ("gqa", "linear-attention", "gated-attn-output", "qk-norm", "moe", "dense-and-sparse"),
+    ),
+    FamilySpec(
+        "qwen3_5",
+        "qwen3_5_text",
+        decoder(
+            num_hidden_layers=4,
+            head_dim=32,
+            layer_types=[
+                "linear_attention",
+                "full_attention",
+                "linear_attention",
+                "full_attention",
+            ],
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            # 64 as on Qwen3-Next: vLLM's CPU gated-delta-net kernel refuses a width of 32.
+            linear_key_head_dim=64,
+            linear_value_head_dim=64,
+            linear_conv_kernel_dim=4,
+        ),
+        "Text-only Qwen3.5 (Qwen3_5ForCausalLM, model_type qwen3_5_text): Qwen3-Next's hybrid "
+        "trunk with dense MLPs - gated delta-net on layers 0 and 2, gated softmax attention "
+        "(output gate, QK-norm, partial rotary 25%) on 1 and 3; the delta-net's q/k/v come from "
+        "one fused projection. Norms store weight - 1.",
+        ("gqa", "linear-attention", "gated-attn-output", "qk-norm", "gated-mlp"),
+    ),
+    FamilySpec(
+        "qwen3_5_moe",
+        "qwen3_5_moe_text",
+        decoder(
+            num_hidden_layers=4,
+            head_dim=32,
+            intermediate_size=DROP,
+            layer_types=[
+                "linear_attention",
+                "full_attention",
+                "linear_attention",
+                "full_attention",
+            ],
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=64,
+            linear_value_head_dim=64,
+            linear_conv_kernel_dim=4,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=64,
+        ),
+        "Text-only Qwen3.5-MoE: the Qwen3.5 hybrid trunk with every layer routed (4 experts of "
+        "64, top-2, renormalised) plus a sigmoid-gated shared expert of 64.",
+        ("gqa", "linear-attention", "gated-attn-output", "qk-norm", "moe", "shared-expert"),
+    ),
+    FamilySpec(
+        "lfm2",
+        "lfm2",
+        decoder(
+            num_hidden_layers=3,
+            layer_types=["conv", "full_attention", "conv"],
+            conv_L_cache=3,
+            block_auto_adjust_ff_dim=True,
+            block_ffn_dim_multiplier=1.0,
+            block_multiple_of=32,
+        ),
+        "Liquid LFM2: a hybrid trunk of gated short convolutions (layers 0 and 2, kernel 3) and "
+        "softmax attention with per-head QK-norm (layer 1); norms named operator_norm and "
+        "ffn_norm, SwiGLU MLP (w1/w3/w2) whose width is derived from the stated one (2/3, "
+        "rounded up to 32: 192), final norm named embedding_norm, tied embeddings.",
+        ("gqa", "conv-mixer", "qk-norm", "gated-mlp", "tied"),
+    ),
+    FamilySpec(
+        "bamba",
+        "bamba",
+        decoder(
+            attn_layer_indices=[1],
+            mamba_n_heads=4,
+            mamba_d_head=64,
+            mamba_n_groups=1,
+            mamba_d_state=16,
+            mamba_d_conv=4,
+            mamba_chunk_size=8,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+            },
+        ),
+        "IBM Bamba: a Mamba-2 mixer on layer 0 and softmax attention (rotary on half of each "
+        "head) on layer 1, a SwiGLU MLP after each; Mamba chunks of 8 so the 13-token prompt "
+        "spans two.",
+        ("gqa", "mamba", "partial-rotary", "gated-mlp"),
+    ),
+    FamilySpec(
+        "jamba",
+        "jamba",
+        decoder(
+            num_hidden_layers=4,
+            attn_layer_period=2,
+            attn_layer_offset=1,
+            expert_layer_period=2,
+            expert_layer_offset=0,
+            num_experts=4,
+            num_experts_per_tok=2,
+            intermediate_size=64,
+            mamba_d_state=16,
+            mamba_d_conv=4,
+            mamba_expand=2,
+            mamba_dt_rank=8,
+            use_mamba_kernels=False,
+        ),
+        "AI21 Jamba: Mamba mixers on layers 0 and 2, softmax attention without positions on 1 "
+        "and 3; routed MLPs (4 experts of 64, top-2, a plain linear router) on the Mamba layers "
+        "and dense ones on the attention layers, so each mixer meets each MLP kind.",
+        ("gqa", "mamba", "nope", "moe", "dense-and-sparse"),
+    ),
+    FamilySpec(
+        "minimax",
+        "minimax",
+        decoder(
+            num_hidden_layers=4,
+            head_dim=32,
+            # Lightning (linear) attention on layers 0 and 2, softmax attention on 1 and 3 (the
+            # published model: seven lightning layers to one softmax layer).
+            layer_types=[
+                "linear_attention",
+                "full_attention",
+                "linear_attention",
+                "full_attention",
+            ],
+            # Blocks of 4 tokens (256 published), so a 13-token prompt crosses the intra/inter
+            # block split three times.
+            block_size=4,
+            intermediate_size=64,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            # The skip path carries the normed input times alpha, the sublayer's output times
+            # beta (DeepNorm-style; the published alphas are 3.5566, the betas 1): distinct
+            # values, so a swapped or missing factor shows.
+            full_attn_alpha_factor=1.5,
+            full_attn_beta_factor=0.75,
+            linear_attn_alpha_factor=1.25,
+            linear_attn_beta_factor=0.5,
+            mlp_alpha_factor=1.75,
+            mlp_beta_factor=0.625,
+        ),
+        "MiniMax-Text-01: lightning attention (linear attention with per-head exponential decay, "
+        "computed in blocks of 4, a SiLU on the fused q/k/v, an RMSNorm over the heads and a "
+        "sigmoid output gate) on layers 0 and 2, GQA softmax attention on 1 and 3; every layer "
+        "routed (4 experts of 64, top-2 of a softmax, renormalised). Each sublayer replaces the "
+        "residual with alpha times its normed input plus beta times its output, with alpha and "
+        "beta per mixer kind and for the MLP.",
+        ("gqa", "linear-attention", "moe", "scaled-normed-residual"),
+    ),
     FamilySpec(
         "granitemoehybrid",
         "granitemoehybrid",
@@ -78,27 +266,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "mamba", "parallel-mixers", "multipliers", "gated-mlp"),
     ),
     FamilySpec(
-        "deepseek_v32",
-        "deepseek_v32",
-        decoder(
-            **DEEPSEEK_V3_MLA_MOE,
-            # The lightning indexer: 16 heads of 96 (64 rotated, 32 not) keep the 4 best-scoring
-            # visible keys per query, so from the fifth token on each query attends to 4 of them.
-            # A key scores exactly 0 when every head's ReLU is 0; with 2 heads that happens to
-            # a quarter of the keys and top-k then breaks the ties by memory layout, so a padded
-            # batch would pick other keys than the row alone. 16 heads make a tie ~2^-16.
-            index_n_heads=16,
-            index_head_dim=96,
-            index_topk=4,
-        ),
-        "DeepSeek-V3.2: DeepSeek-V3's multi-head latent attention and routing (q through a "
-        "rank-32 bottleneck, a 512-wide kv latent plus a 64-wide shared rope key; layer 0 dense, "
-        "layers 1-2 routed: 4 experts of 64 in 2 groups, top-2, sigmoid scores with a correction "
-        "bias, one shared expert) with DeepSeek Sparse Attention: a lightning indexer (16 heads) "
-        "scores the visible keys and each query attends only to its top 4.",
-        ("mla", "sparse-attention", "moe", "dense-and-sparse", "shared-expert", "grouped-routing"),
-    ),
-    FamilySpec(
         "kimi_linear",
         "kimi_linear",
         decoder(
@@ -133,5 +300,49 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "layer 1; layer 0 dense, layers 1-2 routed (4 experts of 64 in 2 groups, top-2, "
         "sigmoid scores with a correction bias, scaled ×2.5) plus a shared expert.",
         ("linear-attention", "mla", "moe", "dense-and-sparse", "shared-expert"),
+    ),
+    FamilySpec(
+        "nemotron_h",
+        "nemotron_h",
+        decoder(
+            # The count is the block list's length (the class has no `num_hidden_layers` field);
+            # published configs spell the list as `hybrid_override_pattern` "M*-E", which the
+            # class accepts only as a legacy keyword, so the list is stated here.
+            num_hidden_layers=DROP,
+            layers_block_type=["linear_attention", "full_attention", "mlp", "moe"],
+            head_dim=32,
+            mamba_num_heads=4,
+            mamba_head_dim=32,
+            n_groups=1,
+            ssm_state_size=16,
+            conv_kernel=4,
+            chunk_size=8,
+            use_conv_bias=True,
+            # No Mamba-2 projection biases (`use_bias`), as on the published models: HF zeroes
+            # padded positions before in_proj, so a bias there feeds them into the convolution
+            # under left padding (measured: HF's own logits then move by 0.3).
+            use_bias=False,
+            mlp_bias=True,
+            mlp_hidden_act="relu2",
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            n_shared_experts=1,
+            moe_shared_expert_intermediate_size=96,
+            # Nemotron-3's latent MoE: the routed experts work in a 64-wide latent space.
+            moe_latent_size=64,
+            n_group=2,
+            topk_group=1,
+            routed_scaling_factor=2.5,
+            tie_word_embeddings=False,
+        ),
+        "NVIDIA Nemotron-H: every layer is one sublayer behind one RMSNorm and one residual add "
+        "(pattern M*-E): a Mamba-2 mixer (chunks of 8 so the 13-token prompt spans two) on "
+        "layer 0, softmax attention without positions (NoPE) on layer 1, a plain squared-ReLU "
+        "MLP on layer 2, and on layer 3 a latent mixture of experts (4 experts of 64 in a "
+        "64-wide latent, 2 groups, top-2, sigmoid scores with a correction bias, ×2.5) plus a "
+        "shared squared-ReLU expert; biases on the MLPs and the experts' latent projections "
+        "(the Mamba-2 projections have none, as published).",
+        ("gqa", "mamba", "nope", "single-sublayer", "moe", "shared-expert", "ungated-mlp"),
     ),
 )

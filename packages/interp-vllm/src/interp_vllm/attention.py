@@ -46,7 +46,7 @@ def unsupported_reason(config: Mapping[str, Any]) -> str | None:
     """None when this module can rebuild the family's attention matrices, else why not."""
     facts = ModelFacts.from_config(config)
     alibi = facts.family.alibi
-    if alibi == "variant" or (alibi != "bloom" and config.get("alibi")):
+    if alibi == "variant" or (alibi != "slopes" and config.get("alibi")):
         return (
             f"{facts.architecture} biases attention scores with a variant of ALiBi the rebuild "
             "from q and k does not reproduce"
@@ -118,7 +118,7 @@ def scores_from_qk(
     q = q_rot.reshape(tokens, heads, dim).transpose(0, 1)
     k = k_rot.reshape(tokens, kv_heads, dim).transpose(0, 1)
     k = k.repeat_interleave(heads // kv_heads, dim=0)
-    if facts.family.alibi == "bloom":
+    if facts.family.alibi == "slopes":
         # HF: alibi.baddbmm(q, k^T, beta=1, alpha=1/sqrt(head_dim)), the bias being
         # slope * key position.
         positions = torch.arange(tokens, dtype=torch.float32, device=q.device)
