@@ -19,7 +19,17 @@ from interp_testmodels.tokenizer import (
     TOKENIZER_VOCAB_SIZE,
 )
 
-__all__ = ["DROP", "IDS", "INIT_RANGE", "FamilySpec", "decoder", "gpt"]
+__all__ = [
+    "DEEPSEEK_V3_MLA_MOE",
+    "DROP",
+    "EXPERTS",
+    "GATED_DELTA_NET",
+    "IDS",
+    "INIT_RANGE",
+    "FamilySpec",
+    "decoder",
+    "gpt",
+]
 
 # The spread of the random weights. The transformers default (0.02) leaves query-key products
 # near zero at this width, so every attention pattern is almost uniform and a wrong softmax scale
@@ -76,6 +86,22 @@ DEEPSEEK_V3_MLA_MOE: dict[str, Any] = {
     "moe_intermediate_size": 64,
     "first_k_dense_replace": 1,
     "routed_scaling_factor": 2.5,
+}
+
+# The routed experts most MoE families share: 4 experts of width 64, each token routed to 2.
+EXPERTS: dict[str, Any] = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
+# Qwen3-Next's and Qwen3.5's hybrid trunk: gated delta-net (linear attention) on layers 0 and 2,
+# softmax attention on 1 and 3. Key and value heads 64 wide, not 32: vLLM's CPU gated-delta-net
+# kernel refuses a head width of 32 ("Unexpected head dim size, 32"); 64 runs (bfloat16 only).
+GATED_DELTA_NET: dict[str, Any] = {
+    "num_hidden_layers": 4,
+    "head_dim": 32,
+    "layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"],
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 64,
+    "linear_value_head_dim": 64,
+    "linear_conv_kernel_dim": 4,
 }
 
 

@@ -10,7 +10,7 @@ behind one pre-norm and one residual add.
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import DROP, FamilySpec, decoder
+from interp_testmodels.config_parts import DROP, EXPERTS, GATED_DELTA_NET, FamilySpec, decoder
 
 __all__ = ["HYBRID_SPECS"]
 
@@ -19,24 +19,8 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "qwen3_next",
         "qwen3_next",
         decoder(
-            num_hidden_layers=4,
-            head_dim=32,
-            layer_types=[
-                "linear_attention",
-                "full_attention",
-                "linear_attention",
-                "full_attention",
-            ],
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            # 64, not 32: vLLM's CPU gated-delta-net kernel refuses a head width of 32
-            # ("Unexpected head dim size, 32"); 64 runs (bfloat16 only, see the notes).
-            linear_key_head_dim=64,
-            linear_value_head_dim=64,
-            linear_conv_kernel_dim=4,
-            num_experts=4,
-            num_experts_per_tok=2,
-            moe_intermediate_size=64,
+            **GATED_DELTA_NET,
+            **EXPERTS,
             shared_expert_intermediate_size=64,
             decoder_sparse_step=1,
             mlp_only_layers=[0, 1],
@@ -54,20 +38,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "qwen3_5",
         "qwen3_5_text",
         decoder(
-            num_hidden_layers=4,
-            head_dim=32,
-            layer_types=[
-                "linear_attention",
-                "full_attention",
-                "linear_attention",
-                "full_attention",
-            ],
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            # 64 as on Qwen3-Next: vLLM's CPU gated-delta-net kernel refuses a width of 32.
-            linear_key_head_dim=64,
-            linear_value_head_dim=64,
-            linear_conv_kernel_dim=4,
+            **GATED_DELTA_NET,
         ),
         "Text-only Qwen3.5 (Qwen3_5ForCausalLM, model_type qwen3_5_text): Qwen3-Next's hybrid "
         "trunk with dense MLPs - gated delta-net on layers 0 and 2, gated softmax attention "
@@ -79,23 +50,9 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "qwen3_5_moe",
         "qwen3_5_moe_text",
         decoder(
-            num_hidden_layers=4,
-            head_dim=32,
+            **GATED_DELTA_NET,
             intermediate_size=DROP,
-            layer_types=[
-                "linear_attention",
-                "full_attention",
-                "linear_attention",
-                "full_attention",
-            ],
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            linear_key_head_dim=64,
-            linear_value_head_dim=64,
-            linear_conv_kernel_dim=4,
-            num_experts=4,
-            num_experts_per_tok=2,
-            moe_intermediate_size=64,
+            **EXPERTS,
             shared_expert_intermediate_size=64,
         ),
         "Text-only Qwen3.5-MoE: the Qwen3.5 hybrid trunk with every layer routed (4 experts of "

@@ -7,7 +7,14 @@ The same limits and aims as every test family (`interp_testmodels.configs` state
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import DEEPSEEK_V3_MLA_MOE, IDS, INIT_RANGE, FamilySpec, decoder
+from interp_testmodels.config_parts import (
+    DEEPSEEK_V3_MLA_MOE,
+    EXPERTS,
+    IDS,
+    INIT_RANGE,
+    FamilySpec,
+    decoder,
+)
 from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
 __all__ = ["MOE_SPECS"]
@@ -26,9 +33,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         "qwen2_moe",
         decoder(
             num_hidden_layers=3,
-            num_experts=4,
-            num_experts_per_tok=2,
-            moe_intermediate_size=64,
+            **EXPERTS,
             shared_expert_intermediate_size=128,
             decoder_sparse_step=1,
             mlp_only_layers=[0],
@@ -45,9 +50,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         decoder(
             num_hidden_layers=3,
             head_dim=32,
-            num_experts=4,
-            num_experts_per_tok=2,
-            moe_intermediate_size=64,
+            **EXPERTS,
             decoder_sparse_step=1,
             mlp_only_layers=[0],
             norm_topk_prob=True,
