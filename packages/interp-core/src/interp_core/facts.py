@@ -58,6 +58,13 @@ from typing import Any
 
 from interp_core.errors import PointUnsupported
 from interp_core.expert_reading import MoEFacts
+from interp_core.fact_parts import (
+    ATTENDING_LAYER_KINDS,
+    COMPRESSED_LAYER_KINDS,
+    LAYER_KINDS,
+    MLAFacts,
+)
+from interp_core.facts_reading import read_fields
 from interp_core.family_conventions import FamilyConventions, conventions_for
 
 __all__ = [
@@ -68,42 +75,6 @@ __all__ = [
     "MoEFacts",
     "ModelFacts",
 ]
-
-# Per-layer mixer kinds. "full", "sliding" and "chunked" are softmax attention over token keys;
-# the two compressed kinds (DeepSeek-V4's CSA and HCA) are softmax attention over a sliding
-# window of tokens plus compressed entries (one per `compress_rates[kind]` tokens), so they have
-# z and attn_out but no token-by-token attention matrix; the rest have no attention at all.
-# "mlp" is a layer with no token mixer at all: its one sublayer is an MLP or mixture of experts
-# (Nemotron-H, `ModelFacts.single_sublayer`).
-COMPRESSED_LAYER_KINDS = frozenset({"compressed_sparse", "heavily_compressed"})
-LAYER_KINDS = (
-    "full",
-    "sliding",
-    "chunked",
-    "compressed_sparse",
-    "heavily_compressed",
-    "linear_attention",
-    "recurrent",
-    "mamba",
-    "conv",
-    "mlp",
-)
-ATTENDING_LAYER_KINDS = frozenset({"full", "sliding", "chunked", *COMPRESSED_LAYER_KINDS})
-
-
-@dataclass(frozen=True)
-class MLAFacts:
-    """Multi-head latent attention (DeepSeek-V2/V3, MiniCPM3, ...): no per-head value projection."""
-
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-    q_lora_rank: int | None = None
-
-    @property
-    def qk_head_dim(self) -> int:
-        return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
 @dataclass(frozen=True)
@@ -171,10 +142,7 @@ class ModelFacts:
         `text_config`; `architecture` stays the wrapper's `architectures[0]`. Raises
         `ConfigError` naming the key when a required key is missing or a value cannot be right.
         """
-        # Imported here: the reader builds ModelFacts, so it imports this module.
-        from interp_core.facts_reading import read_facts
-
-        return read_facts(config)
+        return cls(**read_fields(config))
 
     @property
     def family(self) -> FamilyConventions:

@@ -1,4 +1,4 @@
-"""How is a `config.json` read into `ModelFacts`? The reader, key by key, with its family's row.
+"""How is a `config.json` read into the fields of `ModelFacts`? Key by key, with its family's row.
 
 Reading is literal where the config speaks and falls back, key by key, to what transformers'
 config class for that `model_type` assumes when it does not (the row's `class_defaults`, in
@@ -16,18 +16,19 @@ from typing import Any
 
 from interp_core.errors import ConfigError
 from interp_core.expert_reading import ExpertReading, MoEFacts
-from interp_core.facts import COMPRESSED_LAYER_KINDS, MLAFacts, ModelFacts
+from interp_core.fact_parts import COMPRESSED_LAYER_KINDS, MLAFacts
 from interp_core.family_conventions import conventions_for
 from interp_core.layer_kind_reading import LayerKindReading, is_int
 from interp_core.layer_widths import LayerWidthReading
 
-__all__ = ["read_facts"]
+__all__ = ["read_fields"]
 
 # --- reading a config -------------------------------------------------------------------------
 _NOT_STATED = object()
 
 
-def read_facts(config: Mapping[str, Any]) -> ModelFacts:
+def read_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `ModelFacts` fields a config states or its family implies, by name."""
     if not isinstance(config, Mapping):
         message = (
             f"a model config must be a mapping (the parsed `config.json`), not "
@@ -54,7 +55,7 @@ def read_facts(config: Mapping[str, Any]) -> ModelFacts:
     overrides = reader.layer_overrides(n_layers)
     kv_sources = reader.kv_source_layers(layer_kinds)
 
-    return ModelFacts(
+    return dict(
         architecture=reader.architecture,
         model_type=model_type,
         n_layers=n_layers,
