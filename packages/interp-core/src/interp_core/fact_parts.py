@@ -1,4 +1,4 @@
-"""Which parts make up `ModelFacts` besides plain numbers? The layer-kind vocabulary and MLA.
+"""Which parts make up `ModelFacts` besides plain numbers? Layer kinds, MLA and AltUp.
 
 Kept apart from `interp_core.facts` so the config reader (`interp_core.facts_reading`) can build
 them without importing the facts it feeds.
@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ATTENDING_LAYER_KINDS", "COMPRESSED_LAYER_KINDS", "LAYER_KINDS", "MLAFacts"]
+__all__ = [
+    "ATTENDING_LAYER_KINDS",
+    "COMPRESSED_LAYER_KINDS",
+    "LAYER_KINDS",
+    "AltUpFacts",
+    "MLAFacts",
+]
 
 # Per-layer mixer kinds. "full", "sliding" and "chunked" are softmax attention over token keys;
 # the two compressed kinds (DeepSeek-V4's CSA and HCA) are softmax attention over a sliding
@@ -45,3 +51,15 @@ class MLAFacts:
     @property
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class AltUpFacts:
+    """Gemma-3n's AltUp trunk: its residual streams are AltUp's (predicted and corrected around
+    each block, attention and MLP run on `active_stream`), not hyper-connections; LAuReL runs
+    beside attention; some layers' MLP gates are sparsified (gaussian top-k)."""
+
+    active_stream: int
+    laurel_rank: int | None = None
+    # The per-layer gaussian top-k target of the MLP gates (0.0: a plain activation).
+    activation_sparsity: tuple[float, ...] = ()

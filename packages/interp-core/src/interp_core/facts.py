@@ -40,10 +40,9 @@ Conventions the fields follow:
 - `sandwich_norms` is True on Gemma-2/3, GLM-4, OLMo-2/3, EXAONE-4 and FlexOlmo; the last four
   have the post norms only, with no norm before attention or the MLP, which `post_norms_only`
   tells apart.
-- `altup_active_stream` is set on Gemma-3n only: its `n_streams` residual streams are AltUp's
-  (predicted and corrected around each block, attention and MLP run on this one), not
-  hyper-connections. `activation_sparsity` is the per-layer gaussian top-k target of its MLP
-  gates (0.0: a plain activation).
+- `altup` is set on Gemma-3n only (`AltUpFacts`): its `n_streams` residual streams are AltUp's
+  (predicted and corrected around each block, attention and MLP run on `altup.active_stream`),
+  not hyper-connections; `altup_active_stream`, `laurel_rank` and `activation_sparsity` read it.
 - The family conventions a config leaves unsaid (default tying, biases, QK-norm, ...) are one
   row per family in `interp_core.family_conventions` (`facts.family`); the single-family traits
   (`single_sublayer`, `normed_skip`, ...) are properties that read it. The reading itself is
@@ -62,6 +61,7 @@ from interp_core.fact_parts import (
     ATTENDING_LAYER_KINDS,
     COMPRESSED_LAYER_KINDS,
     LAYER_KINDS,
+    AltUpFacts,
     MLAFacts,
 )
 from interp_core.facts_reading import read_fields
@@ -71,6 +71,7 @@ __all__ = [
     "ATTENDING_LAYER_KINDS",
     "COMPRESSED_LAYER_KINDS",
     "LAYER_KINDS",
+    "AltUpFacts",
     "MLAFacts",
     "MoEFacts",
     "ModelFacts",
@@ -116,9 +117,7 @@ class ModelFacts:
     index_topk: int | None = None
     # Gemma-3n: the residual streams are AltUp's (see the module docstring), LAuReL runs beside
     # attention, and some layers' MLP gates are sparsified (gaussian top-k).
-    altup_active_stream: int | None = None
-    laurel_rank: int | None = None
-    activation_sparsity: tuple[float, ...] = ()
+    altup: AltUpFacts | None = None
     # Per-layer widths, one entry per layer, only where they differ by layer (Gemma-4); empty
     # means head_dim / n_kv_heads / d_mlp hold for every layer.
     layer_head_dims: tuple[int, ...] = ()
@@ -179,6 +178,21 @@ class ModelFacts:
         mixer (the layer kind says which) or, on "mlp" layers, its MLP or experts alone
         (Nemotron-H)."""
         return self.family.single_sublayer
+
+    @property
+    def altup_active_stream(self) -> int | None:
+        """The AltUp stream attention and the MLP run on (Gemma-3n); None on other trunks."""
+        return self.altup.active_stream if self.altup is not None else None
+
+    @property
+    def laurel_rank(self) -> int | None:
+        """The rank of Gemma-3n's LAuReL branch beside attention; None elsewhere."""
+        return self.altup.laurel_rank if self.altup is not None else None
+
+    @property
+    def activation_sparsity(self) -> tuple[float, ...]:
+        """Gemma-3n's per-layer gaussian top-k targets of the MLP gates; empty elsewhere."""
+        return self.altup.activation_sparsity if self.altup is not None else ()
 
     @property
     def post_norms_only(self) -> bool:

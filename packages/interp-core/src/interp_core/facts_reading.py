@@ -16,7 +16,7 @@ from typing import Any
 
 from interp_core.errors import ConfigError
 from interp_core.expert_reading import ExpertReading, MoEFacts
-from interp_core.fact_parts import COMPRESSED_LAYER_KINDS, MLAFacts
+from interp_core.fact_parts import COMPRESSED_LAYER_KINDS, AltUpFacts, MLAFacts
 from interp_core.family_conventions import conventions_for
 from interp_core.layer_kind_reading import LayerKindReading, is_int
 from interp_core.layer_widths import LayerWidthReading
@@ -88,9 +88,7 @@ def read_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         index_topk=reader.positive_int("the indexer's top-k", "index_topk")
         if family.indexed_attention
         else None,
-        altup_active_stream=reader.altup_active_stream(),
-        laurel_rank=reader.optional_int("laurel_rank") if family.altup else None,
-        activation_sparsity=reader.activation_sparsity(n_layers) if family.altup else (),
+        altup=reader.altup(n_layers),
         layer_head_dims=reader.layer_head_dims(overrides, head_dim, n_layers),
         layer_kv_heads=reader.layer_kv_heads(overrides, n_kv_heads, n_heads, n_layers),
         layer_d_mlp=reader.layer_d_mlp(overrides, d_mlp, kv_sources, n_layers),
@@ -427,7 +425,7 @@ class _Reader(LayerKindReading, LayerWidthReading, ExpertReading):
             return math.sqrt(d_model)
         return None
 
-    def altup_active_stream(self) -> int | None:
+    def altup(self, n_layers: int) -> AltUpFacts | None:
         if not self.family.altup:
             return None
         active = self.optional_int("altup_active_idx", minimum=0) or 0
@@ -437,7 +435,11 @@ class _Reader(LayerKindReading, LayerWidthReading, ExpertReading):
                 f"streams (`altup_num_inputs`). Fix `altup_active_idx`"
             )
             raise ConfigError(message)
-        return active
+        return AltUpFacts(
+            active_stream=active,
+            laurel_rank=self.optional_int("laurel_rank"),
+            activation_sparsity=self.activation_sparsity(n_layers),
+        )
 
     def activation_sparsity(self, n_layers: int) -> tuple[float, ...]:
         _, pattern = self.get("activation_sparsity_pattern")
