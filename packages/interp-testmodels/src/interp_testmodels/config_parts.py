@@ -40,13 +40,18 @@ INIT_RANGE = 0.1
 
 @dataclass(frozen=True)
 class FamilySpec:
-    """One family's tiny config: the `model_type`, the keyword arguments, and what it exercises."""
+    """One family's tiny config: the keyword arguments, what it exercises, and the `model_type`
+    (the family's name, except for the four text models named after their wrapper)."""
 
     name: str
-    model_type: str
     config: Mapping[str, Any]
     notes: str
     traits: tuple[str, ...] = ()
+    model_type: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.model_type:
+            object.__setattr__(self, "model_type", self.name)
 
     @property
     def config_class_name(self) -> str:

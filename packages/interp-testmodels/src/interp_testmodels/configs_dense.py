@@ -13,13 +13,11 @@ __all__ = ["DENSE_SPECS"]
 DENSE_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "llama",
-        "llama",
         decoder(),
         "The reference decoder: RMSNorm, rotary, GQA (2 K/V heads for 4), SwiGLU MLP, untied.",
         ("gqa", "gated-mlp"),
     ),
     FamilySpec(
-        "mistral",
         "mistral",
         decoder(sliding_window=4),
         "Llama with a 4-token sliding window on every layer.",
@@ -27,20 +25,17 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "qwen2",
-        "qwen2",
         decoder(use_sliding_window=False),
         "Llama with biases on q/k/v (Qwen2 always has them) and none on o_proj.",
         ("gqa", "gated-mlp", "qkv-bias"),
     ),
     FamilySpec(
         "qwen3",
-        "qwen3",
         decoder(head_dim=32, use_sliding_window=False),
         "Llama with per-head RMSNorm on q and k (QK-norm) and an explicit head_dim.",
         ("gqa", "gated-mlp", "qk-norm"),
     ),
     FamilySpec(
-        "gemma",
         "gemma",
         decoder(
             num_key_value_heads=1,
@@ -52,7 +47,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
         ("mqa", "embed-scale", "zero-centred-norm", "gated-mlp", "tied"),
     ),
     FamilySpec(
-        "gemma2",
         "gemma2",
         decoder(
             head_dim=32,
@@ -69,7 +63,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "gemma3",
-        "gemma3_text",
         decoder(
             num_hidden_layers=3,
             head_dim=32,
@@ -81,9 +74,9 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
         "Text-only Gemma-3 (Gemma3ForCausalLM): sandwich norms, QK-norm, two sliding layers "
         "(window 4, local rotary base) then a global one (global rotary base).",
         ("gqa", "sandwich", "sliding", "qk-norm", "embed-scale", "zero-centred-norm", "tied"),
+        model_type="gemma3_text",
     ),
     FamilySpec(
-        "phi3",
         "phi3",
         decoder(sliding_window=6, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0),
         "Fused qkv_proj (q|k|v with GQA) and fused gate_up_proj, sliding window 6 on every "
@@ -92,14 +85,12 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "olmo",
-        "olmo",
         decoder(clip_qkv=None),
         "LayerNorm without any parameters (nothing to perturb there), otherwise Llama-like with "
         "GQA; clip_qkv left off.",
         ("gqa", "parameter-free-norm", "gated-mlp"),
     ),
     FamilySpec(
-        "olmo2",
         "olmo2",
         decoder(),
         "Norms only after each sublayer (no pre-norms), QK-norm over the whole q and k width "
@@ -108,14 +99,12 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "cohere",
-        "cohere",
         decoder(logit_scale=0.5, use_qk_norm=True),
         "Parallel attention + MLP sharing one LayerNorm without bias, interleaved rotary, "
         "per-head LayerNorm on q and k (Command-R+), logits scaled by 0.5, tied embeddings.",
         ("gqa", "parallel", "qk-norm", "logit-scale", "tied"),
     ),
     FamilySpec(
-        "cohere2",
         "cohere2",
         decoder(
             num_hidden_layers=4,
@@ -134,7 +123,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "granite",
-        "granite",
         decoder(
             embedding_multiplier=4.0,
             residual_multiplier=0.5,
@@ -146,7 +134,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "gated-mlp", "multipliers"),
     ),
     FamilySpec(
-        "stablelm",
         "stablelm",
         decoder(
             partial_rotary_factor=0.25,
@@ -162,7 +149,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "smollm3",
-        "smollm3",
         decoder(no_rope_layers=[1, 0], use_sliding_window=False),
         "SmolLM3 layout: Llama with rotary switched off on some layers (NoPE: here layer 1, "
         "every 4th in the published model), tied embeddings.",
@@ -170,14 +156,12 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "helium",
-        "helium",
         decoder(head_dim=32),
         "Kyutai's Helium: a Llama-style decoder (GQA, SwiGLU, RMSNorm) with an explicit head "
         "width and untied embeddings.",
         ("gqa", "gated-mlp"),
     ),
     FamilySpec(
-        "seed_oss",
         "seed_oss",
         decoder(
             head_dim=32,
@@ -191,7 +175,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "gated-mlp", "qkv-bias"),
     ),
     FamilySpec(
-        "ministral3",
         "ministral3",
         decoder(
             head_dim=32,
@@ -215,14 +198,12 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "ernie4_5",
-        "ernie4_5",
         decoder(head_dim=32, use_bias=True),
         "ERNIE-4.5 dense: Llama-style with interleaved rotary and biases on every linear layer "
         "(use_bias), tied embeddings.",
         ("gqa", "gated-mlp", "qkv-bias", "tied"),
     ),
     FamilySpec(
-        "olmo3",
         "olmo3",
         decoder(
             num_hidden_layers=4,
@@ -240,7 +221,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "exaone4",
-        "exaone4",
         decoder(
             num_hidden_layers=4,
             sliding_window=4,
@@ -257,7 +237,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "vaultgemma",
-        "vaultgemma",
         decoder(
             head_dim=32,
             sliding_window=4,
@@ -273,7 +252,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "sliding", "softcap", "embed-scale", "zero-centred-norm", "tied"),
     ),
     FamilySpec(
-        "apertus",
         "apertus",
         decoder(
             rope_parameters={
@@ -292,7 +270,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "glm4",
-        "glm4",
         decoder(
             head_dim=32,
             attention_bias=True,
@@ -309,14 +286,12 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "hunyuan_v1_dense",
-        "hunyuan_v1_dense",
         decoder(head_dim=32),
         "Hunyuan dense: per-head RMSNorm on q and k applied after rotary (query_layernorm, "
         "key_layernorm), otherwise Llama-like.",
         ("gqa", "gated-mlp", "qk-norm-after-rope"),
     ),
     FamilySpec(
-        "ministral",
         "ministral",
         decoder(
             num_hidden_layers=3,
@@ -330,13 +305,11 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "arcee",
-        "arcee",
         decoder(head_dim=32),
         "Arcee AFM: Llama attention with an ungated MLP (up_proj -> ReLU² -> down_proj).",
         ("gqa", "ungated-mlp", "relu2"),
     ),
     FamilySpec(
-        "glm",
         "glm",
         decoder(head_dim=32, attention_bias=True),
         "GLM-4 (first release): fused gate_up_proj, interleaved rotary on half of each head, "
@@ -344,7 +317,6 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "fused-gate-up", "partial-rotary", "qkv-bias"),
     ),
     FamilySpec(
-        "nemotron",
         "nemotron",
         decoder(
             # Half the usual spread: squared-ReLU neurons of INIT_RANGE grow the residual to

@@ -16,14 +16,12 @@ __all__ = ["GPT_SPECS"]
 GPT_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gpt2",
-        "gpt2",
         gpt(),
         "LayerNorm with bias, learned absolute positions, fused c_attn (q|k|v) in Conv1D layout, "
         "ungated GELU MLP of 4·d (n_inner left null), tied embeddings.",
         ("learned-positions", "fused-qkv", "conv1d", "ungated-mlp", "tied"),
     ),
     FamilySpec(
-        "gpt_neox",
         "gpt_neox",
         decoder(
             num_key_value_heads=DROP,
@@ -42,7 +40,6 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "gptj",
-        "gptj",
         gpt(rotary_dim=16),
         "Parallel attention + MLP sharing one LayerNorm, interleaved rotary on 16 of 32 dims, "
         "separate q/k/v without bias, MLP of 4·d, untied lm_head with bias.",
@@ -50,14 +47,12 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "gpt_bigcode",
-        "gpt_bigcode",
         gpt(multi_query=True),
         "Multi-query attention (one K/V head) with a fused c_attn of width d + 2·head_dim, "
         "learned positions, tied embeddings.",
         ("mqa", "learned-positions", "fused-qkv", "ungated-mlp", "tied"),
     ),
     FamilySpec(
-        "opt",
         "opt",
         {
             "vocab_size": TOKENIZER_VOCAB_SIZE,
@@ -78,7 +73,6 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "bloom",
-        "bloom",
         {
             "vocab_size": TOKENIZER_VOCAB_SIZE,
             "hidden_size": 128,
@@ -92,7 +86,6 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
         ("alibi", "embedding-norm", "fused-qkv", "ungated-mlp", "tied"),
     ),
     FamilySpec(
-        "falcon",
         "falcon",
         {
             "vocab_size": TOKENIZER_VOCAB_SIZE,
@@ -115,7 +108,6 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "phi",
-        "phi",
         decoder(
             num_key_value_heads=DROP,
             partial_rotary_factor=0.5,
@@ -129,7 +121,6 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
         ("parallel", "partial-rotary", "ungated-mlp"),
     ),
     FamilySpec(
-        "starcoder2",
         "starcoder2",
         decoder(
             sliding_window=4,

@@ -17,7 +17,6 @@ __all__ = ["HYBRID_SPECS"]
 HYBRID_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "qwen3_next",
-        "qwen3_next",
         decoder(
             **GATED_DELTA_NET,
             **EXPERTS,
@@ -36,7 +35,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "qwen3_5",
-        "qwen3_5_text",
         decoder(
             **GATED_DELTA_NET,
         ),
@@ -45,10 +43,10 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "(output gate, QK-norm, partial rotary 25%) on 1 and 3; the delta-net's q/k/v come from "
         "one fused projection. Norms store weight - 1.",
         ("gqa", "linear-attention", "gated-attn-output", "qk-norm", "gated-mlp"),
+        model_type="qwen3_5_text",
     ),
     FamilySpec(
         "qwen3_5_moe",
-        "qwen3_5_moe_text",
         decoder(
             **GATED_DELTA_NET,
             intermediate_size=DROP,
@@ -58,9 +56,9 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "Text-only Qwen3.5-MoE: the Qwen3.5 hybrid trunk with every layer routed (4 experts of "
         "64, top-2, renormalised) plus a sigmoid-gated shared expert of 64.",
         ("gqa", "linear-attention", "gated-attn-output", "qk-norm", "moe", "shared-expert"),
+        model_type="qwen3_5_moe_text",
     ),
     FamilySpec(
-        "lfm2",
         "lfm2",
         decoder(
             num_hidden_layers=3,
@@ -77,7 +75,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "conv-mixer", "qk-norm", "gated-mlp", "tied"),
     ),
     FamilySpec(
-        "bamba",
         "bamba",
         decoder(
             attn_layer_indices=[1],
@@ -100,7 +97,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "jamba",
-        "jamba",
         decoder(
             num_hidden_layers=4,
             attn_layer_period=2,
@@ -122,7 +118,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "mamba", "nope", "moe", "dense-and-sparse"),
     ),
     FamilySpec(
-        "minimax",
         "minimax",
         decoder(
             num_hidden_layers=4,
@@ -161,7 +156,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "granitemoehybrid",
-        "granitemoehybrid",
         decoder(
             layer_types=["linear_attention", "full_attention"],
             # The dense members (Granite-4.0-H-1B, -350M): no routed experts, the MLP is the
@@ -190,7 +184,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "mamba", "nope", "multipliers", "fused-gate-up", "gated-mlp"),
     ),
     FamilySpec(
-        "falcon_h1",
         "falcon_h1",
         decoder(
             mamba_d_ssm=256,
@@ -223,7 +216,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "mamba", "parallel-mixers", "multipliers", "gated-mlp"),
     ),
     FamilySpec(
-        "kimi_linear",
         "kimi_linear",
         decoder(
             num_hidden_layers=3,
@@ -259,7 +251,6 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         ("linear-attention", "mla", "moe", "dense-and-sparse", "shared-expert"),
     ),
     FamilySpec(
-        "nemotron_h",
         "nemotron_h",
         decoder(
             # The count is the block list's length (the class has no `num_hidden_layers` field);

@@ -22,14 +22,12 @@ __all__ = ["MOE_SPECS"]
 MOE_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "mixtral",
-        "mixtral",
         decoder(intermediate_size=128, num_local_experts=4, num_experts_per_tok=2),
         "Every layer a routed mixture: 4 SwiGLU experts of width 128, top-2, softmax router "
         "(Mixtral has no dense layers to mix in).",
         ("gqa", "moe"),
     ),
     FamilySpec(
-        "qwen2_moe",
         "qwen2_moe",
         decoder(
             num_hidden_layers=3,
@@ -46,7 +44,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "qwen3_moe",
-        "qwen3_moe",
         decoder(
             num_hidden_layers=3,
             head_dim=32,
@@ -62,7 +59,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "olmoe",
-        "olmoe",
         decoder(
             num_key_value_heads=4,
             intermediate_size=64,
@@ -75,7 +71,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         ("moe", "qk-norm"),
     ),
     FamilySpec(
-        "granitemoe",
         "granitemoe",
         decoder(
             intermediate_size=64,
@@ -92,7 +87,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "deepseek_v3",
-        "deepseek_v3",
         decoder(
             **DEEPSEEK_V3_MLA_MOE,
             # What transformers always does for V3, stated as the published config states it:
@@ -108,7 +102,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         ("mla", "moe", "dense-and-sparse", "shared-expert", "grouped-routing"),
     ),
     FamilySpec(
-        "gpt_oss",
         "gpt_oss",
         decoder(
             head_dim=32,
@@ -134,7 +127,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "phimoe",
-        "phimoe",
         decoder(
             intermediate_size=64,
             num_local_experts=4,
@@ -149,7 +141,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "moe", "sparsemixer", "qkv-bias"),
     ),
     FamilySpec(
-        "ernie4_5_moe",
         "ernie4_5_moe",
         decoder(
             num_hidden_layers=3,
@@ -166,7 +157,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "moe", "dense-and-sparse", "shared-expert", "tied"),
     ),
     FamilySpec(
-        "glm4_moe",
         "glm4_moe",
         decoder(
             num_hidden_layers=3,
@@ -193,7 +183,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "dots1",
-        "dots1",
         decoder(
             num_hidden_layers=3,
             moe_intermediate_size=64,
@@ -212,7 +201,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "moe", "dense-and-sparse", "shared-expert", "grouped-routing", "qk-norm"),
     ),
     FamilySpec(
-        "deepseek_v2",
         "deepseek_v2",
         decoder(
             num_hidden_layers=3,
@@ -239,7 +227,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "hunyuan_v1_moe",
-        "hunyuan_v1_moe",
         decoder(
             head_dim=32,
             intermediate_size=64,
@@ -251,7 +238,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         ("gqa", "moe", "shared-expert", "qk-norm-after-rope"),
     ),
     FamilySpec(
-        "cohere2_moe",
         "cohere2_moe",
         decoder(
             num_hidden_layers=4,
@@ -276,7 +262,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "flex_olmo",
-        "flex_olmo",
         decoder(intermediate_size=64, num_experts=4, num_experts_per_tok=2),
         "FlexOlmo: OLMo-2's post-sublayer norms and full-width QK-norm with every layer routed "
         "(4 experts of 64, top-2 unnormalised).",
@@ -284,7 +269,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "llama4",
-        "llama4_text",
         decoder(
             num_hidden_layers=4,
             head_dim=32,
@@ -319,9 +303,9 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
             "shared-expert",
             "query-temperature",
         ),
+        model_type="llama4_text",
     ),
     FamilySpec(
-        "dbrx",
         "dbrx",
         {
             "vocab_size": TOKENIZER_VOCAB_SIZE,
@@ -349,7 +333,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "jetmoe",
-        "jetmoe",
         {
             "vocab_size": TOKENIZER_VOCAB_SIZE,
             "hidden_size": 128,
@@ -372,7 +355,6 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         ("mixture-of-attention", "fused-kv", "moe", "tied"),
     ),
     FamilySpec(
-        "deepseek_v32",
         "deepseek_v32",
         decoder(
             **DEEPSEEK_V3_MLA_MOE,

@@ -24,7 +24,6 @@ __all__ = ["MULTISTREAM_SPECS"]
 MULTISTREAM_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "deepseek_v4",
-        "deepseek_v4",
         decoder(
             # V4 maps intermediate_size onto moe_intermediate_size: it has no dense MLP width.
             intermediate_size=DROP,
@@ -74,7 +73,6 @@ MULTISTREAM_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "gemma3n",
-        "gemma3n_text",
         decoder(
             num_hidden_layers=4,
             head_dim=32,
@@ -117,10 +115,10 @@ MULTISTREAM_SPECS: tuple[FamilySpec, ...] = (
             "kv-sharing",
             "activation-sparsity",
         ),
+        model_type="gemma3n_text",
     ),
     FamilySpec(
         "gemma4",
-        "gemma4_text",
         decoder(
             num_hidden_layers=4,
             # Sliding layers: 4 query heads over 2 K/V heads of 32; full layers: heads of 64
@@ -178,5 +176,6 @@ MULTISTREAM_SPECS: tuple[FamilySpec, ...] = (
             "embed-scale",
             "tied",
         ),
+        model_type="gemma4_text",
     ),
 )
