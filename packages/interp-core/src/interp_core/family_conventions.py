@@ -209,6 +209,11 @@ class FamilyConventions:
     # (transformers 5 spells Granite-4.0-H's and Nemotron-H's Mamba-2 layers `linear_attention`;
     # Nemotron-H names its two mixerless kinds; DeepSeek-V4's compressed kinds).
     layer_type_names: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+    # How a fused q|k|v projection splits where a config flag decides it: "falcon-flags" (per K/V
+    # group with `new_decoder_architecture`, [q | k | v] with `multi_query`, else per head;
+    # Falcon), "thirds-only-multi-query" ([q | k | v] only with `multi_query`, else per head;
+    # GPT-BigCode). Other fused projections are split by their module's name.
+    fused_qkv_split: str | None = None
     # The eager backend's FP8 path runs through a hub kernel built for one GPU generation
     # (DeepSeek-V4's deep-gemm), refused before a load whose first forward would die in it.
     fp8_hub_kernel: bool = False
@@ -290,6 +295,7 @@ FAMILY_ROWS: Mapping[str, FamilyConventions] = MappingProxyType(
                 ungated_mlp=True,
                 parallel_by_default=True,
                 parallel_with_new_decoder=True,
+                fused_qkv_split="falcon-flags",
             ),
             _row(
                 "falcon_h1",
@@ -399,7 +405,13 @@ FAMILY_ROWS: Mapping[str, FamilyConventions] = MappingProxyType(
                 ungated_mlp=True,
                 score_scale="gpt2-divide",
             ),
-            _row("gpt_bigcode", biases=True, learned_positions=True, ungated_mlp=True),
+            _row(
+                "gpt_bigcode",
+                fused_qkv_split="thirds-only-multi-query",
+                biases=True,
+                learned_positions=True,
+                ungated_mlp=True,
+            ),
             _row("gpt_neo", biases=True, learned_positions=True, ungated_mlp=True),
             _row(
                 "gpt_neox",

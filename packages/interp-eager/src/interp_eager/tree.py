@@ -191,8 +191,8 @@ def _find_trunk(root: Any) -> tuple[str, Any, Any]:
 
 def _qkv_layout(mixer: Any, facts: ModelFacts, name: str) -> str:
     config = getattr(mixer, "config", None)
-    model_type = facts.model_type
-    if model_type == "falcon":
+    split = facts.family.fused_qkv_split
+    if split == "falcon-flags":
         if getattr(config, "new_decoder_architecture", False):
             return QKVLayout.PER_KV_GROUP
         if getattr(config, "multi_query", False):
@@ -200,7 +200,7 @@ def _qkv_layout(mixer: Any, facts: ModelFacts, name: str) -> str:
         return QKVLayout.PER_HEAD
     if name == "query_key_value":  # GPT-NeoX, BLOOM, Persimmon: interleaved per head
         return QKVLayout.PER_HEAD
-    if model_type == "gpt_bigcode" and not getattr(config, "multi_query", True):
+    if split == "thirds-only-multi-query" and not getattr(config, "multi_query", True):
         # Only multi-query GPT-BigCode packs [q | k | v]; without it c_attn is viewed as
         # [b, s, heads, 3 * head_dim] and split per head.
         return QKVLayout.PER_HEAD
