@@ -20,7 +20,6 @@ import torch
 from interp_core.address import Address
 from interp_core.errors import PointUnsupported
 from interp_core.facts import ModelFacts
-from interp_core.family_conventions import ROUTER_LOGITS_MODULES, ROUTER_OUTPUT_LAYOUTS
 from interp_core.points import require_point
 from interp_eager.tree import LayerParts, ModelTree, QKVLayout
 
@@ -493,7 +492,7 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
         if parts.router is None:
             raise _missing(address, "router", facts)
         experts = facts.moe.n_experts if facts.moe else -1
-        logits_module = ROUTER_LOGITS_MODULES.get(facts.model_type)
+        logits_module = facts.family.router_logits_module
         if logits_module is not None:
             # A router returning probabilities: its logits are this child projection's output.
             proj = getattr(parts.router, logits_module, None)
@@ -503,7 +502,7 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
 
         def pick_logits(value: Any) -> torch.Tensor:
             items = value if isinstance(value, tuple | list) else (value,)
-            if facts.model_type in ROUTER_OUTPUT_LAYOUTS:
+            if facts.family.router_output_layout is not None:
                 # The logits come last, after tensors that may share their shape.
                 items = items[-1:]
             for item in items:
@@ -528,7 +527,7 @@ def resolve_tap(address: Address, tree: ModelTree, facts: ModelFacts) -> Tap:
         return Tap(address, parts.router, "output", pick_logits, put_logits, TokenMajor(), "router")
     if name in {"expert_weights", "expert_indices"}:
         k = facts.moe.experts_per_token if facts.moe else -1
-        router_layout = ROUTER_OUTPUT_LAYOUTS.get(facts.model_type)
+        router_layout = facts.family.router_output_layout
         if router_layout is not None:
             if parts.router is None:
                 raise _missing(address, "router", facts)

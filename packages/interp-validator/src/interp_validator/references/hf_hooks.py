@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from interp_core.address import Address
-from interp_core.family_conventions import ROUTER_LOGITS_MODULES
+from interp_core.family_conventions import conventions_for
 from interp_validator.references.hf_attention import (
     AttentionCall,
     attention_calls,
@@ -280,7 +280,8 @@ def reference_points(
             ref.sparse_layers.add(layer)
             router = getattr(block, layout.router)
             hooks.output(f"{layer}.router", router)
-            logits = ROUTER_LOGITS_MODULES.get(getattr(text_config, "model_type", ""), "proj")
+            family = conventions_for(getattr(text_config, "model_type", ""))
+            logits = family.router_logits_module or "proj"
             hooks.output(f"{layer}.router_logits", getattr(router, logits))
         if sparse:
             ref.sparse_layers.add(layer)

@@ -51,7 +51,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from interp_core.address import to_address
-from interp_core.family_conventions import ROUTER_LOGITS_MODULES, VALUE_NORM_TYPES
 from interp_core.points import equivalent_for, get_point
 
 if TYPE_CHECKING:
@@ -328,9 +327,9 @@ def _tl_bridge(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, s
             "on GraniteMoE the Bridge's router hooks hold the top-k selection (measured shapes "
             "[tokens, k] and [tokens, n_experts]), not this point"
         )
-    if point == "value" and facts.model_type in VALUE_NORM_TYPES:
+    if point == "value" and facts.family.value_norm:
         return _VALUE_NORM_REASON.format(engine="TransformerLens's hook_v")
-    if point == "router_logits" and facts.model_type in ROUTER_LOGITS_MODULES:
+    if point == "router_logits" and facts.family.router_logits_module is not None:
         return (
             "TransformerBridge maps Gemma-4's dense MLP as blocks.L.mlp; the router sits on the "
             "block beside it and returns probabilities, with no hook on its logits"
@@ -470,7 +469,7 @@ def _nnsight(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, str
         "final_norm": ("final_norm:output", "flat"),
         "lm_head": ("lm_head:output", "flat"),
     }
-    if point == "value" and facts.model_type in VALUE_NORM_TYPES:
+    if point == "value" and facts.family.value_norm:
         return _VALUE_NORM_REASON.format(engine="the nnsight site v_proj.output")
     router = _ROUTER_OUTPUTS.get(facts.model_type)
     if router is not None and point in ("router_logits", "expert_weights", "expert_indices"):
