@@ -16,14 +16,20 @@ sync API (`sync.run` for concurrent batches).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import psutil
 import pytest
 import torch
-from vllm_helpers import relative_diff, seeded_vector
+from vllm_helpers import (
+    STEERING_CASES,
+    assert_all_exit,
+    mismatches,
+    relative_diff,
+    seeded_vector,
+    steered_against_eager,
+)
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -152,9 +158,7 @@ def test_every_served_point_matches_eager(
     assert set(points) == set(_served(eager))  # every point the family has
     got = sync.capture(engine, tokens, points)
     want = sync.capture(eager, tokens, points)
-    bad = {
-        p: relative_diff(got[p], want[p]) for p in points if relative_diff(got[p], want[p]) > ATOL
-    }
+    bad = mismatches(got, want, points, ATOL)
     assert not bad, bad
 
 
@@ -166,30 +170,14 @@ def test_batched_capture_equals_rows_alone(engine: VLLMModel, eager: InterpModel
     assert relative_diff(got["attn_probs.0"], want["attn_probs.0"]) <= ATOL
 
 
-@pytest.mark.parametrize(
-    ("op", "extra"),
-    [
-        ("add", {"scale": 3.0}),
-        ("add", {"scale": 2.0, "positions": (1, 4)}),
-        ("orthogonal", {"scale": 0.0}),
-        ("projection_cap", {"max": 0.05}),
-    ],
-)
+@pytest.mark.parametrize(("op", "extra"), STEERING_CASES)
 @pytest.mark.parametrize(
     "point", ["resid_post.0", "attn_out.1", "mlp_act.0", "mlp_in.1", "resid_mid.1", "z.0"]
 )
 def test_steering_matches_eager(
     engine: VLLMModel, eager: InterpModel, tokens: Any, point: str, op: str, extra: dict
 ) -> None:
-    width = int(sync.capture(eager, tokens, [point])[point].shape[-1])
-    spec = SteeringSpec(point, seeded_vector(width, 0), op, **extra)
-    read = [point, "resid_post.1"]
-    got = sync.capture(engine, tokens, read, steering=spec)
-    want = sync.capture(eager, tokens, read, steering=spec)
-    plain = sync.capture(eager, tokens, read)
-    for p in read:
-        assert relative_diff(got[p], want[p]) <= ATOL, p
-    moved = (got["resid_post.1"] - plain["resid_post.1"]).abs().amax(dim=-1)[0]
+    moved = steered_against_eager(engine, eager, tokens, point, op, extra, ATOL)
     assert moved.max() > 1e-3  # the operation took effect
     if "positions" in extra:
         assert moved[0].item() <= ATOL  # before the first steered position: untouched
@@ -515,26 +503,8 @@ def test_shutdown_leaves_no_engine_process(engine: VLLMModel) -> None:
     assert started, "the engine should run in child processes"
     sync.shutdown(engine)
     sync.shutdown(engine)  # idempotent
-    deadline = time.monotonic() + 20
-    alive = started
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _alive(p)]
-        time.sleep(0.2)
-    assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+    assert_all_exit(started)
     # A call now must not silently start a new engine (it once did); warmup() is the way back.
     with pytest.raises(CapabilityUnsupported, match=r"shut down.*warmup\(\)"):
         sync.capture(engine, [[1, 2, 3]], ["resid_post.0"])
     assert engine.engine is None
-
-
-def _alive(process: psutil.Process) -> bool:
-    # multiprocessing's resource tracker is the interpreter's helper, not the engine's.
-    from multiprocessing import resource_tracker
-
-    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    if process.pid == tracker:
-        return False
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from vllm_helpers import relative_diff, seeded_vector
+from vllm_helpers import mismatches, relative_diff, seeded_vector
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -77,9 +77,7 @@ def test_every_served_point_matches_eager(pair: Pair) -> None:
     assert set(points) >= {"embeddings", "final_norm", f"resid_post.{pair.model.n_layers - 1}"}
     got = sync.capture(pair.model, pair.tokens, points)
     want = sync.capture(pair.eager, pair.tokens, points)
-    bad = {
-        p: relative_diff(got[p], want[p]) for p in points if relative_diff(got[p], want[p]) > ATOL
-    }
+    bad = mismatches(got, want, points, ATOL)
     assert not bad, (pair.family, bad)
 
 

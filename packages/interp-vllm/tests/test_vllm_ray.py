@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 import pytest
 import torch
-from vllm_helpers import relative_diff, seeded_vector
+from vllm_helpers import assert_all_exit, mismatches, seeded_vector
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -67,18 +67,6 @@ def _family(pid: int) -> list[psutil.Process]:
         return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
-
-
-def _alive(process: psutil.Process) -> bool:
-    # multiprocessing's resource tracker is the interpreter's helper, not the engine's.
-    from multiprocessing import resource_tracker
-
-    if process.pid == getattr(resource_tracker._resource_tracker, "_pid", None):
-        return False
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _kill(processes: list[psutil.Process]) -> None:
@@ -254,9 +242,7 @@ def test_a_capture_across_the_nodes_matches_eager(model: Any, eager: Any) -> Non
     assert {"embeddings", "resid_post.0", "resid_post.1", "final_norm"} <= set(points)
     got = sync.capture(model, tokens, points)
     want = sync.capture(eager, tokens, points)
-    bad = {
-        p: relative_diff(got[p], want[p]) for p in points if relative_diff(got[p], want[p]) > ATOL
-    }
+    bad = mismatches(got, want, points, ATOL)
     assert not bad, bad
 
 
@@ -306,10 +292,5 @@ def test_a_dead_node_fails_its_request_and_shutdown_leaves_nothing(
         sync.capture(model, [[5, 6, 7]], ["resid_post.0"])
 
     sync.shutdown(model)
-    deadline = time.monotonic() + 20
-    alive = started
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _alive(p)]
-        time.sleep(0.2)
-    assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+    assert_all_exit(started)
     assert cluster.head.process.poll() is None  # the cluster itself stays for its owner

@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 import torch
-from vllm_helpers import relative_diff, seeded_vector
+from vllm_helpers import (
+    STEERING_CASES,
+    mismatches,
+    relative_diff,
+    seeded_vector,
+    steered_against_eager,
+)
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -111,9 +117,7 @@ def test_every_declared_read_matches_eager(
     batch = torch.tensor([_prompt(1, 9), _prompt(2, 9)])
     got = sync.capture(static, batch, declared)
     want = sync.capture(eager, batch, declared)
-    bad = {
-        p: relative_diff(got[p], want[p]) for p in declared if relative_diff(got[p], want[p]) > ATOL
-    }
+    bad = mismatches(got, want, declared, ATOL)
     assert not bad, bad
 
 
@@ -137,9 +141,7 @@ def test_large_captures_travel_through_shared_memory_and_leave_no_file(
     got = sync.capture(static, batch, declared)
     want = sync.capture(eager, batch, declared)
     assert routes == [shared]
-    bad = {
-        p: relative_diff(got[p], want[p]) for p in declared if relative_diff(got[p], want[p]) > ATOL
-    }
+    bad = mismatches(got, want, declared, ATOL)
     assert not bad, bad
     tag = f"{row_transfer.PREFIX}-{row_transfer.engine_tag(static.engine)}-"
     assert not [p for p in row_transfer.SHM.iterdir() if p.name.startswith(tag)]
@@ -178,28 +180,13 @@ def test_capture_during_generation_matches_eager(
 
 
 # --- writes --------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("op", "extra"),
-    [
-        ("add", {"scale": 3.0}),
-        ("add", {"scale": 2.0, "positions": (1, 4)}),
-        ("orthogonal", {"scale": 0.0}),
-        ("projection_cap", {"max": 0.05}),
-    ],
-)
+@pytest.mark.parametrize(("op", "extra"), STEERING_CASES)
 @pytest.mark.parametrize("point", ["resid_post.0", "attn_out.1", "mlp_act.0", "z.0"])
 def test_steering_matches_eager(
     static: VLLMModel, eager: InterpModel, tokens: Any, point: str, op: str, extra: dict
 ) -> None:
-    width = int(sync.capture(eager, tokens, [point])[point].shape[-1])
-    spec = SteeringSpec(point, seeded_vector(width, 0), op, **extra)
-    read = [point, "resid_post.1"]
-    got = sync.capture(static, tokens, read, steering=spec)
-    want = sync.capture(eager, tokens, read, steering=spec)
-    plain = sync.capture(eager, tokens, read)
-    for p in read:
-        assert relative_diff(got[p], want[p]) <= ATOL, p
-    assert (got["resid_post.1"] - plain["resid_post.1"]).abs().max() > 1e-3
+    moved = steered_against_eager(static, eager, tokens, point, op, extra, ATOL)
+    assert moved.max() > 1e-3
 
 
 def test_two_operations_at_one_point_apply_in_order(
