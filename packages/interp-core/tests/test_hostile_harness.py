@@ -280,3 +280,37 @@ def test_the_rotating_seed_follows_the_variable_else_the_date(
     monkeypatch.delenv(hostile.SEED_VAR)
     assert hostile.rotating_seed() == int(datetime.date.today().strftime("%Y%m%d"))
     assert "INTERP_HOSTILE_SEED=7" in hostile.seed_note(7)
+
+
+class _Solos:
+    """A harness stub for `solo_runs`: fixed solo outcomes and a residue it can be told to show."""
+
+    def __init__(self, outcomes: dict[Request, Outcome], residue: list[str]) -> None:
+        self.solos: dict[Request, Outcome] = {}
+        self.outcomes, self.left = outcomes, residue
+        self.ran: list[Request] = []
+
+    def solo(self, request: Request) -> Outcome:
+        if request not in self.solos:
+            self.ran.append(request)
+            self.solos[request] = self.outcomes[request]
+        return self.solos[request]
+
+    def residue(self) -> list[str]:
+        return list(self.left)
+
+
+def test_solo_runs_run_each_request_once_and_name_one_that_breaks_the_model_alone() -> None:
+    plain = Request("capture", PROMPT, points=("resid_post.1",))
+    steered = Request("capture", PROMPT, points=("resid_post.1",), steering=STEER)
+    ok = {plain: Outcome("ok", 1.0), steered: Outcome("ok", 2.0)}
+    stub = _Solos(ok, [])
+    mix = [plain, steered, plain]
+    assert hostile.solo_runs(stub, mix, PURE_PYTHON, 7) == [ok[plain], ok[steered], ok[plain]]
+    assert stub.ran == [plain, steered]  # cached: each distinct request ran alone once
+    # A new request that leaves the model changed fails as run alone, and is not cached.
+    broken = _Solos({plain: Outcome("ok", 1.0)}, ["resid_post.1 differs from the baseline"])
+    with pytest.raises(AssertionError, match="alone, one after another") as caught:
+        hostile.solo_runs(broken, [plain], PURE_PYTHON, 7)
+    assert "INTERP_HOSTILE_SEED=7" in str(caught.value)
+    assert broken.solos == {}

@@ -113,16 +113,7 @@ def _run(harness: Harness, data: Any, threads: int, seed_value: int) -> None:
     if harness.residue():  # the previous example left something behind (and failed for it)
         harness.fresh()
     mix = data.draw(mixes(harness.menu, min_size=2, max_size=6), label="mix")
-    fresh = [r for r in dict.fromkeys(mix) if r not in harness.solos]
-    solos = [harness.solo(r) for r in mix]  # before the mix: untouched by it
-    if fresh:  # a request can break the model alone, before any mix: say which ran then
-        alone = [harness.solos[r] for r in fresh]
-        problems = hostile.judge(fresh, alone, alone, EXACT) + harness.residue()
-        if problems:
-            for request in fresh:  # computed on a model that may have changed under them
-                del harness.solos[request]
-            how = "alone, one after another"
-            raise AssertionError(hostile.report(fresh, alone, problems, how, seed_value))
+    solos = hostile.solo_runs(harness, mix, EXACT, seed_value)
     if threads == 1:
         how = "one after another"
         run = hostile.run_mix(harness.model, mix, concurrent=False, tensor=tensor_from)

@@ -139,16 +139,7 @@ def _run(harness: Harness, data: Any, seed_value: int) -> None:
     if harness.residue():  # the previous example left the engine changed (and failed for it)
         harness.restart()
     mix = data.draw(mixes(harness.menu, min_size=3, max_size=8), label="mix")
-    fresh = [r for r in dict.fromkeys(mix) if r not in harness.solos]
-    solos = [harness.solo(r) for r in mix]  # before the mix: untouched by it
-    if fresh:  # a request can break the model alone, before any mix: say which ran then
-        alone = [harness.solos[r] for r in fresh]
-        problems = hostile.judge(fresh, alone, alone, CLOSE) + harness.residue()
-        if problems:
-            for request in fresh:  # computed on a model that may have changed under them
-                del harness.solos[request]
-            how = "alone, one after another"
-            raise AssertionError(hostile.report(fresh, alone, problems, how, seed_value))
+    solos = hostile.solo_runs(harness, mix, CLOSE, seed_value)
     outcomes = harness.run(mix)
     problems = hostile.judge(mix, outcomes, solos, CLOSE) + harness.residue()
     how = "all at once on one engine"

@@ -41,7 +41,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from interp_core.errors import InterpError
 from interp_core.testing.compare import flatten, max_abs_diff, shape_of
@@ -67,6 +67,7 @@ __all__ = [
     "run_mix_in_threads",
     "run_request",
     "seed_note",
+    "solo_runs",
 ]
 
 FIXED_SEED = 1212
@@ -552,6 +553,39 @@ def report(
         lines.append(f"  {index}: {outcome.describe()} <- {request!r}")
     lines.append(seed_note(seed))
     return "\n".join(lines)
+
+
+class SoloCache(Protocol):
+    """What `solo_runs` needs of a suite's harness: its cache of solo outcomes, a way to run one
+    request alone (filling the cache) and what a plain request now finds changed."""
+
+    solos: dict[Request, Outcome]
+
+    def solo(self, request: Request) -> Outcome: ...
+
+    def residue(self) -> list[str]: ...
+
+
+def solo_runs(
+    harness: SoloCache, mix: Sequence[Request], numerics: Numerics, seed: int
+) -> list[Outcome]:
+    """Each request of `mix` run alone, before the mix (so untouched by it), in the mix's order.
+
+    A request first seen here can break the model by itself: those are judged alone first, and
+    on a problem their cached solos are dropped (they ran on a model that may have changed under
+    them) and the failure names them as run alone, one after another.
+    """
+    fresh = [r for r in dict.fromkeys(mix) if r not in harness.solos]
+    solos = [harness.solo(r) for r in mix]
+    if fresh:
+        first = [harness.solos[r] for r in fresh]
+        problems = judge(fresh, first, first, numerics) + harness.residue()
+        if problems:
+            for request in fresh:
+                del harness.solos[request]
+            how = "alone, one after another"
+            raise AssertionError(report(fresh, first, problems, how, seed))
+    return solos
 
 
 def _differ(got: Any, want: Any, numerics: Numerics, where: str) -> str | None:
