@@ -23,17 +23,14 @@ import pytest
 from interp_core.backends import load_model
 from interp_core.protocol import InterpModel
 from interp_testmodels.families import build_family
-from interp_testmodels.threads import one_torch_thread
+from interp_testmodels.threads import one_torch_thread_fixture
 
 _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    with one_torch_thread():
-        yield
+_one_torch_thread = one_torch_thread_fixture()
 
 
 @pytest.fixture(scope="module")
