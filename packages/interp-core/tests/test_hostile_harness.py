@@ -141,22 +141,29 @@ def test_a_clean_backend_passes_from_threads() -> None:
     assert hostile.judge(EVERY_KIND, outcomes, solos, PURE_PYTHON) == []
 
 
-def test_steering_that_outlives_its_request_is_caught() -> None:
-    mix = [Request("capture", PROMPT, points=("resid_post.1",), steering=STEER), EVERY_KIND[2]]
+@pytest.mark.parametrize(
+    ("flawed", "mix", "start", "fragment"),
+    [
+        # steering that outlives its request
+        (
+            Leaky,
+            [Request("capture", PROMPT, points=("resid_post.1",), steering=STEER), EVERY_KIND[2]],
+            "request 1: Request('capture'",
+            "cache.resid_post.1: differs from its solo run",
+        ),
+        # a steered stream abandoned, then a plain capture: the suspended stream kept its steering
+        (StickyStream, [EVERY_KIND[0], EVERY_KIND[2]], "request 1:", "differs from its solo run"),
+    ],
+    ids=["steering-outlives-its-request", "suspended-stream-keeps-its-steering"],
+)
+def test_a_leak_into_the_next_request_is_caught(
+    flawed: type, mix: list[Request], start: str, fragment: str
+) -> None:
     assert _problems(FakeModel(), mix) == []
-    problems = _problems(Leaky(), mix)
+    problems = _problems(flawed(), mix)
     assert len(problems) == 1
-    assert problems[0].startswith("request 1: Request('capture'")
-    assert "cache.resid_post.1: differs from its solo run" in problems[0]
-
-
-def test_a_suspended_stream_that_keeps_its_steering_is_caught() -> None:
-    mix = [EVERY_KIND[0], EVERY_KIND[2]]  # a steered stream abandoned, then a plain capture
-    assert _problems(FakeModel(), mix) == []
-    problems = _problems(StickyStream(), mix)
-    assert len(problems) == 1
-    assert problems[0].startswith("request 1:")
-    assert "differs from its solo run" in problems[0]
+    assert problems[0].startswith(start)
+    assert fragment in problems[0]
 
 
 def test_a_raw_exception_fails_naming_the_request_and_a_refusal_does_not() -> None:
