@@ -289,19 +289,17 @@ def test_the_rotating_seed_follows_the_variable_else_the_date(
     assert "INTERP_HOSTILE_SEED=7" in hostile.seed_note(7)
 
 
-class _Solos:
-    """A harness stub for `solo_runs`: fixed solo outcomes and a residue it can be told to show."""
+class _Solos(hostile.SoloHarness):
+    """A harness stub: fixed solo outcomes, no plain requests, a residue it can be told to show."""
 
     def __init__(self, outcomes: dict[Request, Outcome], residue: list[str]) -> None:
-        self.solos: dict[Request, Outcome] = {}
         self.outcomes, self.left = outcomes, residue
         self.ran: list[Request] = []
+        super().__init__([], PURE_PYTHON)
 
-    def solo(self, request: Request) -> Outcome:
-        if request not in self.solos:
-            self.ran.append(request)
-            self.solos[request] = self.outcomes[request]
-        return self.solos[request]
+    def alone(self, request: Request) -> Outcome:
+        self.ran.append(request)
+        return self.outcomes[request]
 
     def residue(self) -> list[str]:
         return list(self.left)
@@ -313,11 +311,11 @@ def test_solo_runs_run_each_request_once_and_name_one_that_breaks_the_model_alon
     ok = {plain: Outcome("ok", 1.0), steered: Outcome("ok", 2.0)}
     stub = _Solos(ok, [])
     mix = [plain, steered, plain]
-    assert hostile.solo_runs(stub, mix, PURE_PYTHON, 7) == [ok[plain], ok[steered], ok[plain]]
+    assert stub.solo_runs(mix, 7) == [ok[plain], ok[steered], ok[plain]]
     assert stub.ran == [plain, steered]  # cached: each distinct request ran alone once
     # A new request that leaves the model changed fails as run alone, and is not cached.
     broken = _Solos({plain: Outcome("ok", 1.0)}, ["resid_post.1 differs from the baseline"])
     with pytest.raises(AssertionError, match="alone, one after another") as caught:
-        hostile.solo_runs(broken, [plain], PURE_PYTHON, 7)
+        broken.solo_runs([plain], 7)
     assert "INTERP_HOSTILE_SEED=7" in str(caught.value)
     assert broken.solos == {}

@@ -41,7 +41,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from interp_core.errors import InterpError
 from interp_core.testing.compare import flatten, max_abs_diff, shape_of
@@ -56,6 +56,7 @@ __all__ = [
     "Outcome",
     "Prompt",
     "Request",
+    "SoloHarness",
     "Spec",
     "Vector",
     "against_solo",
@@ -67,7 +68,6 @@ __all__ = [
     "run_mix_in_threads",
     "run_request",
     "seed_note",
-    "solo_runs",
 ]
 
 FIXED_SEED = 1212
@@ -555,37 +555,61 @@ def report(
     return "\n".join(lines)
 
 
-class SoloCache(Protocol):
-    """What `solo_runs` needs of a suite's harness: its cache of solo outcomes, a way to run one
-    request alone (filling the cache) and what a plain request now finds changed."""
+class SoloHarness:
+    """A suite's model under test, as the harness sees it: the plain requests' baseline, each
+    distinct request's solo outcome (run once, cached) and what a plain request finds changed.
 
-    solos: dict[Request, Outcome]
-
-    def solo(self, request: Request) -> Outcome: ...
-
-    def residue(self) -> list[str]: ...
-
-
-def solo_runs(
-    harness: SoloCache, mix: Sequence[Request], numerics: Numerics, seed: int
-) -> list[Outcome]:
-    """Each request of `mix` run alone, before the mix (so untouched by it), in the mix's order.
-
-    A request first seen here can break the model by itself: those are judged alone first, and
-    on a problem their cached solos are dropped (they ran on a model that may have changed under
-    them) and the failure names them as run alone, one after another.
+    A backend's suite subclasses it, saying how one request runs alone (`alone`), and calls
+    `__init__` with its plain requests once its model is loaded (the baseline runs then).
     """
-    fresh = [r for r in dict.fromkeys(mix) if r not in harness.solos]
-    solos = [harness.solo(r) for r in mix]
-    if fresh:
-        first = [harness.solos[r] for r in fresh]
-        problems = judge(fresh, first, first, numerics) + harness.residue()
-        if problems:
-            for request in fresh:
-                del harness.solos[request]
-            how = "alone, one after another"
-            raise AssertionError(report(fresh, first, problems, how, seed))
-    return solos
+
+    def __init__(self, plain: Sequence[Request], numerics: Numerics) -> None:
+        self.plain = list(plain)
+        self.numerics = numerics
+        self.solos: dict[Request, Outcome] = {}
+        self.baseline = [self.alone(r) for r in self.plain]
+        for request, outcome in zip(self.plain, self.baseline, strict=True):
+            assert outcome.status == "ok", (request, outcome.describe())
+
+    def alone(self, request: Request) -> Outcome:
+        """`request` run by itself on the model under test."""
+        raise NotImplementedError
+
+    def solo(self, request: Request) -> Outcome:
+        if request not in self.solos:
+            self.solos[request] = self.alone(request)
+        return self.solos[request]
+
+    def residue(self) -> list[str]:
+        """What the model kept from earlier calls (check 3): the plain requests against the
+        baseline."""
+        problems = judge(
+            self.plain,
+            [self.alone(r) for r in self.plain],
+            self.baseline,
+            self.numerics,
+            label="plain request after the mix",
+        )
+        return [f"  {p}" for p in problems]
+
+    def solo_runs(self, mix: Sequence[Request], seed: int) -> list[Outcome]:
+        """Each request of `mix` run alone, before the mix (so untouched by it), in mix order.
+
+        A request first seen here can break the model by itself: those are judged alone first,
+        and on a problem their cached solos are dropped (they ran on a model that may have
+        changed under them) and the failure names them as run alone, one after another.
+        """
+        fresh = [r for r in dict.fromkeys(mix) if r not in self.solos]
+        solos = [self.solo(r) for r in mix]
+        if fresh:
+            first = [self.solos[r] for r in fresh]
+            problems = judge(fresh, first, first, self.numerics) + self.residue()
+            if problems:
+                for request in fresh:
+                    del self.solos[request]
+                how = "alone, one after another"
+                raise AssertionError(report(fresh, first, problems, how, seed))
+        return solos
 
 
 def _differ(got: Any, want: Any, numerics: Numerics, where: str) -> str | None:
