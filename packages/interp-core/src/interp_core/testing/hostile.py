@@ -9,7 +9,7 @@ and then demands:
 
 1. isolation: a request that succeeds alone returns the same inside the mix, and one refused
    alone is refused inside it with the same class (`against_solo`; each distinct request's solo
-   result is computed once and cached by the suite);
+   result is computed once and cached by the suite's `SoloHarness`);
 2. soundness: everything returned is finite, or the call raised an `InterpError` — any other
    exception, and any NaN or infinity in a result, is a bug (`alone`);
 3. no residue: a plain request afterwards equals the baseline taken before any mix.
