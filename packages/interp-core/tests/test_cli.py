@@ -18,6 +18,7 @@ from interp_core.known_models import (
     known_model_ids,
     load_known_config,
 )
+from interp_core.testing.cli import assert_quiet_on_closed_pipe
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 LLAMA_POINTS = {
@@ -163,14 +164,4 @@ def test_models_lists_the_bundled_ids(capsys) -> None:
 
 def test_a_closed_pipe_ends_quietly() -> None:
     # `interp points MODEL | head`: the reader is gone before anything is written.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "interp_core.cli", "points", SMOLLM2],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    proc.stdout.close()
-    _, err = proc.communicate(timeout=60)
-    assert "Traceback" not in err and "BrokenPipe" not in err
-    assert proc.returncode == 141
+    assert_quiet_on_closed_pipe("interp_core.cli", "points", SMOLLM2)

@@ -141,22 +141,29 @@ def test_a_clean_backend_passes_from_threads() -> None:
     assert hostile.judge(EVERY_KIND, outcomes, solos, PURE_PYTHON) == []
 
 
-def test_steering_that_outlives_its_request_is_caught() -> None:
-    mix = [Request("capture", PROMPT, points=("resid_post.1",), steering=STEER), EVERY_KIND[2]]
+@pytest.mark.parametrize(
+    ("flawed", "mix", "start", "fragment"),
+    [
+        # steering that outlives its request
+        (
+            Leaky,
+            [Request("capture", PROMPT, points=("resid_post.1",), steering=STEER), EVERY_KIND[2]],
+            "request 1: Request('capture'",
+            "cache.resid_post.1: differs from its solo run",
+        ),
+        # a steered stream abandoned, then a plain capture: the suspended stream kept its steering
+        (StickyStream, [EVERY_KIND[0], EVERY_KIND[2]], "request 1:", "differs from its solo run"),
+    ],
+    ids=["steering-outlives-its-request", "suspended-stream-keeps-its-steering"],
+)
+def test_a_leak_into_the_next_request_is_caught(
+    flawed: type, mix: list[Request], start: str, fragment: str
+) -> None:
     assert _problems(FakeModel(), mix) == []
-    problems = _problems(Leaky(), mix)
+    problems = _problems(flawed(), mix)
     assert len(problems) == 1
-    assert problems[0].startswith("request 1: Request('capture'")
-    assert "cache.resid_post.1: differs from its solo run" in problems[0]
-
-
-def test_a_suspended_stream_that_keeps_its_steering_is_caught() -> None:
-    mix = [EVERY_KIND[0], EVERY_KIND[2]]  # a steered stream abandoned, then a plain capture
-    assert _problems(FakeModel(), mix) == []
-    problems = _problems(StickyStream(), mix)
-    assert len(problems) == 1
-    assert problems[0].startswith("request 1:")
-    assert "differs from its solo run" in problems[0]
+    assert problems[0].startswith(start)
+    assert fragment in problems[0]
 
 
 def test_a_raw_exception_fails_naming_the_request_and_a_refusal_does_not() -> None:
@@ -280,3 +287,35 @@ def test_the_rotating_seed_follows_the_variable_else_the_date(
     monkeypatch.delenv(hostile.SEED_VAR)
     assert hostile.rotating_seed() == int(datetime.date.today().strftime("%Y%m%d"))
     assert "INTERP_HOSTILE_SEED=7" in hostile.seed_note(7)
+
+
+class _Solos(hostile.SoloHarness):
+    """A harness stub: fixed solo outcomes, no plain requests, a residue it can be told to show."""
+
+    def __init__(self, outcomes: dict[Request, Outcome], residue: list[str]) -> None:
+        self.outcomes, self.left = outcomes, residue
+        self.ran: list[Request] = []
+        super().__init__([], PURE_PYTHON)
+
+    def alone(self, request: Request) -> Outcome:
+        self.ran.append(request)
+        return self.outcomes[request]
+
+    def residue(self) -> list[str]:
+        return list(self.left)
+
+
+def test_solo_runs_run_each_request_once_and_name_one_that_breaks_the_model_alone() -> None:
+    plain = Request("capture", PROMPT, points=("resid_post.1",))
+    steered = Request("capture", PROMPT, points=("resid_post.1",), steering=STEER)
+    ok = {plain: Outcome("ok", 1.0), steered: Outcome("ok", 2.0)}
+    stub = _Solos(ok, [])
+    mix = [plain, steered, plain]
+    assert stub.solo_runs(mix, 7) == [ok[plain], ok[steered], ok[plain]]
+    assert stub.ran == [plain, steered]  # cached: each distinct request ran alone once
+    # A new request that leaves the model changed fails as run alone, and is not cached.
+    broken = _Solos({plain: Outcome("ok", 1.0)}, ["resid_post.1 differs from the baseline"])
+    with pytest.raises(AssertionError, match="alone, one after another") as caught:
+        broken.solo_runs([plain], 7)
+    assert "INTERP_HOSTILE_SEED=7" in str(caught.value)
+    assert broken.solos == {}

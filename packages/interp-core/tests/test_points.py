@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 import pytest
+from _point_models import (
+    ALL_MODELS,
+    ALL_SPARSE,
+    GEMMA2,
+    GPT2,
+    HYBRID,
+    HYPER,
+    LLAMA,
+    MAMBA,
+    MLA,
+    MOE_PREFIX,
+    PARALLEL,
+    QWEN3,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,23 +46,6 @@ from interp_core.points import (
     trunk_point_names,
     writable_names,
 )
-
-
-def _load_models():
-    # The suite runs in importlib mode, where a sibling helper is not importable by name.
-    path = Path(__file__).with_name("_point_models.py")
-    spec = importlib.util.spec_from_file_location("_interp_core_point_models", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_models = _load_models()
-ALL_MODELS = _models.ALL_MODELS
-ALL_SPARSE, GEMMA2, GPT2, HYBRID = _models.ALL_SPARSE, _models.GEMMA2, _models.GPT2, _models.HYBRID
-HYPER, LLAMA, MAMBA, MLA = _models.HYPER, _models.LLAMA, _models.MAMBA, _models.MLA
-MOE_PREFIX, PARALLEL, QWEN3 = _models.MOE_PREFIX, _models.PARALLEL, _models.QWEN3
-
 
 EXPECTED_NAMES = (
     "embeddings", "resid_pre", "attn_in", "q_norm_in", "q_norm_out", "k_norm_in", "k_norm_out",

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from _point_models import ALL_MODELS, GPT2, HYBRID, HYPER, LLAMA, MLA, MOE_PREFIX, QWEN3
 
 from interp_core.errors import AddressError, PointUnsupported, UnknownPoint
 from interp_core.points import POINTS, Width, point_names
 from interp_core.shapes import point_shape, point_width
-
-
-def _load_models():
-    # The suite runs in importlib mode, where a sibling helper is not importable by name.
-    path = Path(__file__).with_name("_point_models.py")
-    spec = importlib.util.spec_from_file_location("_interp_core_point_models", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_models = _load_models()
-ALL_MODELS = _models.ALL_MODELS
-GPT2, HYBRID, HYPER, LLAMA = _models.GPT2, _models.HYBRID, _models.HYPER, _models.LLAMA
-MLA, MOE_PREFIX, QWEN3 = _models.MLA, _models.MOE_PREFIX, _models.QWEN3
 
 B, S = 2, 7
 

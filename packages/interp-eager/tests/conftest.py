@@ -16,13 +16,13 @@ rootdir, and the repository's plain `pytest` run collects from the root.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from interp_testmodels.threads import one_torch_thread
+from interp_testmodels.threads import one_torch_thread_fixture
 
 _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:
@@ -37,7 +37,4 @@ def interp_model_factory() -> Callable[[str], Any]:
     return eager_helpers.model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    with one_torch_thread():
-        yield
+_one_torch_thread = one_torch_thread_fixture()

@@ -233,18 +233,17 @@ def test_logits_are_the_family_post_processing_of_lm_head(
 def test_residual_stream_adds_up(runs: dict[str, Run], family: str) -> None:
     run = _run(runs, family)
     layout = LAYOUTS[family]
+    # A layout with its own residual arithmetic is checked by its rule (the first that applies).
+    own_rules = (
+        (layout.streams, _check_stream_residual),
+        (layout.altup, _check_altup_block),
+        (layout.normed_skip, _check_normed_skip),
+        (layout.single_block, _check_single_sublayer),
+    )
+    own = next((check for applies, check in own_rules if applies), None)
     for layer in range(run.model.n_layers):
-        if layout.streams:
-            _check_stream_residual(run, layer)
-            continue
-        if layout.altup:
-            _check_altup_block(run, layer)
-            continue
-        if layout.normed_skip:
-            _check_normed_skip(run, layer)
-            continue
-        if layout.single_block:
-            _check_single_sublayer(run, layer)
+        if own is not None:
+            own(run, layer)
             continue
         pre = run.get("resid_pre", layer)
         mlp = run.get("mlp_out_post", layer)

@@ -54,18 +54,14 @@ def _diff(a: Any, b: Any) -> float:
 EXACT = Numerics(finite=lambda t: bool(torch.isfinite(t).all()), diff=_diff, tolerance=0.0)
 
 
-class Harness:
+class Harness(hostile.SoloHarness):
     """The model under test, its solo results (cached per distinct request) and the baseline."""
 
     def __init__(self) -> None:
         self.path = str(build_family("llama"))
         self.model = self._load()
         self.menu: Menu = menu_for(self.model)
-        self.plain = plain_requests(self.menu)
-        self.solos: dict[Request, Outcome] = {}
-        self.baseline = [self.alone(r) for r in self.plain]
-        for request, outcome in zip(self.plain, self.baseline, strict=True):
-            assert outcome.status == "ok", (request, outcome.describe())
+        super().__init__(plain_requests(self.menu), EXACT)
 
     def _load(self) -> Any:
         model = load_model(self.path, backend="eager", dtype="float32")
@@ -76,23 +72,9 @@ class Harness:
         mix = hostile.run_mix(self.model, [request], concurrent=False, tensor=tensor_from)
         return asyncio.run(mix)[0]
 
-    def solo(self, request: Request) -> Outcome:
-        if request not in self.solos:
-            self.solos[request] = self.alone(request)
-        return self.solos[request]
-
     def residue(self) -> list[str]:
-        """What the model kept from earlier calls (check 3)."""
-        found = [
-            f"  {p}"
-            for p in hostile.judge(
-                self.plain,
-                [self.alone(r) for r in self.plain],
-                self.baseline,
-                EXACT,
-                label="plain request after the mix",
-            )
-        ]
+        """What the model kept from earlier calls (check 3), torch's patched functions included."""
+        found = super().residue()
         if torch.nn.functional.softmax is not _SOFTMAX:
             found.append("  torch.nn.functional.softmax is still patched after the mix")
         return found
@@ -113,16 +95,7 @@ def _run(harness: Harness, data: Any, threads: int, seed_value: int) -> None:
     if harness.residue():  # the previous example left something behind (and failed for it)
         harness.fresh()
     mix = data.draw(mixes(harness.menu, min_size=2, max_size=6), label="mix")
-    fresh = [r for r in dict.fromkeys(mix) if r not in harness.solos]
-    solos = [harness.solo(r) for r in mix]  # before the mix: untouched by it
-    if fresh:  # a request can break the model alone, before any mix: say which ran then
-        alone = [harness.solos[r] for r in fresh]
-        problems = hostile.judge(fresh, alone, alone, EXACT) + harness.residue()
-        if problems:
-            for request in fresh:  # computed on a model that may have changed under them
-                del harness.solos[request]
-            how = "alone, one after another"
-            raise AssertionError(hostile.report(fresh, alone, problems, how, seed_value))
+    solos = harness.solo_runs(mix, seed_value)
     if threads == 1:
         how = "one after another"
         run = hostile.run_mix(harness.model, mix, concurrent=False, tensor=tensor_from)

@@ -50,6 +50,16 @@ def _snapshot(cache: Any, points: list[str]) -> dict[str, torch.Tensor]:
     return {p: cache[p].clone() for p in points}
 
 
+def _start() -> tuple[EagerModel, set[tuple[str, int]], torch.Tensor, SteeringSpec, dict]:
+    """The tiny Llama, its hooks before the test, the prompt, a strong push and the unsteered
+    snapshot of `_POINTS`: where each isolation test starts."""
+    m = model("llama")
+    hooks = hook_ids(m)
+    ids = prompt_ids(m)
+    spec = _push(m)
+    return m, hooks, ids, spec, _snapshot(m.run_with_cache(ids, _POINTS), _POINTS)
+
+
 def _differ(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> list[str]:
     """The points whose tensors are not exactly the expected ones (empty: all equal)."""
     return [p for p in expected if not torch.equal(got[p], expected[p])]
@@ -100,11 +110,7 @@ def _pause_inside(m: EagerModel, layer: int) -> Iterator[tuple[threading.Event, 
 
 # --- finding 3: threads --------------------------------------------------------------------------
 def test_a_plain_capture_beside_a_paused_steered_capture_is_exactly_unsteered() -> None:
-    m = model("llama")
-    hooks = hook_ids(m)
-    ids = prompt_ids(m)
-    spec = _push(m)
-    baseline = _snapshot(m.run_with_cache(ids, _POINTS), _POINTS)
+    m, hooks, ids, spec, baseline = _start()
     solo = _snapshot(m.run_with_cache(ids, _POINTS, steering=spec), _POINTS)
     assert _differ(solo, baseline)  # the push is strong enough to see
     with _pause_inside(m, 1) as (entered, release):
@@ -148,11 +154,7 @@ def test_attention_captures_on_two_models_leave_softmax_unpatched() -> None:
 
 
 def test_many_threads_mixing_steered_and_plain_calls_each_get_their_solo_result() -> None:
-    m = model("llama")
-    hooks = hook_ids(m)
-    ids = prompt_ids(m)
-    spec = _push(m)
-    baseline = _snapshot(m.run_with_cache(ids, _POINTS), _POINTS)
+    m, hooks, ids, spec, baseline = _start()
     solo = _snapshot(m.run_with_cache(ids, _POINTS, steering=spec), _POINTS)
     greedy = m.generate_sync(ids, max_new_tokens=3, temperature=0.0, steering=spec).token_ids
     lens = m.logit_lens_sync(ids, top_k=2).logits
@@ -197,11 +199,7 @@ def test_many_threads_mixing_steered_and_plain_calls_each_get_their_solo_result(
 
 # --- finding 4: suspended streams ----------------------------------------------------------------
 def test_a_suspended_sync_stream_leaves_no_steering_on_the_model() -> None:
-    m = model("llama")
-    hooks = hook_ids(m)
-    ids = prompt_ids(m)
-    spec = _push(m)
-    baseline = _snapshot(m.run_with_cache(ids, _POINTS), _POINTS)
+    m, hooks, ids, spec, baseline = _start()
     whole = m.generate_sync(ids, max_new_tokens=6, temperature=0.0, steering=spec)
     stream = sync.generate_stream(m, ids, max_new_tokens=6, temperature=0.0, steering=spec)
     try:
@@ -216,11 +214,7 @@ def test_a_suspended_sync_stream_leaves_no_steering_on_the_model() -> None:
 
 
 def test_a_suspended_async_stream_leaves_no_steering_on_the_model() -> None:
-    m = model("llama")
-    hooks = hook_ids(m)
-    ids = prompt_ids(m)
-    spec = _push(m)
-    baseline = _snapshot(m.run_with_cache(ids, _POINTS), _POINTS)
+    m, hooks, ids, spec, baseline = _start()
     whole = m.generate_sync(ids, max_new_tokens=6, temperature=0.0, steering=spec)
 
     async def interleave() -> tuple[list[int], dict[str, torch.Tensor], bool]:

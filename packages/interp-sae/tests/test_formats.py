@@ -4,6 +4,7 @@ hook names mapped onto our addresses, and every unsupported input refused with i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -156,30 +157,27 @@ def test_module_names_map_input_and_output() -> None:
     assert address_for_module("layers.9.mlp", "input") == Address("mlp_in", 9)
 
 
-def test_saelens_transcoder_reads_and_writes_at_its_two_hooks(tmp_path: Path) -> None:
+def _write_mlp_transcoder(folder: Path, **options: Any) -> None:
+    """A SAELens transcoder reading layer 1's MLP input; `options` add its output side."""
     write_saelens(
-        tmp_path / "tc",
+        folder,
         "transcoder",
         d_in=D_IN,
         d_sae=D_SAE,
         hook_name="blocks.1.mlp.hook_in",
-        hook_name_out="blocks.1.hook_mlp_out",
         apply_b_dec_to_input=False,
-        d_out=D_IN,
+        **options,
     )
+
+
+def test_saelens_transcoder_reads_and_writes_at_its_two_hooks(tmp_path: Path) -> None:
+    _write_mlp_transcoder(tmp_path / "tc", hook_name_out="blocks.1.hook_mlp_out", d_out=D_IN)
     sae = load_sae(tmp_path / "tc")
     assert (sae.address, sae.write_address) == (Address("mlp_in", 1), Address("mlp_out_post", 1))
 
 
 def test_a_transcoder_without_an_output_hook_needs_write_address(tmp_path: Path) -> None:
-    write_saelens(
-        tmp_path / "tc",
-        "transcoder",
-        d_in=D_IN,
-        d_sae=D_SAE,
-        hook_name="blocks.1.mlp.hook_in",
-        apply_b_dec_to_input=False,
-    )
+    _write_mlp_transcoder(tmp_path / "tc")
     with pytest.raises(CapabilityUnsupported, match="write_address="):
         load_sae(tmp_path / "tc")
     assert load_sae(tmp_path / "tc", write_address="mlp_out.1").write_address == Address(

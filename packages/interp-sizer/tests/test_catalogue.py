@@ -3,25 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sizer_helpers import ISSUE_GPUS
 
 from interp_sizer import CALIBRATIONS, GPUS, UnknownGpu, get_gpu, gpu_names
-
-ISSUE_GPUS = (
-    "T4",
-    "L4",
-    "A10G",
-    "A40",
-    "L40S",
-    "A100-40GB",
-    "A100-80GB",
-    "H100-PCIe",
-    "H100-80GB",
-    "H200",
-    "B200",
-    "RTX-3090",
-    "RTX-4090",
-    "MI300X",
-)
 
 
 def test_every_calibration_says_what_it_is_why_and_where_it_comes_from() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from interp_core.testing.cli import assert_quiet_on_closed_pipe
 from interp_sizer.cli import main
 
 
@@ -206,14 +207,4 @@ def test_lists_as_json(capsys) -> None:
 
 def test_a_closed_pipe_ends_quietly() -> None:
     # `interp-size ... | head`: the reader is gone before anything is written.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "interp_sizer.cli", "--list-gpus"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    proc.stdout.close()
-    _, err = proc.communicate(timeout=60)
-    assert "Traceback" not in err and "BrokenPipe" not in err
-    assert proc.returncode == 141
+    assert_quiet_on_closed_pipe("interp_sizer.cli", "--list-gpus")

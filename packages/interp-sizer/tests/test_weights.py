@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sizer_helpers import require
@@ -12,7 +13,7 @@ from sizer_helpers import require
 from interp_core.known_models import facts_for
 from interp_sizer import checkpoint_inventory, read_safetensors_header, resolve_model
 from interp_sizer.errors import SizerError
-from interp_sizer.weights import TensorRecord, parameter_count
+from interp_sizer.weights import ParameterCount, TensorRecord, parameter_count
 
 
 @pytest.fixture(scope="module")
@@ -173,13 +174,21 @@ def test_tensor_record_roles() -> None:
     )
 
 
+def _counted_exactly(model: Any, config: Any) -> ParameterCount:
+    """The count of `config`'s facts, checked exact and equal to the parameters `model` holds."""
+    from interp_core.facts import ModelFacts
+
+    count = parameter_count(ModelFacts.from_config(config.to_dict()))
+    assert count.approximate_layers == ()
+    assert count.total == sum(p.numel() for p in model.parameters())
+    return count
+
+
 def test_a_mamba2_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
     # Nemotron-H: Mamba-2 mixers (inner width heads x head_dim, unequal to 2 x d_model here, two
     # groups, a conv bias), one attention layer and one squared-ReLU MLP, each a layer of its own.
     require("transformers", module="transformers")
     from transformers import NemotronHConfig, NemotronHForCausalLM
-
-    from interp_core.facts import ModelFacts
 
     config = NemotronHConfig(
         hybrid_override_pattern="M*-M",
@@ -197,10 +206,7 @@ def test_a_mamba2_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
         tie_word_embeddings=False,
     )
     model = NemotronHForCausalLM(config)
-    facts = ModelFacts.from_config(config.to_dict())
-    count = parameter_count(facts)
-    assert count.approximate_layers == ()
-    assert count.total == sum(p.numel() for p in model.parameters())
+    count = _counted_exactly(model, config)
     mixer = sum(p.numel() for p in model.model.layers[0].mixer.parameters())
     assert count.per_layer[0][0] == mixer  # the Mamba layer's matrices and vectors
 
@@ -224,10 +230,8 @@ def test_a_mixture_of_attention_heads_is_counted_exactly_as_transformers_builds_
         vocab_size=100,
     )
     model = JetMoeForCausalLM(config)
-    facts = ModelFacts.from_config(config.to_dict())
-    count = parameter_count(facts)
-    assert facts.routed_attention and count.approximate_layers == ()
-    assert count.total == sum(p.numel() for p in model.parameters())
+    assert ModelFacts.from_config(config.to_dict()).routed_attention
+    count = _counted_exactly(model, config)
     experts = model.model.layers[0].self_attention.experts
     per_expert = (experts.input_linear.weight.numel() + experts.output_linear.weight.numel()) // 4
     mlp = model.model.layers[0].mlp
@@ -244,8 +248,6 @@ def test_falcon_h1_mixer_beside_attention_is_counted_exactly_as_transformers_bui
     # 2 x d_model here), two groups; the second variant adds the gated norm and all biases.
     require("transformers", module="transformers")
     from transformers import FalconH1Config, FalconH1ForCausalLM
-
-    from interp_core.facts import ModelFacts
 
     extra = (
         {}
@@ -269,10 +271,7 @@ def test_falcon_h1_mixer_beside_attention_is_counted_exactly_as_transformers_bui
         **extra,
     )
     model = FalconH1ForCausalLM(config)
-    facts = ModelFacts.from_config(config.to_dict())
-    count = parameter_count(facts)
-    assert count.approximate_layers == ()
-    assert count.total == sum(p.numel() for p in model.parameters())
+    count = _counted_exactly(model, config)
     layer = model.model.layers[0]
     beside = sum(p.numel() for m in (layer.self_attn, layer.mamba) for p in m.parameters())
     assert count.per_layer[0][0] == beside + sum(p.numel() for p in layer.feed_forward.parameters())
@@ -302,8 +301,6 @@ def test_a_bamba_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
     require("transformers", module="transformers")
     from transformers import BambaConfig, BambaForCausalLM
 
-    from interp_core.facts import ModelFacts
-
     config = BambaConfig(
         num_hidden_layers=3,
         attn_layer_indices=[1],
@@ -320,10 +317,7 @@ def test_a_bamba_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
         mamba_proj_bias=True,
     )
     model = BambaForCausalLM(config)
-    facts = ModelFacts.from_config(config.to_dict())
-    count = parameter_count(facts)
-    assert count.approximate_layers == ()
-    assert count.total == sum(p.numel() for p in model.parameters())
+    count = _counted_exactly(model, config)
     mixer = sum(p.numel() for p in model.model.layers[0].mamba.parameters())
     mlp = sum(p.numel() for p in model.model.layers[0].feed_forward.parameters())
     assert count.per_layer[0][0] == mixer + mlp

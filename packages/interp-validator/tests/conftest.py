@@ -9,19 +9,13 @@ importlib mode).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from interp_testmodels.threads import one_torch_thread
+from interp_testmodels.threads import one_torch_thread_fixture
 
 _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    with one_torch_thread():
-        yield
+_one_torch_thread = one_torch_thread_fixture()

@@ -1,25 +1,46 @@
-"""Shared plumbing of the vLLM suite: one torch thread in this process.
+"""Shared plumbing of the vLLM suite: one torch thread in this process, the tiny Llama fixtures.
 
 The engine runs in its own processes (vLLM sets their threads); this process only builds tiny
 models and runs the eager reference, where a second OpenMP thread on a busy 2-core machine costs
 far more than it gives. The previous setting is restored after each module.
+
+The suite runs in pytest's importlib mode, which does not put this folder on sys.path; the shared
+helpers (`vllm_helpers.py`) are imported by several test modules, so the folder is added here.
+The `llama` and `eager` fixtures (the tiny Llama family and its float32 eager reference) are
+module-scoped, so each module that uses them builds its own, as it did when each defined them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from interp_testmodels.threads import one_torch_thread
+from interp_core.backends import load_model
+from interp_core.protocol import InterpModel
+from interp_testmodels.families import build_family
+from interp_testmodels.threads import one_torch_thread_fixture
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    with one_torch_thread():
-        yield
+_one_torch_thread = one_torch_thread_fixture()
+
+
+@pytest.fixture(scope="module")
+def llama() -> str:
+    return str(build_family("llama"))
+
+
+@pytest.fixture(scope="module")
+def eager(llama: str) -> InterpModel:
+    return load_model(llama, backend="eager", dtype="float32")
 
 
 # --- in-process vLLM engines must not leave HF's classes patched ---------------------------------

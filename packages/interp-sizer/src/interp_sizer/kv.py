@@ -108,18 +108,30 @@ def _config(facts: ModelFacts) -> Mapping[str, Any]:
     return nested if isinstance(nested, Mapping) else facts.extras
 
 
+# Qwen3-Next's gated delta-net states its mixer's dimensions in these keys; the state here and the
+# mixer's weights (interp_sizer.weights) read them alike.
+_GATED_DELTA_KEYS = (
+    "linear_num_key_heads",
+    "linear_key_head_dim",
+    "linear_num_value_heads",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+)
+
+
+def gated_delta_dims(cfg: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """Key heads, key head width, value heads, value head width and conv kernel of a gated
+    delta-net mixer, or None when the config does not state every one of them."""
+    if not all(isinstance(cfg.get(k), int) for k in _GATED_DELTA_KEYS):
+        return None
+    return tuple(cfg[k] for k in _GATED_DELTA_KEYS)
+
+
 def _state_values(facts: ModelFacts, tp: int) -> int:
     """Values of one linear-attention layer's per-sequence state (Qwen3-Next gated delta-net)."""
-    cfg = _config(facts)
-    keys = (
-        "linear_num_key_heads",
-        "linear_key_head_dim",
-        "linear_num_value_heads",
-        "linear_value_head_dim",
-        "linear_conv_kernel_dim",
-    )
-    if all(isinstance(cfg.get(k), int) for k in keys):
-        n_k, h_k, n_v, h_v, kernel = (cfg[k] for k in keys)
+    dims = gated_delta_dims(_config(facts))
+    if dims is not None:
+        n_k, h_k, n_v, h_v, kernel = dims
         conv = (kernel - 1) * (2 * n_k * h_k + n_v * h_v)
         recurrent = n_v * h_k * h_v
         return (conv + recurrent) // tp  # heads shard by TP

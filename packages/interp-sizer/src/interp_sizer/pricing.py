@@ -22,10 +22,12 @@ from interp_sizer.weights import parameter_count
 __all__ = [
     "GIB",
     "default_batched_tokens",
+    "fragmentation_term",
     "gib",
     "gpu_problems",
     "kv_layout_for",
     "largest",
+    "overhead_term",
     "weights_term",
     "workload_shape",
 ]
@@ -86,6 +88,18 @@ def weights_term(
         "pool" if s.backend != "eager" else "card",
         "exact" if exact else "computed",
         f"{note} (from {how})",
+    )
+
+
+def overhead_term(key: str, label: str, size: int, side: str, note: str = "") -> Term:
+    """A calibrated overhead (context, workspace, graphs...) on `side` of the budget."""
+    return Term(key, label, size, "overhead", side, "calibrated", note)
+
+
+def fragmentation_term(card: int, side: str) -> Term:
+    """The allocator's fragmentation: a calibrated share of the whole card, either backend."""
+    return overhead_term(
+        "fragmentation", "fragmentation", int(card * cal.FRAGMENTATION.value), side
     )
 
 

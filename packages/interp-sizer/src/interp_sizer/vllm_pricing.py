@@ -20,10 +20,12 @@ from interp_sizer.kv import vllm_kv_capacity
 from interp_sizer.pricing import (
     GIB,
     default_batched_tokens,
+    fragmentation_term,
     gib,
     gpu_problems,
     kv_layout_for,
     largest,
+    overhead_term,
     weights_term,
     workload_shape,
 )
@@ -111,26 +113,22 @@ def _vllm_fit_at(
     # NCCL communicators exist as soon as there is a second rank, tensor or pipeline.
     non_torch = cal.NON_TORCH_MEMORY.value + (cal.NCCL_PER_EXTRA_RANK.value if n > 1 else 0)
     terms.append(
-        Term(
+        overhead_term(
             "non_torch",
             "CUDA context and non-torch memory",
             gib(non_torch),
-            "overhead",
             "pool",
-            "calibrated",
             "NCCL buffers included" if n > 1 else "",
         )
     )
     if s.backend in ("vllm-generate", "vllm-static"):
         # The static taps are traced into vLLM's own graphs: the same graph memory as vanilla.
         terms.append(
-            Term(
+            overhead_term(
                 "cuda_graphs",
                 "CUDA graphs",
                 gib(cal.CUDA_GRAPH_POOL.value),
-                "overhead",
                 "pool",
-                "calibrated",
                 "estimated and subtracted by vLLM",
             )
         )
@@ -180,22 +178,8 @@ def _vllm_fit_at(
 
     # Outside the pool: what vLLM does not profile but the card must still hold.
     margin_terms = [
-        Term(
-            "overshoot",
-            "warm-up overshoot",
-            gib(cal.WARMUP_OVERSHOOT.value),
-            "overhead",
-            "margin",
-            "calibrated",
-        ),
-        Term(
-            "fragmentation",
-            "fragmentation",
-            int(card * cal.FRAGMENTATION.value),
-            "overhead",
-            "margin",
-            "calibrated",
-        ),
+        overhead_term("overshoot", "warm-up overshoot", gib(cal.WARMUP_OVERSHOOT.value), "margin"),
+        fragmentation_term(card, "margin"),
     ]
     capture_per_token = 0
     if s.backend == "vllm":

@@ -31,6 +31,7 @@ from interp_sizer.formats import (
     Quantization,
     dtype_bytes,
 )
+from interp_sizer.kv import gated_delta_dims
 
 __all__ = [
     "ParameterCount",
@@ -300,17 +301,10 @@ def _altup_parts(facts: ModelFacts, parts: _PerLayerInputs) -> _PerLayerInputs:
 
 def _linear_attention_params(facts: ModelFacts) -> int | None:
     """Gated delta-net mixer (Qwen3-Next), from its `linear_*` keys; None when not stated."""
-    cfg = facts.extras.get("text_config", facts.extras) or facts.extras
-    keys = (
-        "linear_num_key_heads",
-        "linear_key_head_dim",
-        "linear_num_value_heads",
-        "linear_value_head_dim",
-        "linear_conv_kernel_dim",
-    )
-    if not all(isinstance(cfg.get(k), int) for k in keys):
+    dims = gated_delta_dims(facts.extras.get("text_config", facts.extras) or facts.extras)
+    if dims is None:
         return None
-    n_k, h_k, n_v, h_v, kernel = (cfg[k] for k in keys)
+    n_k, h_k, n_v, h_v, kernel = dims
     d = facts.d_model
     key_dim, value_dim = n_k * h_k, n_v * h_v
     in_proj = d * (2 * key_dim + 2 * value_dim) + d * 2 * n_v
@@ -526,13 +520,9 @@ class WeightInventory:
 
     def load_bytes(self, dtype: str, quantization: Quantization | None = None) -> int:
         """Bytes the weights take in memory when loaded in `dtype` with `quantization`."""
-        width = dtype_bytes(dtype)
-        linear = (
-            math.ceil(self.linear_elements * quantization.bytes_per_weight)
-            if quantization is not None
-            else self.linear_elements * width
-        )
-        return linear + (self.embedding_elements + self.small_elements) * width + self.packed_bytes
+        floats = self.embedding_elements + self.small_elements
+        whole = WeightPart(self.linear_elements, floats, self.packed_bytes)
+        return whole.load_bytes(dtype, quantization)
 
 
 def checkpoint_inventory(

@@ -272,6 +272,24 @@ def cell(record: Record, notes: _Notes | None = None) -> str:
     return _LABEL[record.status] + note
 
 
+def _failures_table(failures: Iterable[Record]) -> str:
+    """One row per failed comparison, in the order given: where it failed, by how much, why."""
+    header = ["backend", "engine", "model", "address", "rel error", "cosine", "reason"]
+    rows = [
+        [
+            f"`{r.backend}`",
+            f"`{r.engine}`",
+            f"`{r.model}`",
+            f"`{r.address}`",
+            "" if r.rel_error is None else f"{r.rel_error:.3g}",
+            "" if r.cosine is None else f"{r.cosine:.6g}",
+            _md(r.reason or ""),
+        ]
+        for r in failures
+    ]
+    return _table(header, rows)
+
+
 def _counts_table(records: Sequence[Record]) -> str:
     groups: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for record in records:
@@ -361,20 +379,7 @@ def render_report(result: Any, *, command: Sequence[str] | None = None, plot: bo
     failures = [r for r in records if r.status is Status.FAIL]
     if failures:
         out.append(f"**{len(failures)} comparisons failed.**\n\n")
-        rows = [
-            [
-                f"`{r.backend}`",
-                f"`{r.engine}`",
-                f"`{r.model}`",
-                f"`{r.address}`",
-                "" if r.rel_error is None else f"{r.rel_error:.3g}",
-                "" if r.cosine is None else f"{r.cosine:.6g}",
-                _md(r.reason or ""),
-            ]
-            for r in sort_records(failures)
-        ]
-        header = ["backend", "engine", "model", "address", "rel error", "cosine", "reason"]
-        out.append(_table(header, rows) + "\n")
+        out.append(_failures_table(sort_records(failures)) + "\n")
     else:
         out.append("No comparison failed.\n\n")
     if plot:
@@ -479,20 +484,7 @@ def render_compact_report(
     failures = [r for r in records if r.status is Status.FAIL]
     if failures:
         out.append(f"## Failures ({len(failures)})\n\n")
-        fail_rows = [
-            [
-                f"`{r.backend}`",
-                f"`{r.engine}`",
-                f"`{r.model}`",
-                f"`{r.address}`",
-                "" if r.rel_error is None else f"{r.rel_error:.3g}",
-                "" if r.cosine is None else f"{r.cosine:.6g}",
-                _md(r.reason or ""),
-            ]
-            for r in failures
-        ]
-        head = ["backend", "engine", "model", "address", "rel error", "cosine", "reason"]
-        out.append(_table(head, fail_rows) + "\n")
+        out.append(_failures_table(failures) + "\n")
     if plot:
         out.append(f"![Relative error by layer]({PLOT_NAME})\n\n")
     out.append("## Matrix\n\n")

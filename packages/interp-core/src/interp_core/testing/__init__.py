@@ -5,7 +5,8 @@ The conformance kit. `Conformance` is the test suite a backend subclasses; the p
 `checks` holds the individual checks, callable from any runner; `compare` compares tensors of any
 library through `.shape` and `.tolist()`. `hostile` and `hostile_strategies` are the
 hostile-input harness: hypothesis-drawn mixes of valid and malformed requests, and the checks a
-backend's suite runs after each mix (not imported here).
+backend's suite runs after each mix; `cli` checks that a command-line tool ends quietly when its
+reader is gone (none of the three is imported here).
 
 This package imports nothing outside the standard library and interp-core; only the plugin
 module imports pytest, and only the functions of `hostile_strategies` import hypothesis.

@@ -64,13 +64,21 @@ PROPERTIES = ("model_id", "backend_name", "facts", "n_layers", "d_model", "token
 class _Problems:
     """Collects every failure of a check so one run reports them all."""
 
-    def __init__(self, check: str, model: Any) -> None:
+    def __init__(self, check: str, model: Any, *, atol: float = 0.0, rtol: float = 0.0) -> None:
         self.check = check
         self.model = model
+        self.atol, self.rtol = atol, rtol  # the check's tolerance, for `close`
         self.items: list[str] = []
 
     def add(self, text: str) -> None:
         self.items.append(text)
+
+    def close(self, got: Any, want: Any, what: str) -> None:
+        """`assert_close` at the check's tolerance, its failure recorded rather than raised."""
+        try:
+            assert_close(got, want, atol=self.atol, rtol=self.rtol, what=what)
+        except AssertionError as exc:
+            self.add(str(exc))
 
     def raise_if_any(self) -> None:
         if not self.items:
@@ -281,22 +289,13 @@ def check_capture_leaves_logits_unchanged(
     model: Any, *, prompt: str = DEFAULT_PROMPT, atol: float = 0.0, rtol: float = 0.0
 ) -> None:
     """Capturing other points alongside does not change the logits (or the last read-out)."""
-    problems = _Problems("check_capture_leaves_logits_unchanged", model)
+    problems = _Problems("check_capture_leaves_logits_unchanged", model, atol=atol, rtol=rtol)
     tokens, _batch, _seq = _tokens(model, prompt)
     readout = _readout(model)
     others = [a for a in served_addresses(model) if a != readout]
     alone = sync.capture(model, tokens, [readout])[readout]
     together = sync.capture(model, tokens, [*others, readout])[readout]
-    try:
-        assert_close(
-            together,
-            alone,
-            atol=atol,
-            rtol=rtol,
-            what=f"{readout} captured with {len(others)} other points",
-        )
-    except AssertionError as exc:
-        problems.add(str(exc))
+    problems.close(together, alone, f"{readout} captured with {len(others)} other points")
     problems.raise_if_any()
 
 
@@ -304,7 +303,7 @@ def check_zero_steering_is_identity(
     model: Any, *, prompt: str = DEFAULT_PROMPT, atol: float = 0.0, rtol: float = 0.0
 ) -> None:
     """Adding a zero vector changes neither the steered point nor the logits."""
-    problems = _Problems("check_zero_steering_is_identity", model)
+    problems = _Problems("check_zero_steering_is_identity", model, atol=atol, rtol=rtol)
     tokens, _batch, _seq = _tokens(model, prompt)
     target, readout = _steer_target(model), _readout(model)
     zero = SteeringSpec(target, [0.0] * point_width(target, model.facts))
@@ -312,16 +311,7 @@ def check_zero_steering_is_identity(
     plain = sync.capture(model, tokens, points)
     steered = sync.capture(model, tokens, points, steering=zero)
     for address in points:
-        try:
-            assert_close(
-                steered[address],
-                plain[address],
-                atol=atol,
-                rtol=rtol,
-                what=f"{address} under a zero add at {target}",
-            )
-        except AssertionError as exc:
-            problems.add(str(exc))
+        problems.close(steered[address], plain[address], f"{address} under a zero add at {target}")
     problems.raise_if_any()
 
 
@@ -344,7 +334,7 @@ def check_steering_matches_reference(
     Captures at a steered point are post-intervention, so for each op (and a positions-limited
     add) the backend's result must match the pure-Python arithmetic contract row by row.
     """
-    problems = _Problems("check_steering_matches_reference", model)
+    problems = _Problems("check_steering_matches_reference", model, atol=atol, rtol=rtol)
     tokens, _batch, _seq = _tokens(model, prompt)
     target = _steer_target(model)
     width = point_width(target, model.facts)
@@ -352,12 +342,7 @@ def check_steering_matches_reference(
     for spec in _reference_specs(target, width):
         steered = sync.capture(model, tokens, [target], steering=spec)[target]
         expected = [apply_reference_rows(spec, rows) for rows in plain]
-        try:
-            assert_close(
-                steered, expected, atol=atol, rtol=rtol, what=f"{target} steered by {spec!r}"
-            )
-        except AssertionError as exc:
-            problems.add(str(exc))
+        problems.close(steered, expected, f"{target} steered by {spec!r}")
     problems.raise_if_any()
 
 
@@ -365,7 +350,7 @@ def check_steer_context_matches_explicit(
     model: Any, *, prompt: str = DEFAULT_PROMPT, atol: float = 0.0, rtol: float = 0.0
 ) -> None:
     """`with steer(model, spec)` steers exactly like `steering=spec`, and only inside the block."""
-    problems = _Problems("check_steer_context_matches_explicit", model)
+    problems = _Problems("check_steer_context_matches_explicit", model, atol=atol, rtol=rtol)
     tokens, _batch, _seq = _tokens(model, prompt)
     target, readout = _steer_target(model), _readout(model)
     spec = SteeringSpec(target, _direction(point_width(target, model.facts)), scale=0.5)
@@ -376,26 +361,8 @@ def check_steer_context_matches_explicit(
     after = sync.capture(model, tokens, points)
     plain_target = sync.capture(model, tokens, [target])[target]
     for address in points:
-        try:
-            assert_close(
-                inside[address],
-                explicit[address],
-                atol=atol,
-                rtol=rtol,
-                what=f"{address} inside steer() vs steering=",
-            )
-        except AssertionError as exc:
-            problems.add(str(exc))
-    try:
-        assert_close(
-            after[target],
-            plain_target,
-            atol=atol,
-            rtol=rtol,
-            what=f"{target} after the steer() block ended",
-        )
-    except AssertionError as exc:
-        problems.add(str(exc))
+        problems.close(inside[address], explicit[address], f"{address} inside steer() vs steering=")
+    problems.close(after[target], plain_target, f"{target} after the steer() block ended")
     try:
         assert_close(explicit[target], plain_target, what="")
     except AssertionError:
@@ -409,22 +376,13 @@ def check_capture_is_deterministic(
     model: Any, *, prompt: str = DEFAULT_PROMPT, atol: float = 0.0, rtol: float = 0.0
 ) -> None:
     """Two identical captures return identical tensors."""
-    problems = _Problems("check_capture_is_deterministic", model)
+    problems = _Problems("check_capture_is_deterministic", model, atol=atol, rtol=rtol)
     tokens, _batch, _seq = _tokens(model, prompt)
     points = served_addresses(model)
     first = sync.capture(model, tokens, points)
     second = sync.capture(model, tokens, points)
     for address in points:
-        try:
-            assert_close(
-                second[address],
-                first[address],
-                atol=atol,
-                rtol=rtol,
-                what=f"{address} on a repeated capture",
-            )
-        except AssertionError as exc:
-            problems.add(str(exc))
+        problems.close(second[address], first[address], f"{address} on a repeated capture")
     problems.raise_if_any()
 
 

@@ -9,7 +9,7 @@ and then demands:
 
 1. isolation: a request that succeeds alone returns the same inside the mix, and one refused
    alone is refused inside it with the same class (`against_solo`; each distinct request's solo
-   result is computed once and cached by the suite);
+   result is computed once and cached by the suite's `SoloHarness`);
 2. soundness: everything returned is finite, or the call raised an `InterpError` — any other
    exception, and any NaN or infinity in a result, is a bug (`alone`);
 3. no residue: a plain request afterwards equals the baseline taken before any mix.
@@ -56,6 +56,7 @@ __all__ = [
     "Outcome",
     "Prompt",
     "Request",
+    "SoloHarness",
     "Spec",
     "Vector",
     "against_solo",
@@ -552,6 +553,63 @@ def report(
         lines.append(f"  {index}: {outcome.describe()} <- {request!r}")
     lines.append(seed_note(seed))
     return "\n".join(lines)
+
+
+class SoloHarness:
+    """A suite's model under test, as the harness sees it: the plain requests' baseline, each
+    distinct request's solo outcome (run once, cached) and what a plain request finds changed.
+
+    A backend's suite subclasses it, saying how one request runs alone (`alone`), and calls
+    `__init__` with its plain requests once its model is loaded (the baseline runs then).
+    """
+
+    def __init__(self, plain: Sequence[Request], numerics: Numerics) -> None:
+        self.plain = list(plain)
+        self.numerics = numerics
+        self.solos: dict[Request, Outcome] = {}
+        self.baseline = [self.alone(r) for r in self.plain]
+        for request, outcome in zip(self.plain, self.baseline, strict=True):
+            assert outcome.status == "ok", (request, outcome.describe())
+
+    def alone(self, request: Request) -> Outcome:
+        """`request` run by itself on the model under test."""
+        raise NotImplementedError
+
+    def solo(self, request: Request) -> Outcome:
+        if request not in self.solos:
+            self.solos[request] = self.alone(request)
+        return self.solos[request]
+
+    def residue(self) -> list[str]:
+        """What the model kept from earlier calls (check 3): the plain requests against the
+        baseline."""
+        problems = judge(
+            self.plain,
+            [self.alone(r) for r in self.plain],
+            self.baseline,
+            self.numerics,
+            label="plain request after the mix",
+        )
+        return [f"  {p}" for p in problems]
+
+    def solo_runs(self, mix: Sequence[Request], seed: int) -> list[Outcome]:
+        """Each request of `mix` run alone, before the mix (so untouched by it), in mix order.
+
+        A request first seen here can break the model by itself: those are judged alone first,
+        and on a problem their cached solos are dropped (they ran on a model that may have
+        changed under them) and the failure names them as run alone, one after another.
+        """
+        fresh = [r for r in dict.fromkeys(mix) if r not in self.solos]
+        solos = [self.solo(r) for r in mix]
+        if fresh:
+            first = [self.solos[r] for r in fresh]
+            problems = judge(fresh, first, first, self.numerics) + self.residue()
+            if problems:
+                for request in fresh:
+                    del self.solos[request]
+                how = "alone, one after another"
+                raise AssertionError(report(fresh, first, problems, how, seed))
+        return solos
 
 
 def _differ(got: Any, want: Any, numerics: Numerics, where: str) -> str | None:

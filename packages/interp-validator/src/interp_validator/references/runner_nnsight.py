@@ -153,22 +153,25 @@ class Tree:
             if role == "post_attn_norm" and not sandwich:
                 message = "the block has no post-attention norm (no sandwich norms)"
                 raise Missing(message)
-            found = _child(block, names)
-            if found is None:
-                message = f"no {role} module among {names}"
-                raise Missing(message)
-            return f"{base}.{found[0]}"
+            return _child_path(block, base, role, names)
         parent_role, names = ROLES[role]
         parent_path = self.path(parent_role, layer)
         parent = self.model.get_submodule(parent_path)
         if role == "router" and getattr(parent, "experts", None) is None:
             message = "the MLP has no experts, so no router"
             raise Missing(message)
-        found = _child(parent, names)
-        if found is None:
-            message = f"no {role} module among {names} under {parent_path}"
-            raise Missing(message)
-        return f"{parent_path}.{found[0]}"
+        return _child_path(parent, parent_path, role, names, f" under {parent_path}")
+
+
+def _child_path(
+    parent: Any, parent_path: str, role: str, names: tuple[str, ...], where: str = ""
+) -> str:
+    """The path of `parent`'s first child among `names` playing `role`; Missing when none is."""
+    found = _child(parent, names)
+    if found is None:
+        message = f"no {role} module among {names}{where}"
+        raise Missing(message)
+    return f"{parent_path}.{found[0]}"
 
 
 def _torch_module(envoy: Any) -> torch.nn.Module:
