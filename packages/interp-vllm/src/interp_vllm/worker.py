@@ -58,7 +58,7 @@ from interp_core.errors import (
 )
 from interp_core.steering import SteeringSpec
 from interp_core.writes import spec_from_wire
-from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
+from interp_torch.steering import check_steered_finite, compute_dtype, spec_delta
 from interp_vllm.keys import site_key
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
@@ -113,19 +113,14 @@ class _Write:
         )
 
     def delta(self, rows: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-        """`interp_torch.steering_delta` of this operation on `rows` at positions `where`."""
-        return steering_delta(
+        """`interp_torch.spec_delta` of this operation on `rows` at positions `where`."""
+        return spec_delta(
             rows,
+            self.spec,
             self.vector,
-            self.op,
-            scale=self.scale,
-            lower=self.lower,
-            upper=self.upper,
             row_positions=where,
             positions=self.positions,
             encoder=self.encoder,
-            bias=self.bias,
-            threshold=self.threshold,
         )
 
 
