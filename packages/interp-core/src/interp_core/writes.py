@@ -46,20 +46,21 @@ def admit_writes(
 ) -> tuple[SteeringSpec, ...]:
     """The writes a call on `model` makes: the active `steer()` specs, then `steering`, checked.
 
-    Each spec is checked against the model (`validate_for`, when `facts` are known) and, with
-    `reach` = (how many positions the call's forward passes run, the call in words), its
-    positions against the call (`check_positions_within`). `refuse(spec, specs)` is the
+    Each spec's positions are checked against the call, with `reach` = (how many positions the
+    call's forward passes run, the call in words; `check_positions_within`), and the spec
+    against the model (`validate_for`, when `facts` are known). `refuse(spec, specs)` is the
     backend's own per-point verdict, read from its support table: the error to raise for a
     write it cannot serve (`PointNotWritable` for a point it cannot write), or None. The
     fields were checked when each spec was built; a tensor vector's values are checked where
     they are read (`spec_to_wire`, `interp_torch.steering_vector`).
     """
-    specs = (*active_steering(model), *as_specs(steering))
+    specs = as_specs(steering)
+    specs = active_steering(model) + specs  # the enclosing steer() blocks' first
     for spec in specs:
-        if facts is not None:
-            spec.validate_for(facts)
         if reach is not None:
             check_positions_within(spec, *reach)
+        if facts is not None:
+            spec.validate_for(facts)
         refused = None if refuse is None else refuse(spec, specs)
         if refused is not None:
             raise refused

@@ -536,9 +536,10 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         prompt = self._one_prompt(tokens, "generate")
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed)
         self._may_write(steering)
-        await self._ready()
+        engine = await self._ready()
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
-        final, _ = await self._request(prompt, params, self._spec([], writes))
+        # Straight to the wire: the admitted writes leave this module once, as the request.
+        final, _ = await run_request(engine, prompt, params, request_spec([], writes), self._facts)
         return as_generation(final, prompt)
 
     def _one_prompt(self, tokens: Any, what: str) -> list[int]:
