@@ -647,3 +647,21 @@ def test_each_row_of_a_batch_is_steered_as_if_alone(family: str) -> None:
             torch.testing.assert_close(
                 steered[row : row + 1], alone, atol=tolerance, rtol=0, msg=f"{what}, row {row}"
             )
+
+
+def test_a_point_read_where_nothing_can_be_replaced_is_point_not_writable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The one class every backend raises for this refusal (vLLM's: tests/test_vllm_write_path.py),
+    # a subclass of both classes the backends once raised, so old except clauses still catch it.
+    from interp_core.errors import CapabilityUnsupported, PointNotWritable, SteeringSpecError
+
+    m = model("llama")
+    address = Address("resid_post", 0)
+    tap = m.tap(address)
+    monkeypatch.setattr(tap, "put", None)  # as a point whose module leaves no tensor to replace
+    spec = SteeringSpec(address, [0.1] * m.d_model, "add")
+    with pytest.raises(PointNotWritable, match="no tensor can be replaced") as caught:
+        m.run_with_cache(prompt_ids(m), [], steering=spec)
+    assert isinstance(caught.value, SteeringSpecError)
+    assert isinstance(caught.value, CapabilityUnsupported)

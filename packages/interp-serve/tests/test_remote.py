@@ -177,3 +177,28 @@ def test_numpy_tensors_on_request(server: Any, local: Any) -> None:
         assert np.array_equal(mine, theirs.numpy())
     finally:
         sync.shutdown(model)
+
+
+def test_every_op_round_trips_through_the_remote_backend(remote: Any, local: Any) -> None:
+    # Ops come from the one place they are defined (interp_core.steering.OP_FIELDS), so a new op
+    # is covered here the day it exists; clamp's encoder, bias and threshold were once dropped.
+    import json
+
+    from interp_core.steering import ALL_OPS
+    from interp_core.testing.writes import example_specs
+    from interp_core.writes import spec_from_wire, spec_to_wire
+
+    ids = local.to_tokens(TEST_PROMPT)
+    points = ["resid_post.0", "resid_post.1"]
+    plain = sync.capture(local, ids, points)
+    specs = example_specs("resid_post.0", local.d_model)
+    assert [s.op for s in specs] == list(ALL_OPS)
+    for spec in specs:
+        back = spec_from_wire(json.loads(json.dumps(spec_to_wire(spec))))
+        for name in spec.__dataclass_fields__:
+            assert getattr(back, name) == getattr(spec, name), (spec.op, name)
+        mine = sync.capture(remote, ids, points, steering=spec)
+        theirs = sync.capture(local, ids, points, steering=spec)
+        for point in points:
+            assert torch.equal(mine[point], theirs[point]), (spec.op, point)
+        assert not torch.equal(theirs["resid_post.1"], plain["resid_post.1"]), spec.op

@@ -199,3 +199,33 @@ def test_tolerances_take_the_looser_side_and_refuse_unknown_dtypes() -> None:
     assert set(ENGINE_KINDS) >= {"hf", "tl_bridge", "tl_bridge_compat", "tl_hooked"}
     for tol in TOLERANCES.values():
         assert isinstance(tol, Tolerance) and 0 < tol.max_rel_error < 1 < tol.min_cosine + 1
+
+
+def _peaking_at(peak: float) -> torch.Tensor:
+    reference = _resid(seed=7).to(torch.float64)
+    return reference * (peak / float(reference.abs().max()))
+
+
+def test_a_tiny_reference_is_judged_relative_to_its_own_peak() -> None:
+    # Peak 1e-3: an error 100x the relative tolerance is only 0.1x it in absolute terms, so an
+    # absolute check (even one against 10x the tolerance) would pass what must fail.
+    reference = _peaking_at(1e-3)
+    subject = reference * (1 + 100 * EXACT.max_rel_error)  # right direction, wrong magnitude
+    verdict = compare(subject, reference, point="resid_post", tolerance=EXACT)
+    assert verdict.status is Status.FAIL
+    assert verdict.metrics is not None
+    assert verdict.metrics.rel_error == pytest.approx(100 * EXACT.max_rel_error, rel=1e-6)
+    assert verdict.metrics.max_abs < EXACT.max_rel_error  # tiny in absolute terms
+    assert "relative error" in verdict.reason
+
+
+def test_a_large_reference_within_half_the_tolerance_passes() -> None:
+    # Peak 1e3: half the relative tolerance is 500x it in absolute terms; an absolute check
+    # would fail what the relative one passes.
+    reference = _peaking_at(1e3)
+    subject = reference * (1 + 0.5 * EXACT.max_rel_error)
+    verdict = compare(subject, reference, point="resid_post", tolerance=EXACT)
+    assert verdict.status is Status.PASS, verdict.reason
+    assert verdict.metrics is not None
+    assert verdict.metrics.rel_error == pytest.approx(0.5 * EXACT.max_rel_error, rel=1e-6)
+    assert verdict.metrics.max_abs > 100 * EXACT.max_rel_error

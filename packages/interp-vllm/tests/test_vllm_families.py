@@ -226,7 +226,7 @@ def test_greedy_generation_matches_eager(engine: Engine) -> None:
 def test_steered_greedy_generation_matches_eager(engine: Engine) -> None:
     # The hooked backend's steered tokens equal eager's (here and in test_vllm_backend.py), so
     # the static tier's equal the hooked backend's as well.
-    write = {"key": "resid_post.0", "op": "add", "vector": engine.vector}
+    write = {"address": "resid_post.0", "op": "add", "vector": engine.vector}
     output, _ = engine.run({"capture": [], "steer": [write]}, NEW)
     assert tuple(output.outputs[0].token_ids) == engine.reference["steered"]
     assert engine.reference["steered"] != engine.reference["tokens"]  # the vector matters

@@ -204,7 +204,7 @@ def test_a_spec_the_workers_cannot_read_fails_its_request_alone(
         "capture": ["resid_post.0"],
         "steer": [
             {
-                "key": "resid_post.0",
+                "address": "resid_post.0",
                 "op": "add",
                 "vector": [1.0] * 128,
                 "scale": 1.0,

@@ -22,6 +22,7 @@ __all__ = [
     "NestedEventLoop",
     "NoChatTemplateError",
     "PointNotCaptured",
+    "PointNotWritable",
     "PointUnsupported",
     "SteeringSpecError",
     "UnknownBackend",
@@ -82,6 +83,14 @@ class CapabilityUnsupported(InterpError, ValueError):
 
 class SteeringSpecError(InterpError, ValueError):
     """A steering specification that is malformed or contradicts the model."""
+
+
+class PointNotWritable(SteeringSpecError, CapabilityUnsupported):
+    """A write at a point this backend reads but cannot write here, raised alike by every backend.
+
+    A subclass of both classes the backends once raised for it (eager `SteeringSpecError`, vLLM
+    `CapabilityUnsupported`), so an `except` clause written for either still catches it.
+    """
 
 
 class UnknownBackend(InterpError, ValueError):

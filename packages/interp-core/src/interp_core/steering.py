@@ -53,7 +53,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from interp_core.address import Address, AddressLike, to_address
 from interp_core.errors import AddressError, SteeringSpecError
-from interp_core.points import absence_reason, get_point, writable_names
+from interp_core.point_lookup import get_point
+from interp_core.points import writable_names
+from interp_core.presence import why_absent
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -61,7 +63,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ALL_OPS",
     "OPS",
+    "OP_FIELDS",
     "POSITION_LIMIT",
+    "STATIC_OPS",
     "STATIC_WRITE_SLOTS",
     "SteeringSpec",
     "active_steering",
@@ -75,9 +79,24 @@ __all__ = [
     "zero_direction",
 ]
 
+# The one definition of the ops: each op and the fields it reads besides address, vector and
+# positions. A field an op does not read must keep its default (refused otherwise), the wire
+# carries every field (`spec_to_wire`), and the tests build one example of each op from here.
+OP_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "add": ("scale",),
+        "orthogonal": ("scale",),
+        "projection_cap": ("min", "max"),
+        # The feature op: built by an SAE (interp_sae), it reads the feature with an encoder row.
+        "clamp": ("scale", "encoder", "bias", "threshold"),
+    }
+)
+ALL_OPS = tuple(OP_FIELDS)
+# The direction ops (a vector and a coefficient or bounds, nothing read from an SAE).
 OPS = ("add", "orthogonal", "projection_cap")
-# The feature op: built by an SAE (interp_sae), it carries an encoder row besides the vector.
-ALL_OPS = (*OPS, "clamp")
+# The ops the static tier's per-row formula carries (`interp_torch.steering_rows`): a compiled
+# graph applies only these; the others are refused before a request is sent.
+STATIC_OPS = ("add", "orthogonal", "projection_cap")
 # Positions travel to the backends as int64 index tensors; anything at or past this is refused
 # when a spec is built, before any backend sees it.
 POSITION_LIMIT = 2**63
@@ -218,17 +237,17 @@ class SteeringSpec:
                 f"pick a stream below {facts.n_streams}, or drop the stream coordinate",
             )
             raise error
-        reason = absence_reason(address.name, facts, address.layer, address.stream)
-        if reason:
+        # One lookup of the point answers both questions: is it there, and how wide.
+        point = get_point(address.name)
+        found = why_absent(point, facts, address.layer, address.stream)
+        if found is not None:
             error = _fail(
                 f"cannot steer at {address}",
-                f"this {model} has no {address.name} there ({reason.rstrip('.')})",
+                f"this {model} has no {address.name} there ({found.sentence().rstrip('.')})",
                 "steer at a point the model has; `interp points` lists them",
             )
             raise error
-        from interp_core.shapes import point_width  # shapes imports points; keep import order flat
-
-        width = point_width(address, facts)
+        width = math.prod(point.width.per_token_dims(facts, None, address.layer))
         if self.width != width:
             error = _fail(
                 f"the steering vector for {address} has {self.width} elements",
@@ -465,7 +484,11 @@ def _check_positions(positions: object) -> tuple[int, ...] | None:
             )
             raise error
         checked.append(int(position))
-    repeated = sorted({p for p in checked if checked.count(p) > 1})
+    seen: set[int] = set()
+    doubled: set[int] = set()
+    for position in checked:  # sets, not list.count: a long positions list stays O(n)
+        (doubled if position in seen else seen).add(position)
+    repeated = sorted(doubled)
     if repeated:
         error = _fail(
             f"steering positions repeat {repeated}",

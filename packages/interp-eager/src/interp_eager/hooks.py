@@ -52,7 +52,7 @@ from interp_core.address import Address
 from interp_core.errors import PointUnsupported, SteeringSpecError
 from interp_core.steering import SteeringSpec
 from interp_eager.taps import LINEAR, Tap
-from interp_torch.steering import check_steered_finite, steering_delta, steering_encoder
+from interp_torch.steering import check_steered_finite, spec_delta
 
 __all__ = ["HookSession", "Write"]
 
@@ -182,19 +182,9 @@ class HookSession:
                 raise SteeringSpecError(message)
             # interp_torch's dtype rule: the delta comes in float32 (or wider), is embedded into
             # the raw layout, then cast to the activation's dtype and added there.
-            delta = steering_delta(
-                rows,
-                write.vector,
-                spec.op,
-                scale=spec.scale,
-                lower=spec.min,
-                upper=spec.max,
-                row_positions=self.position_ids,
-                positions=spec.positions,
-                encoder=steering_encoder(spec),
-                bias=spec.bias,
-                threshold=spec.threshold,
-            ).reshape(canonical.shape)
+            delta = spec_delta(rows, spec, write.vector, row_positions=self.position_ids).reshape(
+                canonical.shape
+            )
             assert tap.put is not None
             written = raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype)
             check_steered_finite(written, spec, before=raw)

@@ -31,8 +31,8 @@ from interp_core.errors import (
     CapabilityUnsupported,
     GradientsUnsupported,
     InterpError,
+    PointNotWritable,
     PointUnsupported,
-    SteeringSpecError,
 )
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, absence_reason, points_for
@@ -43,12 +43,8 @@ from interp_core.sampling import (
     check_lens_top_k,
     check_sampling,
 )
-from interp_core.steering import (
-    SteeringSpec,
-    active_steering,
-    as_specs,
-    check_positions_within,
-)
+from interp_core.steering import SteeringSpec
+from interp_core.writes import admit_writes
 from interp_eager.allocator import keep_freed_memory
 from interp_eager.altup import altup_collapse
 from interp_eager.arguments import (
@@ -352,23 +348,23 @@ class EagerModel(EagerConveniences):
         None not to check: a position beyond them would steer nothing, silently, and is refused
         as an empty positions list is (`interp_core.steering.check_positions_within`).
         """
-        specs = (*active_steering(self), *as_specs(steering))
+        specs = admit_writes(self, steering, self._facts, reach, self._write_refusal)
         writes = []
         for spec in specs:
-            spec.validate_for(self._facts)
-            if reach is not None:
-                check_positions_within(spec, *reach)
-            tap = self.tap(spec.address)
-            if tap.put is None:
-                message = (
-                    f"cannot steer at {spec.address}: it is read where no tensor can be "
-                    f"replaced; steer at {_write_hint(spec.address)} instead"
-                )
-                raise SteeringSpecError(message)
             vector = self._vector(spec)
             check_steering_fits(spec, self._dtype, vector)
-            writes.append(Write(write_site(tap), spec, vector))
+            writes.append(Write(write_site(self.tap(spec.address)), spec, vector))
         return writes
+
+    def _write_refusal(self, spec: SteeringSpec, _specs: Any) -> PointNotWritable | None:
+        """Eager's one per-point refusal: a point read where no tensor can be replaced."""
+        if self.tap(spec.address).put is not None:
+            return None
+        message = (
+            f"cannot steer at {spec.address}: it is read where no tensor can be "
+            f"replaced; steer at {_write_hint(spec.address)} instead"
+        )
+        return PointNotWritable(message)
 
     def _vector(self, spec: SteeringSpec) -> torch.Tensor:
         # The values are checked as every backend checks them (interp_torch, through the core's

@@ -26,7 +26,7 @@ from interp_core.errors import BackendUnavailable, CapabilityUnsupported, Invali
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, get_point
 from interp_core.results import Generation, GenerationStep, LensResult, Support
-from interp_core.steering import active_steering, as_specs
+from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
 from interp_serve.wire import (
     error_from_json,
@@ -258,7 +258,8 @@ class RemoteModel:
         return tensor_io.decode(response.content, self._tensor_type), meta
 
     def _steering(self, steering: Any) -> list[dict[str, Any]]:
-        return specs_to_json((*active_steering(self), *as_specs(steering)))
+        # The stack merged by the one admission step; the server's backend checks the rest.
+        return specs_to_json(admit_writes(self, steering, None))
 
     def _tensor(self, nested: Any) -> Any:
         if self._tensor_type == "torch":

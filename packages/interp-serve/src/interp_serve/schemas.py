@@ -30,8 +30,8 @@ __all__ = [
 _STRICT = ConfigDict(extra="forbid")
 _TOKENS = "token ids: one prompt `[seq]` or a batch `[[...], ...]`"
 _STEERING = (
-    "steering specs: {address, vector (list of numbers), op (add|orthogonal|projection_cap), "
-    "scale, positions, min, max}"
+    "steering specs: {address, vector (list of numbers), op (add|orthogonal|projection_cap|"
+    "clamp), scale, positions, min, max, encoder, bias, threshold}"
 )
 
 

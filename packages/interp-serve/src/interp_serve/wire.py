@@ -19,7 +19,8 @@ import interp_core.errors as library_errors
 from interp_core.errors import InterpError
 from interp_core.facts import ModelFacts
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.steering import SteeringSpec, as_specs, check_vector_values
+from interp_core.steering import as_specs
+from interp_core.writes import spec_from_wire, spec_to_wire
 from interp_serve import errors as serve_errors
 from interp_serve.errors import RemoteError
 
@@ -78,48 +79,14 @@ def error_from_json(body: Any, status: int, retry_after: float | None = None) ->
 
 
 # --- steering -----------------------------------------------------------------------------------
-def spec_to_json(spec: SteeringSpec) -> dict[str, Any]:
-    """A spec as JSON; its values are checked here with the core's own words (no NaN travels)."""
-    values = check_vector_values(spec)
-    return {
-        "address": str(spec.address),
-        "vector": values,
-        "op": spec.op,
-        "scale": spec.scale,
-        "positions": None if spec.positions is None else list(spec.positions),
-        "min": spec.min,
-        "max": spec.max,
-    }
+# A spec travels in the core's one wire form (every field, clamp's encoder, bias and threshold
+# included), the same form vLLM's client sends its workers: one encoder, one decoder.
+spec_to_json = spec_to_wire
+spec_from_json = spec_from_wire
 
 
 def specs_to_json(steering: Any) -> list[dict[str, Any]]:
-    return [spec_to_json(spec) for spec in as_specs(steering)]
-
-
-def spec_from_json(data: Mapping[str, Any]) -> SteeringSpec:
-    """A spec from its JSON form; SteeringSpec's own checks refuse anything malformed."""
-    if not isinstance(data, Mapping):
-        message = f"a steering spec must be a JSON object, got {type(data).__name__}"
-        raise library_errors.SteeringSpecError(message)
-    unknown = sorted(set(data) - {"address", "vector", "op", "scale", "positions", "min", "max"})
-    if unknown:
-        message = (
-            f"a steering spec has unknown fields {unknown}: it takes address, vector, op, scale, "
-            f"positions, min and max"
-        )
-        raise library_errors.SteeringSpecError(message)
-    if "address" not in data or "vector" not in data:
-        message = "a steering spec needs an address and a vector (a list of numbers)"
-        raise library_errors.SteeringSpecError(message)
-    return SteeringSpec(
-        data["address"],
-        data["vector"],
-        op=data.get("op", "add"),
-        scale=data.get("scale", 1.0),
-        positions=data.get("positions"),
-        min=data.get("min"),
-        max=data.get("max"),
-    )
+    return [spec_to_wire(spec) for spec in as_specs(steering)]
 
 
 # --- results ------------------------------------------------------------------------------------

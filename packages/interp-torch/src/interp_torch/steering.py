@@ -63,6 +63,7 @@ __all__ = [
     "check_steering_fits",
     "compute_dtype",
     "position_mask",
+    "spec_delta",
     "steering_delta",
     "steering_encoder",
     "steering_vector",
@@ -307,6 +308,37 @@ def steering_delta(
         raise ValueError(message)
     mask = position_mask(row_positions, positions).to(device=delta.device, dtype=dtype)
     return delta * mask.unsqueeze(-1)
+
+
+def spec_delta(
+    h: torch.Tensor,
+    spec: SteeringSpec,
+    vector: torch.Tensor,
+    *,
+    row_positions: torch.Tensor | None = None,
+    positions: Sequence[int] | torch.Tensor | None = None,
+    encoder: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`steering_delta` of `spec` on `h`: every coefficient its op reads taken from the spec.
+
+    `vector` is the spec's vector as the caller holds it (`steering_vector(spec)`, a rank's
+    slice); `positions` and `encoder` default to the spec's own (pass tensors already on hand).
+    The one place a backend turns a spec into arithmetic, so a new op's fields reach every
+    torch backend through here.
+    """
+    return steering_delta(
+        h,
+        vector,
+        spec.op,
+        scale=spec.scale,
+        lower=spec.min,
+        upper=spec.max,
+        row_positions=row_positions,
+        positions=spec.positions if positions is None else positions,
+        encoder=steering_encoder(spec) if encoder is None else encoder,
+        bias=spec.bias,
+        threshold=spec.threshold,
+    )
 
 
 def apply_steering(

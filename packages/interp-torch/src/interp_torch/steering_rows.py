@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from interp_core.steering import OPS
+from interp_core.steering import STATIC_OPS
 
 __all__ = ["RowParameters", "neutral_parameters", "row_delta", "row_parameters"]
 
@@ -47,8 +47,8 @@ def row_parameters(
     zero = torch.zeros_like(v)
     if op == "add":
         return scale * v, zero, 0.0, -math.inf, math.inf
-    if op not in OPS:
-        message = f"unknown steering op {op!r}; the ops are {', '.join(OPS)}"
+    if op not in STATIC_OPS:
+        message = f"unknown steering op {op!r}; the ops are {', '.join(STATIC_OPS)}"
         raise ValueError(message)
     unit = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)
     if op == "orthogonal":

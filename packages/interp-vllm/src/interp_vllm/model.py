@@ -54,14 +54,8 @@ from interp_core.sampling import (
     check_lens_top_k,
     check_sampling,
 )
-from interp_core.steering import (
-    STATIC_WRITE_SLOTS,
-    SteeringSpec,
-    active_steering,
-    as_specs,
-    check_positions_within,
-    check_vector_values,
-)
+from interp_core.steering import active_steering
+from interp_core.writes import admit_writes, spec_to_wire
 from interp_vllm.conveniences import VLLMConveniences
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.layout import check_layout
@@ -72,9 +66,10 @@ from interp_vllm.support import (
     INSTEAD,
     MODES,
     RECOMPUTED,
-    SHARDED,
+    WriteSite,
     check_dtype,
     point_support,
+    write_refusal,
 )
 from interp_vllm.tokens import VLLMTokens
 from interp_vllm.wire import (
@@ -403,101 +398,36 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
             addresses.append(to_address(point))
         return addresses
 
-    def _specs(self, steering: Any) -> list[SteeringSpec]:
-        """Active specs first, then the explicit ones; refused up front without hooks."""
-        specs: list[SteeringSpec] = [*active_steering(self), *as_specs(steering)]
-        if specs:
+    def _may_write(self, steering: Any) -> None:
+        """Refuse steering up front, before any engine starts, on the backend without hooks."""
+        if steering is not None or active_steering(self):
             self._require_hooks("steering")
-        return specs
 
-    def _writes(self, specs: list[SteeringSpec], length: int, call: str) -> list[dict[str, Any]]:
-        """The specs as the workers read them; `length` positions are run by `call`."""
+    def _writes(self, steering: Any, length: int, call: str) -> list[dict[str, Any]]:
+        """The call's writes (active, then explicit) admitted and in their wire form; `length`
+        positions are run by `call`. vLLM's own refusals are the rows of `WRITE_REFUSALS`."""
         from interp_torch.steering import check_steering_fits
 
-        wire: list[dict[str, Any]] = []
+        installed = self._installed
+        site = WriteSite(
+            mode=self._mode,
+            num_gpus=self._tensor_parallel,
+            static_writes=self._static_writes,
+            writable=None if installed is None else installed.writable,
+            refusals={} if installed is None else installed.write_refusals,
+            supports=self.supports,
+        )
+        facts = self._facts
+        specs = admit_writes(
+            self,
+            steering,
+            facts,
+            (length, call),
+            lambda spec, specs: write_refusal(spec, specs, site, facts),
+        )
+        wire = [spec_to_wire(spec) for spec in specs]  # reads and checks the values
         for spec in specs:
-            spec.validate_for(self._facts)
-            check_positions_within(spec, length, call)
-            address = spec.address
-            key = address_key(address)
-            # A declared static write need not be a declared read: only the family decides.
-            declared_write = self._mode == "static" and key in self._static_writes
-            verdict = (
-                point_support(address, self._facts, mode=self._mode, num_gpus=self._tensor_parallel)
-                if declared_write
-                else self.supports(address)
-            )
-            if not verdict:
-                raise PointUnsupported(verdict.explain())
-            installed = self._installed
-            if address.name in RECOMPUTED or (
-                installed is not None and key not in installed.writable
-            ):
-                why = (installed.write_refusals.get(key) if installed else None) or (
-                    f"{address.name} is read-only on the vLLM backend"
-                )
-                msg = f"cannot steer at {address} on vLLM: {why}"
-                raise CapabilityUnsupported.build(msg, None, INSTEAD)
-            if self._mode == "static" and key not in self._static_writes:
-                msg = f"{address} is not in this vllm-static model's declared write set"
-                raise CapabilityUnsupported.build(
-                    msg,
-                    f"static_writes={sorted(self._static_writes)}",
-                    f"load with static_writes=[..., {str(address)!r}], or use backend='vllm'",
-                )
-            if declared_write and sum(address_key(o.address) == key for o in specs) > (
-                STATIC_WRITE_SLOTS
-            ):
-                what = f"more than {STATIC_WRITE_SLOTS} steering operations at {address}"
-                raise CapabilityUnsupported.build(
-                    what,
-                    f"vllm-static traces {STATIC_WRITE_SLOTS} write slots per point into its "
-                    f"compiled forward",
-                    "combine the operations (e.g. sum the add vectors), or use backend='vllm'",
-                )
-            if (
-                self._tensor_parallel > 1
-                and spec.op != "add"
-                and get_point(address.name).width in SHARDED
-            ):
-                msg = (
-                    f"the {spec.op} steering at {address} split across {self._tensor_parallel} "
-                    f"tensor-parallel GPUs "
-                    f"is not served"
-                )
-                why = f"{address.name} is split across the GPUs and a projection needs whole rows"
-                raise CapabilityUnsupported.build(
-                    msg,
-                    why,
-                    "use op='add' there, steer a residual-width point, or load with num_gpus=1",
-                )
-            if spec.op == "clamp" and self._mode == "static":
-                error = CapabilityUnsupported.build(
-                    f"the clamp steering at {address} is not served by vllm-static",
-                    "its compiled taps carry the parameters of add, orthogonal and "
-                    "projection_cap; a clamp also reads the feature's encoder row",
-                    "use backend='vllm' (hooked), or steer by the feature with op='add'",
-                )
-                raise error
-            values = check_vector_values(spec)
-            clamp = {}
-            if spec.op == "clamp":  # the feature's encoder row, bias and threshold travel too
-                encoder = spec.encoder
-                encoder = encoder.tolist() if hasattr(encoder, "tolist") else list(encoder)
-                clamp = {"encoder": encoder, "bias": spec.bias, "threshold": spec.threshold}
             check_steering_fits(spec, self._model_dtype)
-            wire.append(
-                {
-                    "key": key,
-                    "op": spec.op,
-                    "vector": values,
-                    "scale": float(spec.scale),
-                    "min": spec.min,
-                    "max": spec.max,
-                    "positions": None if spec.positions is None else list(spec.positions),
-                    **clamp,
-                }
-            )
         return wire
 
     # --- the request path -----------------------------------------------------------------------
@@ -573,11 +503,11 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
                 "vLLM runs every prompt unpadded, so there is nothing to mask",
                 "pass each prompt's real tokens without padding (one capture per prompt)",
             )
-        specs = self._specs(steering)
+        self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
         length = len(prompts[0])
-        writes = self._writes(specs, length, f"this capture's {length}-token prompt")
+        writes = self._writes(steering, length, f"this capture's {length}-token prompt")
         spec = self._spec(addresses, writes)
         params = [self._sampling(1, 0.0) for _ in prompts]
         results = await asyncio.gather(
@@ -605,10 +535,11 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
     ) -> Generation:
         prompt = self._one_prompt(tokens, "generate")
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed)
-        specs = self._specs(steering)
-        await self._ready()
-        writes = self._writes(specs, *_generation_positions(prompt, params.max_tokens))
-        final, _ = await self._request(prompt, params, self._spec([], writes))
+        self._may_write(steering)
+        engine = await self._ready()
+        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
+        # Straight to the wire: the admitted writes leave this module once, as the request.
+        final, _ = await run_request(engine, prompt, params, request_spec([], writes), self._facts)
         return as_generation(final, prompt)
 
     def _one_prompt(self, tokens: Any, what: str) -> list[int]:
@@ -635,9 +566,9 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         """One step per generated token, texts as vLLM's incremental detokenizer emits them."""
         prompt = self._one_prompt(tokens, "generate_stream")
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed, stream=True)
-        specs = self._specs(steering)
+        self._may_write(steering)
         engine = await self._ready()
-        writes = self._writes(specs, *_generation_positions(prompt, params.max_tokens))
+        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
         spec = self._spec([], writes)
         rid, request = submission(prompt, params, spec)
         index = 0
@@ -679,10 +610,10 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         prompt = self._one_prompt(tokens, "capture_generation")
         points = to_addresses(points)  # the form before any engine starts; support after
         params = self._sampling(max_new_tokens, temperature, None, None, seed)
-        specs = self._specs(steering)
+        self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
-        writes = self._writes(specs, *_generation_positions(prompt, params.max_tokens))
+        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         final, payload = await self._request(prompt, params, spec)
         generation = as_generation(final, prompt)
@@ -715,9 +646,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
                 INSTEAD,
             )
         keys = [address_key(a) for a in addresses]
-        steer = self._writes(
-            self._specs(None), len(prompt), f"this lens's {len(prompt)}-token prompt"
-        )
+        steer = self._writes(None, len(prompt), f"this lens's {len(prompt)}-token prompt")
         if self._pipeline > 1:
             # The rows live on their layers' stages and the final norm on the last: capture them,
             # then the last stage decodes them (top-k only comes back).

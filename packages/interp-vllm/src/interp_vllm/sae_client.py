@@ -36,13 +36,13 @@ class VLLMSAEs:
 
         self._require_hooks("worker_features")  # type: ignore[attr-defined]
         prompts = self._prompts(tokens)  # type: ignore[attr-defined]
-        specs = self._specs(steering)  # type: ignore[attr-defined]
+        self._may_write(steering)  # type: ignore[attr-defined]
         engine = await self._ready()  # type: ignore[attr-defined]
         named = [{**sae, "name": f"{sae['path']}@{sae['address']}"} for sae in saes]
         await engine.collective_rpc("interp_sae_load", args=(named,))
         addresses = self._addresses([to_address(s["address"]) for s in named])  # type: ignore[attr-defined]
         length = len(prompts[0])
-        writes = self._writes(specs, length, f"this call's {length}-token prompt")  # type: ignore[attr-defined]
+        writes = self._writes(steering, length, f"this call's {length}-token prompt")  # type: ignore[attr-defined]
         wanted: dict[str, list[tuple[str, int]]] = {}
         for sae, address in zip(named, addresses, strict=True):
             wanted.setdefault(address_key(address), []).append((sae["name"], int(top_k)))

@@ -20,7 +20,8 @@ from interp_core.errors import (
     PointUnsupported,
     SteeringSpecError,
 )
-from interp_core.steering import STATIC_WRITE_SLOTS
+from interp_core.steering import STATIC_WRITE_SLOTS, SteeringSpec
+from interp_core.writes import spec_to_wire
 from interp_vllm.support import RECOMPUTED
 from interp_vllm.wire import address_key, needed_keys, sink_keys
 
@@ -112,7 +113,7 @@ class StaticTier:
     async def _sentinel(self, prompt: list[int], key: str) -> Any:
         width = self._write_width(key)
         huge = [3.0e38] * width  # finite in float32; two of them overflow it
-        steer = [{"key": key, "op": "add", "vector": huge, "scale": 1.0}] * STATIC_WRITE_SLOTS
+        steer = [spec_to_wire(SteeringSpec(to_address(key), huge))] * STATIC_WRITE_SLOTS
         return await self._request(prompt, self._sampling(1, 0.0), {"capture": [], "steer": steer})
 
     def _write_width(self, key: str) -> int:

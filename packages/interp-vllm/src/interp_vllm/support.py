@@ -24,17 +24,27 @@ backends and ask `supports()` on machines without vLLM or torch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interp_core.address import to_address
+from interp_core.address import Address, to_address
 from interp_core.compat import KnownIssue
-from interp_core.errors import CapabilityUnsupported, InterpError
+from interp_core.errors import (
+    CapabilityUnsupported,
+    InterpError,
+    PointNotWritable,
+    PointUnsupported,
+)
 from interp_core.facts import ModelFacts
 from interp_core.points import Width, absence_reason, get_point, point_names
 from interp_core.results import Support
+from interp_core.steering import STATIC_OPS, STATIC_WRITE_SLOTS
+from interp_vllm.keys import address_key
+
+if TYPE_CHECKING:
+    from interp_core.steering import SteeringSpec
 
 __all__ = [
     "FAMILIES",
@@ -46,11 +56,15 @@ __all__ = [
     "MULTI_STREAM",
     "RECOMPUTED",
     "SHARDED",
+    "WRITE_REFUSALS",
     "FamilySupport",
+    "WriteRow",
+    "WriteSite",
     "check_dtype",
     "family_support",
     "known_issues_for",
     "point_support",
+    "write_refusal",
 ]
 
 MODES = ("hooked", "static", "generate")
@@ -380,3 +394,131 @@ def point_support(
             "Load with num_gpus=1 for this point, use logit_lens, or use backend='eager'",
         )
     return Support.yes()
+
+
+# --- writes ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WriteSite:
+    """What a model knows, at one call, about where it can write (read by `WRITE_REFUSALS`).
+
+    `writable` and `refusals` are the workers' answer (None before they answered); `supports`
+    is the model's own verdict for an address it reads.
+    """
+
+    mode: str
+    num_gpus: int
+    static_writes: frozenset[str]
+    writable: frozenset[str] | None
+    refusals: Mapping[str, str]
+    supports: Callable[[Address], Support]
+
+    def verdict(self, address: Address, facts: ModelFacts) -> Support:
+        # A declared static write need not be a declared read: only the family decides.
+        if self.mode == "static" and address_key(address) in self.static_writes:
+            return point_support(address, facts, mode=self.mode, num_gpus=self.num_gpus)
+        return self.supports(address)
+
+
+@dataclass(frozen=True)
+class WriteRow:
+    """One reason vLLM refuses a write: when it holds, and the error it raises."""
+
+    holds: Callable[[SteeringSpec, tuple[SteeringSpec, ...], WriteSite], bool]
+    error: Callable[[SteeringSpec, WriteSite], InterpError]
+
+
+def _not_writable(spec: SteeringSpec, site: WriteSite) -> InterpError:
+    address = spec.address
+    why = (
+        site.refusals.get(address_key(address))
+        or f"{address.name} is read-only on the vLLM backend"
+    )
+    return PointNotWritable.build(f"cannot steer at {address} on vLLM: {why}", None, INSTEAD)
+
+
+def _undeclared(spec: SteeringSpec, site: WriteSite) -> InterpError:
+    return CapabilityUnsupported.build(
+        f"{spec.address} is not in this vllm-static model's declared write set",
+        f"static_writes={sorted(site.static_writes)}",
+        f"load with static_writes=[..., {str(spec.address)!r}], or use backend='vllm'",
+    )
+
+
+def _slots(spec: SteeringSpec, site: WriteSite) -> InterpError:
+    return CapabilityUnsupported.build(
+        f"more than {STATIC_WRITE_SLOTS} steering operations at {spec.address}",
+        f"vllm-static traces {STATIC_WRITE_SLOTS} write slots per point into its compiled forward",
+        "combine the operations (e.g. sum the add vectors), or use backend='vllm'",
+    )
+
+
+def _sharded(spec: SteeringSpec, site: WriteSite) -> InterpError:
+    return CapabilityUnsupported.build(
+        f"the {spec.op} steering at {spec.address} split across {site.num_gpus} "
+        f"tensor-parallel GPUs is not served",
+        f"{spec.address.name} is split across the GPUs and a projection needs whole rows",
+        "use op='add' there, steer a residual-width point, or load with num_gpus=1",
+    )
+
+
+def _static_op(spec: SteeringSpec, site: WriteSite) -> InterpError:
+    return CapabilityUnsupported.build(
+        f"the {spec.op} steering at {spec.address} is not served by vllm-static",
+        f"its compiled taps carry the parameters of {', '.join(STATIC_OPS)}; a {spec.op} "
+        "reads more than a vector and a coefficient (a clamp, the feature's encoder row)",
+        "use backend='vllm' (hooked), or steer by the feature with op='add'",
+    )
+
+
+def _static_key(spec: SteeringSpec, site: WriteSite) -> bool:
+    return site.mode == "static" and address_key(spec.address) in site.static_writes
+
+
+# vLLM's write refusals, in the order they are asked (the first that holds is raised); the model
+# finds them through `write_refusal`, after the core's own checks of the spec (`admit_writes`).
+WRITE_REFUSALS: tuple[WriteRow, ...] = (
+    # Where the workers cannot replace the tensor (or the client rebuilds it from q and k).
+    WriteRow(
+        lambda spec, _, site: (
+            spec.address.name in RECOMPUTED
+            or (site.writable is not None and address_key(spec.address) not in site.writable)
+        ),
+        _not_writable,
+    ),
+    # vllm-static writes only where its compiled graph was traced with a write tap.
+    WriteRow(
+        lambda spec, _, site: site.mode == "static" and not _static_key(spec, site), _undeclared
+    ),
+    # ... and only as many operations per point as it has slots.
+    WriteRow(
+        lambda spec, specs, site: (
+            _static_key(spec, site)
+            and sum(address_key(o.address) == address_key(spec.address) for o in specs)
+            > STATIC_WRITE_SLOTS
+        ),
+        _slots,
+    ),
+    # A head- or neuron-sharded row is whole on no rank: only an add splits into slices.
+    WriteRow(
+        lambda spec, _, site: (
+            site.num_gpus > 1 and spec.op != "add" and get_point(spec.address.name).width in SHARDED
+        ),
+        _sharded,
+    ),
+    # The static tier's per-row formula carries only some ops.
+    WriteRow(lambda spec, _, site: site.mode == "static" and spec.op not in STATIC_OPS, _static_op),
+)
+
+
+def write_refusal(
+    spec: SteeringSpec, specs: tuple[SteeringSpec, ...], site: WriteSite, facts: ModelFacts
+) -> InterpError | None:
+    """Why vLLM cannot serve `spec` among the call's `specs` at `site`, or None (the first row
+    of `WRITE_REFUSALS` that holds, after the point's own support verdict)."""
+    verdict = site.verdict(spec.address, facts)
+    if not verdict:
+        return PointUnsupported(verdict.explain())
+    for row in WRITE_REFUSALS:
+        if row.holds(spec, specs, site):
+            return row.error(spec, site)
+    return None

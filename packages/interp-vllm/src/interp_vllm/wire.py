@@ -27,6 +27,7 @@ from interp_core.errors import (
 )
 from interp_core.facts import ModelFacts
 from interp_core.results import Generation
+from interp_vllm.keys import address_key
 from interp_vllm.support import INSTEAD, RECOMPUTED
 
 __all__ = [
@@ -47,11 +48,6 @@ _REFUSALS: dict[str, type[InterpError]] = {
 }
 # The worker-side sites attention patterns are rebuilt from: post-RoPE q and k.
 _QK = ("_q_rot", "_k_rot")
-
-
-def address_key(address: Address) -> str:
-    """The wire name of a point's site: `resid_post.3`, or `embeddings` for a trunk point."""
-    return address.name if address.layer is None else f"{address.name}.{address.layer}"
 
 
 def needed_keys(addresses: Sequence[Address], has_site: Callable[[str], bool]) -> list[str]:

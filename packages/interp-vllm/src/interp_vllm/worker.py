@@ -57,8 +57,10 @@ from interp_core.errors import (
     SteeringSpecError,
 )
 from interp_core.family_conventions import conventions_for
-from interp_core.steering import POSITION_LIMIT, SteeringSpec
-from interp_torch.steering import check_steered_finite, compute_dtype, steering_delta
+from interp_core.steering import SteeringSpec
+from interp_core.writes import spec_from_wire
+from interp_torch.steering import check_steered_finite, compute_dtype, spec_delta
+from interp_vllm.keys import site_key
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
 from interp_vllm.site_kinds import site_groups
@@ -75,16 +77,12 @@ __all__ = [
 SPEC_KEY = "interp"  # the extra_args entry carrying a request's interp spec
 
 
-def site_key(name: str, layer: int | None) -> str:
-    """The wire name of a site: `resid_post.3`, or `embeddings` for a trunk point."""
-    return name if layer is None else f"{name}.{layer}"
-
-
 # --- per-request state ----------------------------------------------------------------------------
 @dataclass
 class _Write:
-    """One steering operation of one request, decoded once from the wire."""
+    """One steering operation of one request, decoded once from the wire, as tensors."""
 
+    spec: SteeringSpec  # the operation as the client sent it (`interp_core.writes`)
     op: str
     vector: torch.Tensor  # float32, flat [width]; cast by interp_torch's dtype rule when applied
     scale: float
@@ -94,6 +92,37 @@ class _Write:
     encoder: torch.Tensor | None = None  # clamp: the feature's encoder row, bias, threshold
     bias: float = 0.0
     threshold: float = 0.0
+
+    @classmethod
+    def of(cls, spec: SteeringSpec) -> _Write:
+        encoder = spec.encoder
+        return cls(
+            spec=spec,
+            op=spec.op,
+            vector=torch.tensor(spec.values(), dtype=torch.float32),
+            scale=spec.scale,
+            lower=spec.min,
+            upper=spec.max,
+            positions=None
+            if spec.positions is None
+            else torch.tensor(spec.positions, dtype=torch.long),
+            encoder=None
+            if encoder is None
+            else torch.tensor(spec.encoder_values(), dtype=torch.float32),
+            bias=spec.bias,
+            threshold=spec.threshold,
+        )
+
+    def delta(self, rows: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+        """`interp_torch.spec_delta` of this operation on `rows` at positions `where`."""
+        return spec_delta(
+            rows,
+            self.spec,
+            self.vector,
+            row_positions=where,
+            positions=self.positions,
+            encoder=self.encoder,
+        )
 
 
 @dataclass
@@ -138,42 +167,13 @@ class _Request:
             self.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
 
 
-def _checked_positions(item: dict[str, Any]) -> list[int] | None:
-    """A write's positions as the int64 tensor will hold them; refuses what cannot fit."""
-    positions = item.get("positions")
-    if positions is None:
-        return None
-    bad = [p for p in positions if not isinstance(p, int) or not 0 <= p < POSITION_LIMIT]
-    if bad:
-        message = (
-            f"steering positions {bad[:5]} at {item.get('key')} do not fit the workers' int64 "
-            f"position index"
-        )
-        raise ValueError(message)
-    return list(positions)
-
-
 def _parse_request(spec: dict[str, Any]) -> _Request:
     writes: dict[str, list[_Write]] = {}
     for item in spec.get("steer", ()):
-        positions = _checked_positions(item)
-        writes.setdefault(str(item["key"]), []).append(
-            _Write(
-                op=str(item["op"]),
-                vector=torch.tensor(item["vector"], dtype=torch.float32),
-                scale=float(item.get("scale", 1.0)),
-                lower=item.get("min"),
-                upper=item.get("max"),
-                encoder=(
-                    None
-                    if item.get("encoder") is None
-                    else torch.tensor(item["encoder"], dtype=torch.float32)
-                ),
-                bias=float(item.get("bias") or 0.0),
-                threshold=float(item.get("threshold") or 0.0),
-                positions=None if positions is None else torch.tensor(positions, dtype=torch.long),
-            )
-        )
+        # The client's own decoder: every field, and SteeringSpec's checks (int64 positions...).
+        write = spec_from_wire(item)
+        key = site_key(write.address.name, write.address.layer)
+        writes.setdefault(key, []).append(_Write.of(write))
     return _Request(
         rid=str(spec["id"]),
         capture={str(k) for k in spec.get("capture", ())},
@@ -506,20 +506,7 @@ class InterpWorkerExtension(SAEWorkerMixin):
                 for write in segment.request.writes[key]:
                     # Each operation sees the rows as the previous ones left them (specs in order).
                     current = rows + delta[part]
-                    local = _local(write, flat.shape[-1])
-                    delta[part] += steering_delta(
-                        current,
-                        local.vector,
-                        local.op,
-                        scale=local.scale,
-                        lower=local.lower,
-                        upper=local.upper,
-                        row_positions=where,
-                        positions=local.positions,
-                        encoder=local.encoder,
-                        bias=local.bias,
-                        threshold=local.threshold,
-                    )
+                    delta[part] += _local(write, flat.shape[-1]).delta(current, where)
             except Exception as exc:  # this request alone: the others' rows are untouched
                 delta[part] = 0
                 error = CapabilityUnsupported.build(
@@ -724,15 +711,9 @@ def _non_finite(key: str, write: _Write, written: torch.Tensor) -> InterpError:
     point, op, scale and the activation dtype).
     """
     try:
-        positions = None if write.positions is None else tuple(write.positions.tolist())
-        spec = SteeringSpec(
-            key, write.vector, write.op, write.scale, positions, write.lower, write.upper
-        )
-        check_steered_finite(written, spec)
+        check_steered_finite(written, write.spec)
     except InterpError as error:
         return error
-    except Exception:  # rebuilding the spec failed: the plain words below still hold
-        pass
     return SteeringSpecError.build(
         f"cannot steer at {key}: the steered activations are not finite",
         f"the result overflowed the model dtype ({str(written.dtype).removeprefix('torch.')})",
