@@ -1,7 +1,7 @@
 """`interp-bench`: run the speed benchmarks and write JSON plus a Markdown table.
 
     interp-bench [--only P1,P2,P3,P4,L,S,F] [--repeats 10] [--warmup 2] [--engines tl_bridge,...]
-                 [--out DIR] [--merge] [--json]
+                 [--out DIR] [--merge] [--json] [--check]
     interp-bench --suite gpu [--gpu-models meta-llama/Llama-3.1-8B,...]   # on a CUDA machine
 
 Every figure is a ratio measured side by side (see `interp_validator.bench`). Reference engines
@@ -47,7 +47,8 @@ def _epilog() -> str:
     lines += [
         "",
         "Values are medians over --repeats after --warmup; ratios compare variants timed side "
-        "by side.",
+        "by side, each the median of the paired rounds' ratios with their spread [least–greatest, "
+        "pairs]. --check exits 1 when a row of this run misses its goal.",
         "examples:",
         "  interp-bench --only P1,P2 --engines ''   (ours only, a few minutes)",
         "  interp-bench --only F --out packages/interp-validator/results --merge",
@@ -109,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="model ids whose bundled configs the GPU suite builds; default: Llama-3.1-8B",
     )
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a row measured in this run misses its goal (after writing the results)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the JSON document instead of the Markdown table (both are still written)",
@@ -136,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     except (ValueError, RuntimeError) as exc:
         parser.error(str(exc))
+    missed = result.missed()  # this run's rows only, before committed ones are merged in
     args.out.mkdir(parents=True, exist_ok=True)
     previous = args.out / "bench.json"
     if args.merge and previous.is_file():
@@ -145,6 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "bench.md").write_text(table)
     print(result.to_json() if args.json else table)
     print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.md'}", file=sys.stderr)
+    if args.check and missed:
+        for row in missed:
+            print(f"goal missed: {row.workload} {row.variant}: {row.ratio_text()}", file=sys.stderr)
+        return 1
     return 0
 
 

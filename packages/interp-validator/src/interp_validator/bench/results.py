@@ -13,7 +13,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["PROMPT_TOKENS", "BenchResult", "Row", "interleave", "prompt_tokens", "time_rows"]
+__all__ = [
+    "PROMPT_TOKENS",
+    "BenchResult",
+    "Row",
+    "interleave",
+    "paired_ratios",
+    "prompt_tokens",
+    "spread_note",
+    "time_rows",
+]
 
 PROMPT_TOKENS = 128
 
@@ -30,7 +39,40 @@ class Row:
     baseline: str
     ratio: float | None
     note: str = ""
-    goal: float | None = None  # the least ratio this row is meant to reach, where one is set
+    goal: float | None = None  # the ratio this row is meant to reach, where one is set
+    # ">=": the ratio must reach the goal (a speed-up); "<=": stay under it (an overhead, P2).
+    goal_kind: str = ">="
+    # The least and greatest of the paired runs' ratios behind `ratio` (their median), and how
+    # many pairs there were: a goal met by the median but not by the spread is a noisy goal.
+    spread: tuple[float, float] | None = None
+    pairs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.goal_kind not in (">=", "<="):
+            msg = f"Row.goal_kind must be '>=' or '<=', not {self.goal_kind!r}"
+            raise ValueError(msg)
+        if self.spread is not None:
+            # JSON brings the pair back as a list; keep one type so rows compare equal.
+            object.__setattr__(self, "spread", (float(self.spread[0]), float(self.spread[1])))
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the goal is met (None where the row has no goal or no ratio)."""
+        if self.goal is None or self.ratio is None:
+            return None
+        return self.ratio >= self.goal if self.goal_kind == ">=" else self.ratio <= self.goal
+
+    def ratio_text(self) -> str:
+        if self.ratio is None:
+            return ""
+        text = f"{self.ratio:.3f}×"
+        if self.spread is not None:
+            low, high = self.spread
+            text += f" [{low:.3f}–{high:.3f}, {self.pairs} pairs]"
+        if self.met is not None:
+            sign = "≥" if self.goal_kind == ">=" else "≤"
+            text += f" (goal {sign} {self.goal:g}×: {'met' if self.met else 'MISSED'})"
+        return text
 
 
 @dataclass
@@ -56,6 +98,10 @@ class BenchResult:
         meta = {**self.meta, **previous.get("meta", {})}
         return BenchResult(rows + self.rows, meta, {**errors, **self.errors})
 
+    def missed(self) -> list[Row]:
+        """The rows whose goal this run missed (what `interp-bench --check` fails on)."""
+        return [row for row in self.rows if row.met is False]
+
     def markdown(self) -> str:
         lines = [
             f"Model: {self.meta.get('model', '?')}; {self.meta.get('machine', '')}",
@@ -67,10 +113,7 @@ class BenchResult:
             value = (
                 f"{row.value * 1000:.1f} ms" if row.unit == "s" else f"{row.value:.0f} {row.unit}"
             )
-            ratio = "" if row.ratio is None else f"{row.ratio:.3f}×"
-            if row.goal is not None and row.ratio is not None:
-                verdict = "met" if row.ratio >= row.goal else "MISSED"
-                ratio += f" (goal ≥ {row.goal:g}×: {verdict})"
+            ratio = row.ratio_text()
             note = f" ({row.note})" if row.note else ""
             lines.append(
                 f"| {row.workload} | {row.subject} | {row.variant}{note} | {value} | "
@@ -108,14 +151,57 @@ def interleave(
     return times
 
 
+def paired_ratios(mine: list[float], base: list[float]) -> list[float]:
+    """Each run's ratio to the baseline run beside it (index i with index i).
+
+    On a shared machine the load drifts between rounds of `interleave`; a ratio taken within one
+    round sees one load, so the median of these ratios is not biased by the drift, and their
+    spread says how far a single round can be trusted.
+    """
+    if len(mine) != len(base) or not mine:
+        msg = f"paired runs need equal, non-zero counts, got {len(mine)} and {len(base)}"
+        raise ValueError(msg)
+    return [m / b for m, b in zip(mine, base, strict=True)]
+
+
+def spread_note(ratios: list[float]) -> dict[str, Any]:
+    """The `ratio`, `spread` and `pairs` fields of a row whose ratio comes from paired runs."""
+    return {
+        "ratio": statistics.median(ratios),
+        "spread": (min(ratios), max(ratios)),
+        "pairs": len(ratios),
+    }
+
+
 def time_rows(
-    workload_of: dict[str, str], subject: str, times: dict[str, list[float]], baseline: str
+    workload_of: dict[str, str],
+    subject: str,
+    times: dict[str, list[float]],
+    baseline: str,
+    goals: dict[str, tuple[str, float]] | None = None,
 ) -> list[Row]:
-    base = statistics.median(times[baseline])
+    """Rows of seconds per call: each ratio the median of the paired rounds' ratios.
+
+    `goals` maps a variant to `(kind, goal)` (kind ">=" or "<="), stated where the workload is.
+    """
+    goals = goals or {}
     rows = []
     for name, samples in times.items():
         if name == baseline:
             continue
-        median = statistics.median(samples)
-        rows.append(Row(workload_of[name], subject, name, median, "s", baseline, median / base))
+        paired = spread_note(paired_ratios(samples, times[baseline]))
+        kind, goal = goals.get(name, (">=", None))
+        rows.append(
+            Row(
+                workload_of[name],
+                subject,
+                name,
+                statistics.median(samples),
+                "s",
+                baseline,
+                goal=goal,
+                goal_kind=kind,
+                **paired,
+            )
+        )
     return rows
