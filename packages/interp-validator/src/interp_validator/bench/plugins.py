@@ -18,7 +18,7 @@ __all__ = ["GROUP", "PROVIDERS", "run_plugin_workload"]
 
 GROUP = "interp.bench"
 # Which distribution provides each plugin workload, for the message when it is absent.
-PROVIDERS = {"F": "interp-sae[bench]"}
+PROVIDERS = {"F": "interpoint-sae[bench]"}
 
 
 def run_plugin_workload(name: str, errors: dict[str, str], **context: Any) -> list[Row]:
