@@ -4,14 +4,17 @@
 not ours), and nothing noticed: the install lines were never run. Here every package's wheel is
 built from the checkout, and
 
-* every `pip install` line in the README, the docs and the package READMEs names only
-  distributions and extras that the built wheels have (and no old `interp-<part>` name);
-* every line whose dependencies can be resolved on this machine is resolved in an empty venv
-  (`pip install --dry-run`), with our distributions found only among the built wheels and torch
-  held to the local CPU build;
-* `pip install interpoint-core` really installs into a fresh venv and works without torch, and
+* every `pip install` line in the README, the docs and the package READMEs, and every install
+  hint in the packages' messages, names only distributions and extras that the built wheels have
+  (and no old `interp-<part>` name);
+* the lines whose dependencies can be resolved on this machine are resolved together in an empty
+  venv (`pip install --dry-run`; a solution for all of them is one for each), with our
+  distributions found only among the built wheels and torch held to the local CPU build;
+* `pip install interpoint-core` really installs into a fresh venv and works without torch;
   `pip install interpoint` really installs into another and runs the README's first example on
-  the embedded SmolLM2, whose capture must equal the checkout's own bit for bit.
+  the embedded SmolLM2, whose capture, steered tokens and lens must equal the checkout's; then
+  each other resolvable line is installed into that venv, as a user adds packages, and what it
+  names (the distributions, their extras' distributions, their modules) is there.
 
 The lines that need CUDA or vLLM (`[vllm]`, `[vllm-cpu]`, `[quant]`, `[ray]`) are checked against
 the wheels' metadata only: resolving vLLM's tree would pin a different torch and take minutes.
@@ -66,6 +69,19 @@ def _install_lines() -> dict[str, list[str]]:
     return found
 
 
+def _source_hints() -> dict[str, list[str]]:
+    """The install hints our error messages give (`pip install 'interpoint-vllm[sae]'`)."""
+    found: dict[str, list[str]] = {}
+    # Old names too (`interp-vllm`): no wheel has them, so the check below reports them.
+    token = r"(?:'interp[\w,\[\]-]*'|interp[\w-]*(?:\[[\w,-]+\])?)"
+    for path in sorted((ROOT / "packages").glob("*/src/**/*.py")):
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(rf"pip install ({token}(?: {token})*)", text):
+            where = path.relative_to(ROOT).as_posix()
+            found.setdefault(match.group(1), []).append(where)
+    return found
+
+
 def _is_ours(arg: str) -> bool:
     return arg.strip("'\"").split("[")[0].startswith("interpoint")
 
@@ -82,6 +98,7 @@ def _requirements(line: str) -> list[tuple[str, set[str]]]:
 
 
 LINES = _install_lines()
+HINTS = _source_hints()
 
 
 def test_the_docs_document_install_lines_and_none_with_an_old_name() -> None:
@@ -132,21 +149,37 @@ def _fresh_venv(where: Path) -> Path:
 def _pip(python: Path, *args: str, wheelhouse: Path) -> subprocess.CompletedProcess[str]:
     constraints = wheelhouse / "constraints.txt"
     constraints.write_text(f"{TORCH}\n")
+    # --no-compile: byte-compiling torch's thousands of modules is most of an install's time.
     command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
+    command += ["--no-compile"]
     command += ["--find-links", str(wheelhouse), "-c", str(constraints), *args]
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
 
 
-@pytest.mark.parametrize("line", sorted(LINES))
+@pytest.mark.parametrize("line", sorted(set(LINES) | set(HINTS)))
 def test_each_line_names_distributions_and_extras_the_wheels_have(
     line: str, wheelhouse: Path
 ) -> None:
     metadata = _metadata(wheelhouse)
+    where = LINES.get(line, []) + HINTS.get(line, [])
     for dist, extras in _requirements(line):
-        assert dist in metadata, f"{line!r} ({LINES[line]}): no wheel is named {dist}"
+        assert dist in metadata, f"{line!r} ({where}): no wheel is named {dist}"
         missing = extras - metadata[dist]["extras"]  # type: ignore[operator]
-        assert not missing, f"{line!r} ({LINES[line]}): {dist} has no extra {sorted(missing)}"
+        assert not missing, f"{line!r} ({where}): {dist} has no extra {sorted(missing)}"
+
+
+def test_the_backend_and_workload_hints_name_built_wheels(wheelhouse: Path) -> None:
+    # These hints are built from tables (`pip install {dist}`), which the scan above cannot read.
+    from interp_core.backends import _UMBRELLA_EXTRA, FIRST_PARTY
+    from interp_validator.bench.plugins import PROVIDERS
+
+    named = {*FIRST_PARTY.values(), *_UMBRELLA_EXTRA.values(), *PROVIDERS.values()}
+    metadata = _metadata(wheelhouse)
+    for line in named:
+        for dist, extras in _requirements(line):
+            assert dist in metadata and extras <= metadata[dist]["extras"], line  # type: ignore[operator]
+    assert HINTS, "the scan found no install hint in the packages' messages"
 
 
 RESOLVABLE = sorted(
@@ -156,26 +189,28 @@ RESOLVABLE = sorted(
 )
 
 
-@pytest.mark.parametrize("line", RESOLVABLE)
-def test_each_line_resolves_in_an_empty_venv_from_the_wheels(
-    line: str, wheelhouse: Path, tmp_path: Path
+def test_the_resolvable_lines_resolve_in_an_empty_venv_from_the_wheels(
+    wheelhouse: Path, tmp_path: Path
 ) -> None:
+    # All at once: one resolution (seconds of index look-ups each) instead of one per line. A set
+    # of versions that satisfies every line together satisfies each line alone.
+    assert "interpoint" in RESOLVABLE and "interpoint-core" in RESOLVABLE
     python = _fresh_venv(tmp_path / "venv")
     report = tmp_path / "report.json"
-    args = [arg.strip("'\"") for arg in line.split()]
+    args = sorted({arg.strip("'\"") for line in RESOLVABLE for arg in line.split()})
     done = _pip(python, "--dry-run", "--report", str(report), *args, wheelhouse=wheelhouse)
-    assert done.returncode == 0, f"{line!r} ({LINES[line]}) does not resolve:\n{done.stderr}"
+    assert done.returncode == 0, f"{args} do not resolve together:\n{done.stderr}"
     chosen = {
-        item["metadata"]["name"]: item["download_info"]["url"]
+        item["metadata"]["name"]: (item["download_info"]["url"], item["metadata"]["version"])
         for item in json.loads(report.read_text())["install"]
     }
-    ours = {name: url for name, url in chosen.items() if name.startswith("interpoint")}
-    for dist, _ in _requirements(line):
-        assert dist in ours, f"{line!r} would not install {dist}"
+    ours = {name: url for name, (url, _) in chosen.items() if name.startswith("interpoint")}
+    for line in RESOLVABLE:
+        for dist, _ in _requirements(line):
+            assert dist in ours, f"{line!r} ({LINES[line]}) would not install {dist}"
     # Ours come from the wheels just built, never from a registry that may hold another project.
     assert all(url.startswith(wheelhouse.as_uri()) for url in ours.values()), ours
-    if "torch" in chosen:
-        assert "2.13.0" in chosen["torch"] or chosen["torch"].startswith("file:"), chosen["torch"]
+    assert chosen["torch"][1] == TORCH.split("==")[1] + "+cpu" or chosen["torch"][1] == "2.13.0"
 
 
 def test_the_core_line_installs_the_core_alone(wheelhouse: Path, tmp_path: Path) -> None:
@@ -184,7 +219,8 @@ def test_the_core_line_installs_the_core_alone(wheelhouse: Path, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     check = (
         "import importlib.util, interp_core\n"
-        "from interp_core import Address, known_model_ids\n"
+        "from interp_core import Address\n"
+        "from interp_core.known_models import known_model_ids\n"
         "assert importlib.util.find_spec('torch') is None\n"
         "assert str(Address('resid_post', 3)) == 'resid_post.3'\n"
         "print(len(known_model_ids()))\n"  # the bundled configs are in the wheel
@@ -251,8 +287,25 @@ def _run_example(python: Path | str, folder: Path, work: Path, *, isolated: bool
     return torch.load(out)
 
 
+@pytest.fixture(scope="session")
+def users_venv(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv where `pip install interpoint` ran (the README's first line), and nothing
+    else yet: the README example runs in it first, then the other lines are added to it."""
+    python = _fresh_venv(tmp_path_factory.mktemp("users") / "venv")
+    done = _pip(python, "interpoint", wheelhouse=wheelhouse)
+    assert done.returncode == 0, done.stderr
+    return python
+
+
+def _in_venv(python: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": ""}  # nothing of the checkout (env.sh puts src dirs there)
+    return subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+
+
 def test_a_fresh_venv_with_the_umbrella_runs_the_readme_first_example(
-    wheelhouse: Path, tmp_path: Path
+    users_venv: Path, tmp_path: Path
 ) -> None:
     from interp_core.testing.resources import require
 
@@ -262,18 +315,10 @@ def test_a_fresh_venv_with_the_umbrella_runs_the_readme_first_example(
     from interp_testmodels.smollm2 import smollm2_path
 
     folder = smollm2_path(progress=False)
-    python = _fresh_venv(tmp_path / "venv")
-    done = _pip(python, "interpoint", wheelhouse=wheelhouse)
-    assert done.returncode == 0, done.stderr
-    where = subprocess.run(
-        [str(python), "-c", "import interpoint, interp_eager; print(interp_eager.__file__)"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": ""},
-        check=False,
-    )
+    python = users_venv
+    where = _in_venv(python, "import interpoint, interp_eager; print(interp_eager.__file__)")
     assert where.returncode == 0, where.stderr
-    assert where.stdout.startswith(str(tmp_path))  # the wheel's copy, not the checkout's
+    assert where.stdout.startswith(str(python.parent.parent))  # the wheel's copy, not the checkout
 
     fresh = _run_example(python, folder, tmp_path, isolated=True)
     tokens = fresh["tokens"]
@@ -289,6 +334,42 @@ def test_a_fresh_venv_with_the_umbrella_runs_the_readme_first_example(
     assert torch.equal(fresh["probs"], workspace["probs"])
     assert fresh["generated"] == workspace["generated"]
     assert fresh["top"] == workspace["top"]
+
+
+# What each line's names bring, beyond the distribution itself: the module to import.
+MODULES = {
+    "interpoint": "interpoint",
+    **{f"interpoint-{part}": f"interp_{part}" for part in
+       ("core", "torch", "testmodels", "eager", "vllm", "validator", "sizer", "serve", "sae")},
+}  # fmt: skip
+
+
+def test_each_other_resolvable_line_installs_what_it_names(
+    users_venv: Path, wheelhouse: Path
+) -> None:
+    # After the README's line, in the same venv, as a user adds packages: each line installs,
+    # and every distribution it names, every distribution of the extras it names and every
+    # module of ours it names is there afterwards.
+    metadata = _metadata(wheelhouse)
+    for line in RESOLVABLE:
+        args = [arg.strip("'\"") for arg in line.split()]
+        done = _pip(users_venv, *args, wheelhouse=wheelhouse)
+        assert done.returncode == 0, f"{line!r} ({LINES[line]}):\n{done.stderr}"
+        wanted, modules = set(), set()
+        for dist, extras in _requirements(line):
+            wanted.add(dist)
+            modules.add(MODULES[dist])
+            for requirement in metadata[dist]["requires"]:  # type: ignore[union-attr]
+                extra = re.search(r"extra == ['\"]([\w-]+)['\"]", requirement)
+                if extra and extra.group(1) in extras:
+                    wanted.add(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0])
+        check = (
+            "import importlib, importlib.metadata as m\n"
+            f"for d in {sorted(wanted)!r}: m.version(d)\n"
+            f"for n in {sorted(modules)!r}: importlib.import_module(n)\n"
+        )
+        run = _in_venv(users_venv, check)
+        assert run.returncode == 0, f"after {line!r}:\n{run.stderr[-3000:]}"
 
 
 def test_the_runner_reads_the_example_as_documented() -> None:
