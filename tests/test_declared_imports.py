@@ -197,6 +197,62 @@ def test_every_import_is_the_standard_library_itself_or_declared(folder: str) ->
     assert not problems, f"{folder}:\n" + "\n".join(problems)
 
 
+# Test modules that run in another interpreter (a reference engine's pinned environment), and
+# imports a suite takes from elsewhere on purpose, each with its reason.
+FOREIGN_TESTS = re.compile(r"_runner\.py$")
+TEST_ALLOWANCES = {
+    # serve's SAE tests write SAE files with interp-sae's test writers (its workflow checks out
+    # interp-sae and puts that tests folder on sys.path).
+    "interp-serve": {"sae_files"},
+    # The sizer needs none of these: its cross-checks compare with the real libraries where the
+    # workspace has them and skip where absent (full.yml runs them; see the sizer's pyproject).
+    "interp-sizer": {
+        "interp_testmodels",
+        "pyarrow",
+        "safetensors",
+        "torch",
+        "transformers",
+        "vllm",
+    },
+}
+
+
+def _undeclared_in_tests(folder: str) -> list[str]:
+    table = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())
+    project = table["project"]
+    names = {_normalize(project["name"])}
+    names |= {_requirement_name(r) for r in project.get("dependencies", [])}
+    for lines in project.get("optional-dependencies", {}).values():
+        names |= {_requirement_name(r) for r in lines}
+    group = table["dependency-groups"]["test"]
+    names |= {_requirement_name(r) for r in group if isinstance(r, str)}
+    tests = ROOT / "packages" / folder / "tests"
+    local = {p.stem for p in tests.rglob("*.py")} | {p.name for p in tests.rglob("*") if p.is_dir()}
+    allowed = TEST_ALLOWANCES.get(folder, set())
+    problems = []
+    for path in sorted(tests.rglob("*.py")):
+        if FOREIGN_TESTS.search(path.name):
+            continue
+        visitor = _Imports()
+        visitor.visit(ast.parse(path.read_text(), filename=str(path)))
+        for module, line, _ in visitor.found:
+            if module in sys.stdlib_module_names or module in local | allowed | {"__future__"}:
+                continue
+            providers = _providers(module)
+            if not providers & names:
+                where = f"{path.relative_to(tests).as_posix()}:{line} imports {module}"
+                problems.append(f"{where} ({', '.join(sorted(providers)) or 'nothing here'})")
+    return problems
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_every_import_in_a_suite_is_its_package_its_extras_or_its_test_group(folder: str) -> None:
+    # The per-package workflow installs the package, its editables and its test group only: an
+    # import the group does not name passes in the workspace and fails there.
+    problems = _undeclared_in_tests(folder)
+    assert not problems, f"{folder}/tests:\n" + "\n".join(problems)
+
+
 def test_the_checker_tells_guarded_imports_from_module_level_ones() -> None:
     # The checker itself: TYPE_CHECKING blocks, ImportError guards and function bodies are
     # guarded (so an extra's import is allowed there); everything else is module level.

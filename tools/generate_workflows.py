@@ -40,7 +40,8 @@ PACKAGES: dict[str, tuple[str, ...]] = {
         "interp-eager",
         "interp-sae",
     ),
-    "interp-engine": ("interp-core", "interp-torch", "interp-eager"),
+    # The umbrella's seed-loading steps build tiny models (interp-testmodels).
+    "interp-engine": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
     # The SAE suite runs a tiny eager model (through the registry), the vLLM worker-side encoding
     # on the CPU (no engine), and compares with SAELens in the validator's pinned environment.
     "interp-sae": (
