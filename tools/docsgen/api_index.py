@@ -1,6 +1,6 @@
-"""Where each name of `import interp_engine` is documented: the umbrella's API page lists them.
+"""Where each name of `import interpoint` is documented: the umbrella's API page lists them.
 
-`interp_engine` re-exports `interp_core.__all__`; the reference for each name lives on the
+`interpoint` re-exports `interp_core.__all__`; the reference for each name lives on the
 interp-core page whose `::: module` directive covers the module that defines it. The list is
 read from the code and the pages on every build, so a new public name appears by itself, and
 one whose module no API page documents fails the build instead of being left out.

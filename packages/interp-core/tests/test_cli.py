@@ -102,9 +102,9 @@ def test_backends_lists_first_party_backends_with_the_install_hint(capsys) -> No
     for row in rows.values():
         assert row["status"] in {"ready", "cannot run here", "not installed", "not provided"}
         if row["status"] == "not installed":
-            assert row["detail"].startswith("pip install interp-")
+            assert row["detail"].startswith("pip install interpoint-")
         if row["status"] == "not provided":
-            assert "registers no" in row["detail"] and "upgrade interp-" in row["detail"]
+            assert "registers no" in row["detail"] and "upgrade interpoint-" in row["detail"]
 
 
 def test_the_console_script_is_installed() -> None:

@@ -81,6 +81,6 @@ def test_the_blocking_finder_really_blocks() -> None:
 def test_core_declares_no_runtime_dependencies() -> None:
     from importlib.metadata import requires
 
-    runtime = [r for r in (requires("interp-core") or []) if "extra ==" not in r]
+    runtime = [r for r in (requires("interpoint-core") or []) if "extra ==" not in r]
     assert runtime == [], runtime
     assert interp_core.__version__

@@ -36,7 +36,7 @@ def test_every_accepted_name_loads_the_dtype_the_core_table_names(
 def test_every_name_the_sizer_prices_means_the_same_dtype_here() -> None:
     from interp_eager.loading import torch_dtype  # what EagerModel(dtype=...) calls
 
-    # A declared test dependency (interp-eager[test]): absent, this must fail, not skip.
+    # A declared test dependency (interp-eager's test group): absent, this must fail, not skip.
     from interp_sizer import formats
 
     for stated in ("bfloat16", "float16", "float32", "torch.float16", None, "int8"):

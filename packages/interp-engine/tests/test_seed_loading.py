@@ -33,7 +33,7 @@ VLLM = backends.vllm_installed()
 
 def _vllm(model: str, **kwargs: Any) -> Any:
     """`load_model(model, **kwargs)` on a vLLM backend; without vLLM, None once refused."""
-    from interp_engine import load_model
+    from interpoint import load_model
 
     if not VLLM:
         with pytest.raises(BackendUnavailable, match="needs vLLM"):
@@ -64,7 +64,7 @@ def test_vllm_default() -> None:
 
 
 def test_vllm_static_with_declared_points() -> None:
-    from interp_engine import Address
+    from interpoint import Address
 
     point = Address("resid_post", 10)
     model = _vllm("Qwen/Qwen3-8B", backend="vllm-static", static_points=[point])
@@ -97,8 +97,8 @@ def test_vllm_generate_only() -> None:
 def test_vllm_static_capture_on_a_tiny_model() -> None:
     # The snippet's capture, with a tiny local qwen3 in place of Qwen/Qwen3-8B (no weights here).
     from interp_core.sync import shutdown
-    from interp_engine import Address, capture, load_model
     from interp_testmodels.families import build_family
+    from interpoint import Address, capture, load_model
 
     point = Address("resid_post", 1)
     model = load_model(str(build_family("qwen3")), backend="vllm-static", static_points=[point])
@@ -116,7 +116,7 @@ def test_vllm_static_capture_on_a_tiny_model() -> None:
 def test_eager_with_device_dtype_and_attn_implementation() -> None:
     import torch
 
-    from interp_engine import load_model
+    from interpoint import load_model
 
     model = load_model(
         "google/gemma-2-2b-it",
@@ -134,7 +134,7 @@ def test_eager_with_device_dtype_and_attn_implementation() -> None:
 def test_eager_requires_grad_and_auto_dtype() -> None:
     import torch
 
-    from interp_engine import load_model
+    from interpoint import load_model
 
     model = load_model("google/gemma-2-2b-it", backend="eager", requires_grad=True)
     assert model.requires_grad is True
@@ -160,7 +160,7 @@ def test_quantize_on_load_fp8_with_fp8_kv_cache_on_two_gpus() -> None:
 
 
 def test_fp8_on_eager_names_the_alternative() -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     with pytest.raises(CapabilityUnsupported) as caught:
         load_model("meta-llama/Llama-3.3-70B-Instruct", backend="eager", quantization="fp8")
@@ -170,7 +170,7 @@ def test_fp8_on_eager_names_the_alternative() -> None:
 
 # --- auto -----------------------------------------------------------------------------------------
 def test_auto_here_and_vllm_installed() -> None:
-    from interp_engine import load_model, vllm_installed
+    from interpoint import load_model, vllm_installed
 
     assert vllm_installed() is VLLM
     if backends.cuda_available():
@@ -183,7 +183,7 @@ def test_auto_here_and_vllm_installed() -> None:
 
 @pytest.mark.skipif(not VLLM, reason="needs vLLM installed to construct a vLLM model")
 def test_auto_on_a_cuda_machine_with_vllm_lands_on_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     monkeypatch.setattr(backends, "cuda_available", lambda: True)
     with warnings.catch_warnings():
@@ -193,7 +193,7 @@ def test_auto_on_a_cuda_machine_with_vllm_lands_on_vllm(monkeypatch: pytest.Monk
 
 
 def test_auto_warns_with_the_reason_when_it_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     monkeypatch.setattr(backends, "cuda_available", lambda: True)
     monkeypatch.setattr(backends, "vllm_installed", lambda: False)
@@ -231,7 +231,7 @@ def test_auto_resolves_a_hub_id_through_the_hub_before_deciding(
 
 
 def test_select_backend_as_the_seed_calls_it() -> None:
-    from interp_engine import select_backend, vllm_installed
+    from interpoint import select_backend, vllm_installed
 
     selection = select_backend(
         "Qwen/Qwen3-8B",
@@ -249,7 +249,7 @@ def test_select_backend_as_the_seed_calls_it() -> None:
 
 @pytest.mark.skipif(not VLLM, reason="the vllm backend must be importable to judge Qwen3")
 def test_select_backend_with_cuda_and_vllm_injected() -> None:
-    from interp_engine import select_backend
+    from interpoint import select_backend
 
     on_gpu = select_backend("Qwen/Qwen3-8B", vllm_available=True, cuda=True)
     assert (on_gpu.use_vllm, on_gpu.device, on_gpu.dtype) == (True, "cuda", "bfloat16")
@@ -295,7 +295,7 @@ def test_num_gpus_becomes_tensor_parallel_size() -> None:
 )
 @pytest.mark.parametrize("backend", ["vllm", "vllm-static", "vllm-generate"])
 def test_eager_keywords_on_vllm_name_eager(backend: str, keyword: str, value: Any) -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     with pytest.raises(CapabilityUnsupported) as caught:
         load_model("Qwen/Qwen3-8B", backend=backend, **{keyword: value})
@@ -319,7 +319,7 @@ def test_eager_keywords_on_vllm_name_eager(backend: str, keyword: str, value: An
 def test_vllm_keywords_on_eager_name_the_vllm_backends(
     keyword: str, value: Any, taker: str
 ) -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     with pytest.raises(CapabilityUnsupported) as caught:
         load_model("Qwen/Qwen3-8B", backend="eager", **{keyword: value})
@@ -329,7 +329,7 @@ def test_vllm_keywords_on_eager_name_the_vllm_backends(
 
 
 def test_static_points_on_hooked_vllm_names_vllm_static() -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     with pytest.raises(CapabilityUnsupported, match="Use backend='vllm-static'"):
         load_model("Qwen/Qwen3-8B", backend="vllm", static_points="auto")
@@ -338,7 +338,7 @@ def test_static_points_on_hooked_vllm_names_vllm_static() -> None:
 def test_a_misplaced_keyword_under_auto_is_refused_for_the_backend_auto_chose(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     monkeypatch.setattr(backends, "cuda_available", lambda: False)
     # No GPU: auto chooses eager, which does not take gpu_memory_utilization.
@@ -347,7 +347,7 @@ def test_a_misplaced_keyword_under_auto_is_refused_for_the_backend_auto_chose(
 
 
 def test_unknown_keywords_are_refused_at_load_model_naming_the_dict_option() -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     with pytest.raises(InvalidArgument) as caught:
         load_model("Qwen/Qwen3-8B", backend="eager", low_cpu_mem_usage=True)
@@ -364,7 +364,7 @@ def test_unknown_keywords_are_refused_at_load_model_naming_the_dict_option() -> 
 
 
 def test_from_pretrained_kwargs_carry_what_the_backend_does_not_set() -> None:
-    from interp_engine import load_model
+    from interpoint import load_model
 
     model = load_model(
         "Qwen/Qwen3-8B", backend="eager", from_pretrained_kwargs={"low_cpu_mem_usage": True}
@@ -378,8 +378,8 @@ def test_from_pretrained_kwargs_carry_what_the_backend_does_not_set() -> None:
 def test_lifecycle_on_a_tiny_model() -> None:
     # The snippet, with a tiny local llama in place of Qwen/Qwen3-8B (no weights here); on this
     # machine without a GPU, auto chooses eager. Construction is lazy: warmup is the load.
-    from interp_engine import load_model
     from interp_testmodels.families import build_family
+    from interpoint import load_model
 
     path = str(build_family("llama"))
     seen: dict[str, Any] = {}

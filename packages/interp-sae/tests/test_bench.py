@@ -5,6 +5,8 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
+
 
 def test_interp_bench_finds_workload_f_through_its_entry_point() -> None:
     from interp_sae.bench import bench_sae_features
@@ -28,7 +30,10 @@ def test_the_bench_sae_loads_at_the_middle_layer(tmp_path: Path) -> None:
 def test_the_sae_rows_judge_only_the_worker_side_against_the_goal() -> None:
     from interp_sae.bench import GOAL, _rows
 
+    from interp_validator.bench.plugins import KIT
+
     rows = _rows(
+        KIT.row,
         {"in-process client": 800.0, "in-process worker": 1000.0, "served client": 500.0,
          "served worker": 750.0},
         spread={"in-process": (0.9, 1.4), "served": (1.4, 1.6)},
@@ -44,3 +49,31 @@ def test_the_sae_rows_judge_only_the_worker_side_against_the_goal() -> None:
     ]
     assert rows[1].note == "32,768 bytes out of the worker per request; ratio per round 0.90–1.40×"
     assert rows[2].note == "262,408 bytes over HTTP per request"
+
+
+def test_interp_bench_hands_workload_f_the_tools_it_would_otherwise_import(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # interp_sae.bench never imports the validator: the bench passes its row class, prompts and
+    # loopback server as `kit`, and F takes it.
+    import inspect
+
+    from interp_sae.bench import bench_sae_features
+
+    import interp_validator.bench.plugins as plugins
+    from interp_validator.bench.results import Row, prompt_tokens
+    from interp_validator.bench.served import running_server
+
+    seen: dict[str, object] = {}
+
+    class Point:
+        name = "F"
+
+        def load(self) -> object:
+            return lambda **context: seen.update(context) or []
+
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [Point()])
+    assert plugins.run_plugin_workload("F", {}, folder=None) == []
+    kit = seen["kit"]
+    assert (kit.row, kit.prompt_tokens, kit.running_server) == (Row, prompt_tokens, running_server)
+    assert "kit" in inspect.signature(bench_sae_features).parameters

@@ -177,7 +177,7 @@ def test_interp_sae_is_imported_only_for_sae_servers() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 2, done.stderr
-    assert "pip install 'interp-serve[sae]'" in done.stderr
+    assert "pip install 'interpoint-serve[sae]'" in done.stderr
     assert "--sae needs the interp-sae package" in done.stderr
 
 

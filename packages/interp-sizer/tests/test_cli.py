@@ -37,7 +37,7 @@ def test_json_has_the_contract_keys_and_the_done_when_numbers(capsys) -> None:
     assert data["kv_bytes_per_token"] == 131_072
     assert data["kv_tokens"] > 400_000
     assert data["fits"]["H100-80GB"] is True and data["fits"]["T4"] is False
-    assert data["snippet"].startswith("from interp_engine import load_model")
+    assert data["snippet"].startswith("from interpoint import load_model")
 
 
 def test_deepseek_json_reports_the_mla_latent(capsys) -> None:

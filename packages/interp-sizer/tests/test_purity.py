@@ -84,5 +84,5 @@ def test_the_blocking_finder_really_blocks() -> None:
 def test_sizer_declares_only_the_core_at_runtime() -> None:
     from importlib.metadata import requires
 
-    runtime = [r for r in (requires("interp-sizer") or []) if "extra ==" not in r]
-    assert [r.split(">")[0].split("<")[0] for r in runtime] == ["interp-core"]
+    runtime = [r for r in (requires("interpoint-sizer") or []) if "extra ==" not in r]
+    assert [r.split(">")[0].split("<")[0] for r in runtime] == ["interpoint-core"]

@@ -102,7 +102,7 @@ def test_the_hub_path_reads_config_and_headers_only(tmp_path: Path, monkeypatch)
 def test_without_the_hub_client_the_refusal_names_the_extra(monkeypatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import raises ImportError
-    with pytest.raises(HubUnavailable, match=r"interp-sizer\[hub\]"):
+    with pytest.raises(HubUnavailable, match=r"interpoint-sizer\[hub\]"):
         resolve_model("acme/not-local")
 
 

@@ -138,5 +138,5 @@ def test_without_the_eager_backend_the_sweep_names_its_install_line(
     options = SweepOptions(
         backends=backends, engines=("hf",), families=("llama",), real_model=False, progress=False
     )
-    with pytest.raises(SweepError, match="pip install interp-eager"):
+    with pytest.raises(SweepError, match="pip install interpoint-eager"):
         run_sweep(options)

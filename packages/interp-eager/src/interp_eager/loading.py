@@ -85,7 +85,7 @@ def bnb_config(quantization: str, dtype: torch.dtype) -> Any:
     except ImportError as error:
         message = (
             f"quantization={quantization!r} needs bitsandbytes; "
-            f"pip install 'interp-eager[quant]' (CUDA only)"
+            f"pip install 'interpoint-eager[quant]' (CUDA only)"
         )
         raise CapabilityUnsupported(message) from error
     if quantization == "bnb-4bit":

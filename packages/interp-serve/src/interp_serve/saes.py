@@ -1,6 +1,6 @@
 """The SAEs a server loads at start (`--sae [NAME=]PATH`), and the steering built from them.
 
-interp-sae is an optional dependency (`pip install 'interp-serve[sae]'`): it brings torch, which
+interp-sae is an optional dependency (`pip install 'interpoint-serve[sae]'`): it brings torch, which
 a server of a non-torch backend need not carry, so it is imported here only when a server is
 asked to load SAEs, never when interp_serve is imported. Requests name an SAE by the name it was
 loaded under; `GET /v1/saes` lists them. A feature steered or clamped in a request becomes the
@@ -27,7 +27,7 @@ __all__ = [
     "sae_rows",
 ]
 
-INSTALL = "pip install 'interp-serve[sae]' (or pip install interp-sae)"
+INSTALL = "pip install 'interpoint-serve[sae]' (or pip install interpoint-sae)"
 
 
 def import_interp_sae() -> Any:

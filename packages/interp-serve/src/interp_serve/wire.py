@@ -188,7 +188,7 @@ def facts_from_json(data: Mapping[str, Any]) -> ModelFacts:
         error = library_errors.ConfigError.build(
             f"this interp-core reads the server's model config differently ({', '.join(differ)})",
             "the client and the server run different interp-core versions",
-            "install the server's interp-core version on the client",
+            "install the server's interpoint-core version on the client",
         )
         raise error
     return facts

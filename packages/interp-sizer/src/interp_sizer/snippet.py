@@ -71,4 +71,4 @@ def snippet(model: ResolvedModel, request: SizingRequest, s: Settings, fit: GpuF
             args.append(f"static_points={_points_literal(s.static_reads)}")
             args.append(f"static_writes={_points_literal(s.static_writes)}")
     body = "".join(f"    {arg},\n" for arg in args)
-    return f"from interp_engine import load_model\n\nmodel = load_model(\n{body})\n"
+    return f"from interpoint import load_model\n\nmodel = load_model(\n{body})\n"

@@ -191,7 +191,7 @@ def _unknown_message(text: str, offline: bool, *, tried_hub: bool = False) -> st
         f"unknown model {text!r}: it is not a file or folder here, not in the local HuggingFace "
         f"cache and not one of the {len(known)} bundled configs.{online}{hint} Pass a model "
         f"folder, a config.json path, a bundled id (`interp-size --list-models`), or a Hub repo "
-        f"id with the `hub` extra installed (pip install 'interp-sizer[hub]')"
+        f"id with the `hub` extra installed (pip install 'interpoint-sizer[hub]')"
     )
 
 
@@ -215,7 +215,7 @@ def _from_hub(repo_id: str) -> ResolvedModel:
         error = HubUnavailable.build(
             f"{repo_id!r} is not on this machine and the Hub client is not installed",
             "reading a config from the Hub needs huggingface_hub",
-            "pip install 'interp-sizer[hub]', or pass a local model folder or config.json",
+            "pip install 'interpoint-sizer[hub]', or pass a local model folder or config.json",
         )
         raise error from exc
     try:

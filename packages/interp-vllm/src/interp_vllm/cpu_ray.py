@@ -85,7 +85,8 @@ def check_ready() -> None:
         msg = (
             f"distributed='ray' on vLLM's CPU build needs interp-vllm's vLLM plugin (entry point "
             f"{PLUGIN_NAME!r} in {PLUGIN_GROUP!r}), which is not installed, so vLLM's Ray "
-            f"executor would refuse the CPU; reinstall interp-vllm (pip install 'interp-vllm[ray]')"
+            "executor would refuse the CPU; reinstall interpoint-vllm "
+            "(pip install 'interpoint-vllm[ray]')"
         )
         raise InvalidArgument(msg)
     allowed = os.environ.get("VLLM_PLUGINS")

@@ -37,8 +37,8 @@ def check_layout(
         raise InvalidArgument(msg)
     if distributed == "ray" and importlib.util.find_spec("ray") is None:
         msg = (
-            "distributed='ray' needs Ray, which is not installed; pip install 'interp-vllm[ray]' "
-            "(or use distributed='mp' on one machine)"
+            "distributed='ray' needs Ray, which is not installed; "
+            "pip install 'interpoint-vllm[ray]' (or use distributed='mp' on one machine)"
         )
         raise InvalidArgument(msg)
     if distributed == "ray" and not cuda_available() and not os.environ.get("RAY_ADDRESS"):

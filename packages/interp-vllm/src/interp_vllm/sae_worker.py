@@ -19,8 +19,8 @@ owner of its request state):
     "features": collect_features(request.feature_rows),
 
 The client decodes the answer with `decode_features`. interp-sae is needed in the workers'
-environment only when SAEs are loaded, and imported only then. It is not an extra of
-interp-vllm: interp-sae's tests use interp-vllm, and extras must not form a cycle.
+environment only when SAEs are loaded, and imported only then: it is interp-vllm's `sae` extra
+(interp-sae's tests use interp-vllm through a dependency group, which is no extra, so no cycle).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _interp_sae() -> Any:
         error = CapabilityUnsupported.build(
             "SAEs on vLLM need interp-sae in the workers' environment",
             "it is not installed there",
-            "pip install interp-sae where the engine runs",
+            "pip install 'interpoint-vllm[sae]' where the engine runs",
         )
         raise error from exc
     return interp_sae

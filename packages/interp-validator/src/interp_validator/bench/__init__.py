@@ -19,7 +19,7 @@ warm-up. Workloads:
 * F — top-32 features of one SAE at one layer, 8 concurrent requests on vLLM: encoded in the
   worker vs captured and encoded in the client, in-process and served (`interp serve --sae`),
   with the bytes each moves (`interp_sae.bench`, plugged in through the `interp.bench` entry
-  point group: `pip install 'interp-sae[bench]'`).
+  point group: `pip install 'interpoint-sae[bench]'`).
 
 Results are one JSON document and a Markdown table (`report.markdown`); the README quotes it.
 """

@@ -3,22 +3,41 @@
 A package whose benchmark needs its own code (interp-sae's workload F encodes SAE features)
 registers a callable in the `interp.bench` entry point group under the workload's letter, as
 backends register in `interp.backends`: the validator never imports it. The callable takes the
-run's context as keywords (`folder`, `local`, `repeats`, `work`, `say`, `errors`) and returns
-its rows; a failure it cannot measure through goes into `errors`, like every workload's.
+run's context as keywords (`folder`, `local`, `repeats`, `work`, `say`, `errors`, and `kit`, the
+bench's own tools) and returns its rows; a failure it cannot measure through goes into `errors`,
+like every workload's. The tools come in `kit` so that the plugin never imports the validator
+either: the import picture has no edge back from the plugin to its host.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from interp_validator.bench.results import Row
+from interp_validator.bench.results import Row, prompt_tokens
+from interp_validator.bench.served import running_server
 
-__all__ = ["GROUP", "PROVIDERS", "run_plugin_workload"]
+__all__ = ["GROUP", "KIT", "PROVIDERS", "BenchKit", "run_plugin_workload"]
+
+
+@dataclass(frozen=True)
+class BenchKit:
+    """The bench's tools a plugin workload uses, handed to it as the `kit` keyword."""
+
+    row: type[
+        Row
+    ]  # a result row: Row(workload, subject, variant, value, unit, baseline, ratio, ...)
+    prompt_tokens: Callable[[int, int], list[int]]  # (length, seed) -> token ids
+    running_server: Callable[..., Any]  # (folder, backend, options) -> context of (url, key)
+
+
+KIT = BenchKit(row=Row, prompt_tokens=prompt_tokens, running_server=running_server)
 
 GROUP = "interp.bench"
 # Which distribution provides each plugin workload, for the message when it is absent.
-PROVIDERS = {"F": "interp-sae[bench]"}
+PROVIDERS = {"F": "interpoint-sae[bench]"}
 
 
 def run_plugin_workload(name: str, errors: dict[str, str], **context: Any) -> list[Row]:
@@ -33,4 +52,4 @@ def run_plugin_workload(name: str, errors: dict[str, str], **context: Any) -> li
     except Exception as exc:  # a broken install is reported in the table, not raised
         errors[name] = f"workload {name} did not load: {type(exc).__name__}: {exc}"
         return []
-    return list(workload(errors=errors, **context))
+    return list(workload(errors=errors, kit=KIT, **context))

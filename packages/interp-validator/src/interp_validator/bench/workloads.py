@@ -299,7 +299,7 @@ def _served(
     from interp_validator.bench.served import bench_served
 
     if importlib.util.find_spec("interp_serve") is None:
-        errors["S"] = "interp-serve is not installed: pip install 'interp-serve[client]'"
+        errors["S"] = "interpoint-serve is not installed: pip install 'interpoint-serve[client]'"
         return []
     say("S: 8 concurrent capture+generate and activation transfer, served vs in-process (eager)")
 
