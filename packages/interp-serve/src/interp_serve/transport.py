@@ -7,8 +7,9 @@ and `limit_concurrency` answers a text 503 only once a full head arrived. So the
 uvicorn's h11 protocol (h11 is a dependency of uvicorn itself, so it is always there, and it
 bounds a head's bytes with `max_incomplete_event_size`) with this subclass around it, which adds:
 
-- the head's field count (`max_header_fields`) and a 431 answer in the API's `{"error": …}`
-  shape for both limits, where h11 and uvicorn answer a plain-text 400;
+- the head's field count (`max_header_fields`), the size of a head that arrived in one read
+  (h11 measures only one still arriving), and a 431 answer in the API's `{"error": …}` shape
+  for both limits, where h11 and uvicorn answer a plain-text 400;
 - a deadline for a whole head (`header_timeout_s`, from the connection's start or its previous
   answer; trickled bytes do not extend it), and an idle limit on a body (`body_timeout_s`);
 - a cap on open connections (`max_connections`): one more is answered 503 and closed at once;
@@ -249,6 +250,13 @@ class _GuardedProtocol(H11Protocol):
             self._head_timer = None
         if len(event.headers) > self.limits.max_header_fields:
             message = f"{len(event.headers)} header fields"
+            raise h11.RemoteProtocolError(message, error_status_hint=431)
+        # h11 bounds a head still arriving; one that came whole in a single read is measured
+        # here (request line + fields, as sent less optional whitespace).
+        size = len(event.method) + len(event.target) + 12
+        size += sum(len(name) + len(value) + 4 for name, value in event.headers) + 2
+        if size > self.limits.max_header_bytes:
+            message = f"a {size:,}-byte request head"
             raise h11.RemoteProtocolError(message, error_status_hint=431)
         if self.conn.their_state is h11.SEND_BODY:
             self._arm_body()
