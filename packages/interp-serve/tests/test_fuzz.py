@@ -25,19 +25,17 @@ from typing import Any
 
 import hypothesis
 import pytest
+import schemathesis
 import serve_helpers
-
-schemathesis = pytest.importorskip("schemathesis")
-
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.core.failures import FailureGroup  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.failures import FailureGroup
+from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
 
-from interp_serve.openapi import SCHEMA_PATH  # noqa: E402
+from interp_serve.openapi import SCHEMA_PATH
 
 EXAMPLES = 25
 BUDGET_S = 60.0

@@ -1,13 +1,16 @@
 """The ASGI app: routes, and the guards every request passes first.
 
-Order of the guards, outermost first: metrics (every answer is counted, refusals included), the
+In front of the app, the connection layer (`interp_serve.transport`) bounds what reaches it:
+head size and field count, head and body deadlines, open connections. Order of the app's
+guards, outermost first: metrics (every answer is counted, refusals included), the
 body cap (a body over `max_body_bytes` is refused with 413 before it is read in full), then the
 API key (401 unless `Authorization: Bearer KEY` matches a configured key; compared in constant
 time against every key, and never logged). `/health` needs no key, so a load balancer can probe
 it. Errors become `{"error": {...}}` bodies with their status; an unexpected exception becomes a
-500 whose body says only that, while the log keeps the traceback. CORS headers are sent only for
-the origins the operator configured. The interactive docs pages are off: the OpenAPI schema is
-published in the documentation instead.
+500 whose body says only that, while the log keeps the traceback; the framework's own refusals
+(no such route, a method the route lacks, a body it cannot read) take the same shape. CORS
+headers are sent only for the origins the operator configured. The interactive docs pages are
+off: the OpenAPI schema is published in the documentation instead.
 """
 
 from __future__ import annotations
