@@ -121,6 +121,46 @@ def test_one_header_just_over_the_byte_limit_is_431(guarded: Any) -> None:
     _our_error(body, 431, "TooLarge")
 
 
+def test_four_48_mib_headers_hold_no_memory(guarded: Any) -> None:
+    # Each connection is refused after its first 8 KiB and the rest dropped as it comes: the
+    # server's RSS, sampled throughout, never grows by anything like the 192 MiB sent.
+    peak, stop = [0], threading.Event()
+    base = _rss(guarded)
+
+    def sample() -> None:
+        while not stop.wait(0.02):
+            peak[0] = max(peak[0], _rss(guarded))
+
+    def attack(answers: list[int]) -> None:
+        sock = _connect(guarded, timeout=60)
+        with contextlib.suppress(OSError):
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (48 * 2**20))
+        sock.shutdown(socket.SHUT_WR)
+        answers.append(_read_answer(sock)[0])
+        sock.close()
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    answers: list[int] = []
+    attackers = [threading.Thread(target=attack, args=(answers,)) for _ in range(4)]
+    for thread in attackers:
+        thread.start()
+    for thread in attackers:
+        thread.join(60)
+    stop.set()
+    sampler.join(5)
+    assert answers == [431] * 4
+    assert peak[0] - base < 32 * 2**20, f"RSS grew {(peak[0] - base) / 2**20:.0f} MiB"
+    _good(guarded)
+
+
+def _rss(server: Any) -> int:
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS for the server process")
+
+
 def test_100000_headers_are_431(guarded: Any) -> None:
     # Raw: httpx itself takes minutes over 100,000 request headers (its cookie handling).
     sock = _connect(guarded)
