@@ -190,6 +190,12 @@ class _GuardedProtocol(H11Protocol):
             self._await_head()
         super().on_response_complete()
 
+    def shutdown(self) -> None:
+        # A connection already closing (lingering) ends by itself within drain_timeout_s; h11
+        # may be in a state that cannot "send" a close (its head was refused past h11).
+        if not self._closing:
+            super().shutdown()
+
     def send_400_response(self, msg: str) -> None:
         """h11 refused the head: answer in the API's shape, 431 when it was too large."""
         error = self.conn.last_error
