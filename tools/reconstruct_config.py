@@ -184,7 +184,7 @@ def _rebuild_generic(model_type: str, model_id: str, entry: dict[str, Any]) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("model_type")
     parser.add_argument("--as", dest="model_id", help="the checkpoint to rebuild (needs a base)")
     parser.add_argument("--write", action="store_true", help="store it under model_configs/")

@@ -213,6 +213,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="interp",
+        allow_abbrev=False,  # a shortened flag could be read as another one
         description="interp-engine: standardized points and backends.",
         formatter_class=HelpFormatter,
         epilog="examples:\n  interp points Qwen/Qwen3-8B\n  interp points ./my-model --json\n"
@@ -223,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     points = sub.add_parser(
         "points",
         formatter_class=HelpFormatter,
+        allow_abbrev=False,
         help="every point a model has, with width and shape, or why it is absent",
     )
     points.add_argument("model", help="a config.json, a model folder, or a bundled repo id")
@@ -231,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     backends = sub.add_parser(
         "backends",
         formatter_class=HelpFormatter,
+        allow_abbrev=False,
         help="registered backends and whether they can run here",
     )
     backends.add_argument("--json", action="store_true", help="print a JSON list")
@@ -238,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser(
         "models",
         formatter_class=HelpFormatter,
+        allow_abbrev=False,
         help="the repo ids of the bundled configs (usable offline as MODEL)",
     )
     models.add_argument("--json", action="store_true", help="print a JSON list")
@@ -257,7 +261,7 @@ def _add_plugin_commands(sub: Any) -> None:
             register = entry.load()
             register(sub)
         except Exception as error:
-            broken = sub.add_parser(entry.name, help=f"(cannot load: {error})")
+            broken = sub.add_parser(entry.name, help=f"(cannot load: {error})", allow_abbrev=False)
             broken.add_argument("rest", nargs=argparse.REMAINDER)
             reason = f"{entry.name!r} comes from {entry.value}, which failed to load: {error}"
             broken.set_defaults(run=_broken(reason))

@@ -1,13 +1,16 @@
 """The ASGI app: routes, and the guards every request passes first.
 
-Order of the guards, outermost first: metrics (every answer is counted, refusals included), the
+In front of the app, the connection layer (`interp_serve.transport`) bounds what reaches it:
+head size and field count, head and body deadlines, open connections. Order of the app's
+guards, outermost first: metrics (every answer is counted, refusals included), the
 body cap (a body over `max_body_bytes` is refused with 413 before it is read in full), then the
 API key (401 unless `Authorization: Bearer KEY` matches a configured key; compared in constant
 time against every key, and never logged). `/health` needs no key, so a load balancer can probe
 it. Errors become `{"error": {...}}` bodies with their status; an unexpected exception becomes a
-500 whose body says only that, while the log keeps the traceback. CORS headers are sent only for
-the origins the operator configured. The interactive docs pages are off: the OpenAPI schema is
-published in the documentation instead.
+500 whose body says only that, while the log keeps the traceback; the framework's own refusals
+(no such route, a method the route lacks, a body it cannot read) take the same shape. CORS
+headers are sent only for the origins the operator configured. The interactive docs pages are
+off: the OpenAPI schema is published in the documentation instead.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from interp_core.errors import InterpError, InvalidArgument
 from interp_serve import interp_routes, openai_routes
@@ -110,6 +114,21 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def validation(request: Request, error: RequestValidationError) -> JSONResponse:
         return _error(InvalidArgument(_validation_message(error)))
 
+    @app.exception_handler(HTTPException)
+    async def framework(request: Request, error: HTTPException) -> JSONResponse:
+        # The framework's own refusals (no such route, a method the route lacks, a body it
+        # could not parse) in the same shape as every other answer, not FastAPI's {"detail"}.
+        if isinstance(error.__cause__, InterpError):  # e.g. the body cap, hit mid-read
+            return _error(error.__cause__)
+        status = error.status_code
+        response = JSONResponse(
+            error_to_json(InvalidArgument(_framework_message(request, error)), status),
+            status_code=status,
+        )
+        for name, value in (error.headers or {}).items():  # Allow: on a 405
+            response.headers[name] = value
+        return response
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
         # The traceback goes to the server's log, never into a response.
@@ -118,6 +137,21 @@ def _install_error_handlers(app: FastAPI) -> None:
             f"internal server error ({type(error).__name__}); the server's log has the details"
         )
         return JSONResponse(error_to_json(RuntimeError(message), 500), status_code=500)
+
+
+def _framework_message(request: Request, error: HTTPException) -> str:
+    where = f"{request.method} {request.url.path}"
+    if error.status_code == 404:
+        return (
+            f"no route {where} on this server; the routes are listed in the HTTP API reference "
+            f"(GET /v1/models, POST /v1/completions, POST /v1/capture, ...)"
+        )
+    if error.status_code == 405:
+        allowed = (error.headers or {}).get("Allow", "")
+        return f"{where} is not a method this route takes; it takes {allowed or 'another'}"
+    if error.status_code == 400:
+        return f"the request body could not be read ({error.detail}); send a JSON object"
+    return f"{where}: {error.detail}"
 
 
 def _validation_message(error: RequestValidationError) -> str:
@@ -164,7 +198,9 @@ class _Guard:
                 # No length given: read up to the cap here, so the refusal is a 413 too.
                 receive, refusal = await self._buffered(receive)
             if refusal is not None:
-                await _send_json(counting_send, refusal)
+                # The body (or what is left of it) is unread: end the connection after the
+                # answer; the transport drains it first, so the client reads this answer.
+                await _send_json(counting_send, refusal, close=_has_body(scope))
             else:
                 await self.app(scope, self._capped(receive), counting_send)
         finally:
@@ -230,6 +266,12 @@ class _Guard:
         return capped
 
 
+def _has_body(scope: Scope) -> bool:
+    headers = dict(scope.get("headers") or ())
+    length = headers.get(b"content-length", b"0")
+    return b"transfer-encoding" in headers or length.strip() not in (b"", b"0")
+
+
 def _chunked(scope: Scope) -> bool:
     headers = dict(scope.get("headers") or ())
     return b"content-length" not in headers and b"transfer-encoding" in headers
@@ -244,13 +286,10 @@ def _too_large(size: int, cap: int) -> TooLarge:
     return TooLarge(message)
 
 
-async def _send_json(send: Send, error: BaseException) -> None:
+async def _send_json(send: Send, error: BaseException, close: bool = False) -> None:
     response = _error(error)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": response.status_code,
-            "headers": response.raw_headers,
-        }
-    )
+    headers = list(response.raw_headers)
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": response.body})

@@ -38,6 +38,8 @@ def register(subparsers: Any) -> None:
         "serve",
         help="serve a model over HTTP (OpenAI-compatible + interp endpoints)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        # `--api X` must not be read as `--api-key-file X`: only whole flag names count.
+        allow_abbrev=False,
     )
     add_arguments(parser)
     parser.set_defaults(run=run)
@@ -93,6 +95,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument(
         "--max-top-k", type=int, default=defaults.max_top_k, help="/v1/features top_k cap"
     )
+    connections = parser.add_argument_group(
+        "connections (checked before the API key; see interp_serve.transport)"
+    )
+    connections.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=defaults.max_header_bytes,
+        help="request line + headers over this are refused with 431",
+    )
+    connections.add_argument(
+        "--max-header-fields",
+        type=int,
+        default=defaults.max_header_fields,
+        help="more header fields than this are refused with 431",
+    )
+    connections.add_argument(
+        "--header-timeout",
+        type=float,
+        default=defaults.header_timeout_s,
+        help="seconds a whole request head may take to arrive; then the connection closes",
+    )
+    connections.add_argument(
+        "--body-timeout",
+        type=float,
+        default=defaults.body_timeout_s,
+        help="seconds a request body may stall; then the connection closes",
+    )
+    connections.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=defaults.keep_alive_timeout_s,
+        help="seconds an idle keep-alive connection is kept",
+    )
+    connections.add_argument(
+        "--max-connections",
+        type=int,
+        default=defaults.max_connections,
+        help="open connections beyond this are answered 503 and closed",
+    )
+    connections.add_argument(
+        "--drain-bytes",
+        type=int,
+        default=defaults.drain_bytes,
+        help="bytes of a refused request's body read and dropped so its client sees the answer",
+    )
+    connections.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=defaults.drain_timeout_s,
+        help="seconds spent draining a refused request's body at most",
+    )
     parser.add_argument(
         "--cors-origin", action="append", default=[], help="allow this origin (default: none)"
     )
@@ -146,7 +199,25 @@ def build_settings(args: argparse.Namespace) -> ServerSettings:
         request_timeout_s=args.request_timeout,
         cors_origins=tuple(args.cors_origin),
         max_top_k=args.max_top_k,
+        max_header_bytes=_positive(args, "max_header_bytes"),
+        max_header_fields=_positive(args, "max_header_fields"),
+        header_timeout_s=_positive(args, "header_timeout"),
+        body_timeout_s=_positive(args, "body_timeout"),
+        keep_alive_timeout_s=_positive(args, "keep_alive_timeout"),
+        max_connections=_positive(args, "max_connections"),
+        drain_bytes=_positive(args, "drain_bytes", zero=True),
+        drain_timeout_s=_positive(args, "drain_timeout", zero=True),
     )
+
+
+def _positive(args: argparse.Namespace, name: str, zero: bool = False) -> Any:
+    value = getattr(args, name)
+    if value < 0 or (value == 0 and not zero):
+        flag = "--" + name.replace("_", "-")
+        wanted = "zero or more" if zero else "more than zero"
+        message = f"{flag} is {value}; it must be {wanted}"
+        raise InvalidArgument(message)
+    return value
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -174,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
 
     from interp_core import load_model
     from interp_serve.app import create_app
+    from interp_serve.transport import uvicorn_options
 
     settings = build_settings(args)
     if args.sae:
@@ -208,7 +280,13 @@ def run(args: argparse.Namespace) -> int:
         f"http://{args.host}:{args.port} ({'keys required' if settings.api_keys else 'no auth'})",
         flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        **uvicorn_options(settings),
+    )
     return 0
 
 

@@ -38,6 +38,11 @@ def schema() -> dict[str, Any]:
         for operation in operations.values():
             responses = operation["responses"]
             responses.pop("422", None)
+            if path in STREAMING_PATHS:
+                # With "stream": true the 200 is server-sent events, not one JSON body.
+                ok = responses["200"]
+                ok["description"] = "JSON, or with stream: true server-sent events"
+                ok["content"]["text/event-stream"] = {}
             for status in _statuses(path):
                 responses.setdefault(
                     status,
@@ -50,6 +55,9 @@ def schema() -> dict[str, Any]:
                 )
     return spec
 
+
+# The routes whose answer is a stream of server-sent events when the body asks for one.
+STREAMING_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 
 # Every error answer, whatever the route: its status and what it means.
 ERROR_STATUSES = {

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 __all__ = ["ServerSettings"]
 
+KiB = 2**10
 MiB = 2**20
 
 
@@ -31,3 +32,20 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     # Top-k features per token a /v1/features request may ask for (the answer grows with it).
     max_top_k: int = 256
+    # The connection layer (interp_serve.transport), in front of the key check: what a client
+    # that holds no key can make the server hold. A request head (request line and headers)
+    # over `max_header_bytes` or `max_header_fields` is refused with 431; a head that has not
+    # arrived in full `header_timeout_s` after the connection opened (or its previous answer
+    # was sent) is closed, as is a body that stalls for `body_timeout_s`; an idle keep-alive
+    # connection closes after `keep_alive_timeout_s`; connections beyond `max_connections` are
+    # refused with 503. A refused request whose body is still coming is read and discarded up
+    # to `drain_bytes` / `drain_timeout_s` before the close, so the client reads the refusal
+    # instead of a connection reset.
+    max_header_bytes: int = 32 * KiB
+    max_header_fields: int = 100
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    keep_alive_timeout_s: float = 5.0
+    max_connections: int = 512
+    drain_bytes: int = 64 * MiB
+    drain_timeout_s: float = 5.0

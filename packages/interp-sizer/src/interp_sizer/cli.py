@@ -33,6 +33,7 @@ __all__ = ["as_flags", "main", "render"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="interp-size",
+        allow_abbrev=False,  # a shortened flag could be read as another one
         description="Which GPU(s) and settings run a model on each interp-engine backend, "
         "before anything is loaded.",
         formatter_class=HelpFormatter,

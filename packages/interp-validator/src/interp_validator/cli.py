@@ -73,6 +73,7 @@ def _epilog() -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="interp-validate",
+        allow_abbrev=False,  # a shortened flag could be read as another one
         description=(
             "Compare interp-engine backends with reference engines (HF hooks, TransformerLens, "
             "nnsight, nnterp) point by point, and write the compact summary.json and report.md, "

@@ -1,0 +1,160 @@
+"""The schema-driven fuzzer: schemathesis over the committed `openapi.json`, on loopback.
+
+Every operation of the published schema gets generated requests, valid and invalid, against an
+eager server of its own with an API key and two SAEs. Each answer must be no 5xx, have a status
+the schema lists for that operation, and a body of the schema's shape (the error shape on every
+refusal). Afterwards the server's RSS has grown less than `RSS_BOUND`, and a good completion
+(capture and lens included) equals what the same request answered before the run.
+
+Bounded: `EXAMPLES` per operation, derandomized (the same requests every run, so CI is
+reproducible and a failure reruns), no shrinking, and a wall-clock `BUDGET_S` after which
+the remaining examples are not sent.
+
+`KNOWN` lists the answers this fuzzer found that are fixed in other work, each with the reason;
+it is narrow (an operation and the exact check that fails) and is to be emptied when that work
+is merged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+import serve_helpers
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.failures import FailureGroup
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from interp_serve.openapi import SCHEMA_PATH
+
+EXAMPLES = 25
+BUDGET_S = 60.0
+RSS_BOUND = 256 * 2**20
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+# (METHOD path, a text in the 500's body) -> why it is excused for now. Each is a 500 from a
+# route body that a parallel change (issue 28, break 8: bad input gets 400, not 500) fixes in
+# interp_routes.py / openai_routes.py / schemas.py; remove each entry once that is merged and
+# this test passes without it.
+KNOWN: dict[tuple[str, str], str] = {
+    ("POST /v1/detokenize", "internal server error ("): (
+        "ids are not checked to be in-vocabulary integers: -1 and 2**40 (OverflowError), null, "
+        "strings and objects (TypeError), nested lists (KeyError) reach the tokenizer"
+    ),
+    ("POST /v1/tokenize", "internal server error (TypeError)"): (
+        "`text: null` beside `tokens` reaches the tokenizer's str_tokens as None"
+    ),
+    ("POST /v1/chat/completions", "internal server error (ValueError)"): (
+        '`"messages": []` reaches the chat template'
+    ),
+    ("POST /v1/capture", "internal server error (TypeError)"): (
+        "an unknown key in `generate` is passed to capture_generation as a keyword"
+    ),
+}
+EXCUSED: list[str] = []
+SENT: list[str] = []
+
+schema = schemathesis.openapi.from_path(SCHEMA_PATH)
+_started: list[float] = []
+
+
+@pytest.fixture(scope="module")
+def fuzzed(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    d_model = json.loads((model_path / "config.json").read_text())["hidden_size"]
+    saes = serve_helpers.write_saes(tmp_path_factory.mktemp("fuzz-saes"), d_model)
+    running = serve_helpers.start_server(
+        model_path,
+        tmp_path_factory.mktemp("fuzz-logs"),
+        name="fuzz",
+        args=("--served-name", "tiny", "--sae", f"relu={saes['relu']}", "--sae", str(saes["jr0"])),
+    )
+    before = _good_answer(running)
+    rss = _rss(running)
+    yield running
+    after = _good_answer(running)
+    grown = _rss(running) - rss
+    running.stop()
+    statuses = Counter(SENT)
+    print(f"fuzz: {len(SENT)} requests, RSS grew {grown / 2**20:.0f} MiB; by answer: {statuses}")
+    print(f"fuzz: excused {sorted(set(EXCUSED))}")
+    assert after == before, "a good request answered differently after the fuzzing"
+    assert grown < RSS_BOUND, f"the server's RSS grew {grown / 2**20:.0f} MiB while fuzzed"
+
+
+def _good_answer(server: Any) -> dict[str, Any]:
+    body = {
+        "model": "tiny",
+        "prompt": "The capital of France is",
+        "max_tokens": 4,
+        "temperature": 0,
+        "interp": {"capture": ["resid_post.1"], "inline": True, "lens": {"top_k": 3}},
+    }
+    with server.client() as http:
+        answer = http.post("/v1/completions", json=body)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    for key in ("id", "created"):
+        data.pop(key, None)
+    data["interp"].pop("handle", None)
+    data["interp"].pop("url", None)
+    data["interp"].pop("expires_in", None)
+    return dict(data)
+
+
+def _rss(server: Any) -> int:
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS for the server process")
+
+
+@schema.parametrize()
+@hypothesis.settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+    suppress_health_check=list(hypothesis.HealthCheck),
+)
+def test_every_answer_fits_the_schema(case: Any, fuzzed: Any) -> None:
+    if not _started:
+        _started.append(time.monotonic())
+    if time.monotonic() - _started[0] > BUDGET_S:
+        return  # the budget is spent: the remaining examples are not sent
+    if isinstance(case.body, dict) and isinstance(case.body.get("model"), str):
+        # The served name, so a body gets past the model check into the engine; a wrong name's
+        # refusal is tested on its own elsewhere.
+        case.body["model"] = "tiny"
+    headers = dict(case.headers or {})
+    headers.setdefault("Authorization", f"Bearer {serve_helpers.KEY}")
+    response = case.call(base_url=fuzzed.url, headers=headers, timeout=30)
+    SENT.append(f"{case.method.upper()} {case.path} {response.status_code}")
+    try:
+        case.validate_response(response, checks=CHECKS, headers=headers)
+    except FailureGroup:  # a BaseExceptionGroup
+        label = f"{case.method.upper()} {case.path}"
+        excused = [
+            why
+            for (op, what), why in KNOWN.items()
+            if op == label and response.status_code == 500 and what in response.text
+        ]
+        if not excused:
+            raise
+        EXCUSED.append(label)
