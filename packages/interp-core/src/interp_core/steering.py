@@ -163,7 +163,7 @@ class SteeringSpec:
         # Frozen: each field is normalised exactly once, here, in dependency order.
         object.__setattr__(self, "address", _check_address(self.address))
         object.__setattr__(self, "op", _check_op(self.op))
-        normalize, fraction, generated, skip_special = check_lens_fields(self)
+        normalize, fraction, _, _ = check_lens_fields(self)
         object.__setattr__(self, "max_fraction", fraction)
         object.__setattr__(self, "scale", _check_scale(self.scale, self.op))
         object.__setattr__(self, "positions", _check_positions(self.positions))

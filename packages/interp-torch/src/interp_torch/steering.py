@@ -67,13 +67,13 @@ from interp_core.steering_lens import norm_add_coefficient
 
 __all__ = [
     "apply_steering",
+    "check_scope_resolved",
     "check_steered_finite",
     "check_steering_fits",
     "compute_dtype",
     "position_mask",
     "spec_delta",
     "steering_delta",
-    "check_scope_resolved",
     "steering_encoder",
     "steering_target",
     "steering_vector",
