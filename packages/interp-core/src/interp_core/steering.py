@@ -110,7 +110,7 @@ POSITION_LIMIT = 2**63
 # How many steering operations one request may apply in order at one point of a backend whose
 # writes are traced into a compiled graph (vllm-static): the graph's depth, each level one op
 # picked per row from the point's op table. The sizer prices the buffers.
-STATIC_WRITE_SLOTS = 4
+STATIC_WRITE_SLOTS = 2
 # How many operations the op table of one static write point holds, by default (a load
 # argument, `static_write_slots=`): each running request's operation there takes one entry per
 # step, two float vectors of the point's width in the steering arithmetic's float32.

@@ -35,6 +35,7 @@ __all__ = [
     "lens_delta_reference",
     "norm_add_coefficient",
     "resolve_scope",
+    "special_token_ids",
     "uses_direction",
 ]
 
@@ -187,3 +188,15 @@ def _with_scope_resolved(spec: SteeringSpec, positions: tuple[int, ...]) -> Stee
 
     changed: dict[str, Any] = {"positions": positions, "generated": True, "skip_special": False}
     return dataclasses.replace(spec, **changed)
+
+
+def special_token_ids(tokenizer: Any) -> frozenset[int]:
+    """The ids `skip_special=True` leaves alone: a HF-style tokenizer's special tokens (BOS,
+    EOS, padding, ...) and its added tokens marked special (chat markers such as
+    `<|im_start|>`). Duck-typed; a tokenizer without them has none."""
+    if tokenizer is None:
+        return frozenset()
+    ids = {int(i) for i in getattr(tokenizer, "all_special_ids", None) or ()}
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    ids.update(int(i) for i, token in added.items() if getattr(token, "special", False))
+    return frozenset(ids)

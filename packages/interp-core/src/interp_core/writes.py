@@ -46,6 +46,7 @@ def admit_writes(
     refuse: Refusal | None = None,
     prompts: Sequence[Sequence[int]] | None = None,
     special: Collection[int] = (),
+    scope: tuple[int, str] | None = None,
 ) -> tuple[SteeringSpec, ...]:
     """The writes a call on `model` makes: the active `steer()` specs, then `steering`, checked.
 
@@ -60,13 +61,15 @@ def admit_writes(
     A spec's scope (`generated=False`, `skip_special=True`) is resolved here into explicit
     positions against the call (`interp_core.steering_lens.resolve_scope`): `prompts` are the
     call's prompt rows (token ids in position order) and `special` the model's special token
-    ids. Without `reach` (a client that forwards the call, as `remote` does) scopes travel as
-    given, for the serving backend to resolve.
+    ids; `scope` is the (length, call) they are resolved against, `reach` when None (a call
+    that checks no positions still resolves scopes). Without either (a client that forwards the
+    call, as `remote` does) scopes travel as given, for the serving backend to resolve.
     """
     specs = as_specs(steering)
     specs = active_steering(model) + specs  # the enclosing steer() blocks' first
-    if reach is not None:
-        specs = tuple(resolve_scope(s, *reach, prompts, special) for s in specs)
+    against = scope if scope is not None else reach
+    if against is not None:
+        specs = tuple(resolve_scope(s, *against, prompts, special) for s in specs)
     for spec in specs:
         if reach is not None:
             check_positions_within(spec, *reach)

@@ -40,7 +40,7 @@ from interp_core.errors import (
 from interp_core.facts import ModelFacts
 from interp_core.points import Width, absence_reason, get_point, point_names
 from interp_core.results import Support
-from interp_core.steering import STATIC_OPS, STATIC_WRITE_SLOTS
+from interp_core.steering import STATIC_OPS, STATIC_WRITE_SLOTS, STATIC_WRITER_SLOTS
 from interp_vllm.keys import address_key
 
 if TYPE_CHECKING:
@@ -411,6 +411,7 @@ class WriteSite:
     writable: frozenset[str] | None
     refusals: Mapping[str, str]
     supports: Callable[[Address], Support]
+    entries: int = STATIC_WRITER_SLOTS  # the static op table's size at each write point
 
     def verdict(self, address: Address, facts: ModelFacts) -> Support:
         # A declared static write need not be a declared read: only the family decides.
@@ -449,6 +450,14 @@ def _slots(spec: SteeringSpec, site: WriteSite) -> InterpError:
         f"more than {STATIC_WRITE_SLOTS} steering operations at {spec.address}",
         f"vllm-static traces {STATIC_WRITE_SLOTS} write slots per point into its compiled forward",
         "combine the operations (e.g. sum the add vectors), or use backend='vllm'",
+    )
+
+
+def _table_full(spec: SteeringSpec, site: WriteSite) -> InterpError:
+    return CapabilityUnsupported.build(
+        f"this request's steering operations at {spec.address} do not fit its op table",
+        f"vllm-static's op table at each write point holds {site.entries} operations",
+        f"load with static_write_slots= above {site.entries}, or use backend='vllm'",
     )
 
 
@@ -497,6 +506,15 @@ WRITE_REFUSALS: tuple[WriteRow, ...] = (
             > STATIC_WRITE_SLOTS
         ),
         _slots,
+    ),
+    # ... and no more than its op table holds (the workers also refuse a step that fills it).
+    WriteRow(
+        lambda spec, specs, site: (
+            _static_key(spec, site)
+            and sum(address_key(o.address) == address_key(spec.address) for o in specs)
+            > site.entries
+        ),
+        _table_full,
     ),
     # A head- or neuron-sharded row is whole on no rank: only an add splits into slices.
     WriteRow(
