@@ -64,9 +64,10 @@ def _by_hand(spec: SteeringSpec, h: torch.Tensor) -> torch.Tensor:
     if spec.op == "add":
         return h + spec.scale * d
     if spec.op == "norm_add":
-        fraction = spec.max_fraction
         added = spec.scale * h.norm(dim=-1, keepdim=True) * d
-        cap = fraction * h.norm(dim=-1, keepdim=True)
+        if spec.max_fraction is None:
+            return h + added
+        cap = spec.max_fraction * h.norm(dim=-1, keepdim=True)
         size = added.norm(dim=-1, keepdim=True)
         return h + torch.where(size > cap, added * cap / size, added)
     if spec.op == "ablate":
