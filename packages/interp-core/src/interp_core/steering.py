@@ -773,7 +773,7 @@ def zero_direction(address: Address, op: str) -> SteeringSpecError:
     return _fail(
         f"the steering vector for {address} is all zeros",
         f"{op} works along the vector's direction, and a zero vector has none",
-        "pass a non-zero direction (a zero vector is only meaningful for op='add')",
+        "pass a non-zero direction (a zero vector is only meaningful for a plain op='add')",
     )
 
 

@@ -39,8 +39,9 @@ __all__ = [
     "uses_direction",
 ]
 
-# The ops whose vector is used for its direction only (so an all-zero vector is refused).
-_DIRECTION_OPS = ("orthogonal", "projection_cap", "norm_add", "ablate", "swap")
+# The ops whose vector must not be all zeros: those that use only its direction, and clamp,
+# whose decoder row a zero would make a no-op.
+_DIRECTION_OPS = ("orthogonal", "projection_cap", "clamp", "norm_add", "ablate", "swap")
 
 
 def _fail(what: str, why: str | None = None, instead: str | None = None) -> SteeringSpecError:

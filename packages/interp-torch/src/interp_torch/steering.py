@@ -176,13 +176,17 @@ def check_steering_fits(
 
     - every op: max|v| must fit the compute dtype (the vector is cast to it first);
     - add: |scale|·max|v| must fit `dtype` (that delta is added as it is);
-    - orthogonal and projection_cap: ‖v‖, taken in the compute dtype exactly as the arithmetic
-      takes it, must be finite and non-zero (else the direction is inf/NaN or silently zero);
+    - every op that uses the vector's direction (orthogonal, projection_cap, norm_add, ablate,
+      swap and add with normalize; a swap's target too): ‖v‖, taken in the compute dtype
+      exactly as the arithmetic takes it, must be finite and non-zero (else the direction is
+      inf/NaN or silently zero);
+    - add with normalize: |scale| must fit `dtype` (the unit vector's elements are at most 1);
     - orthogonal: |scale| must fit `dtype` (any activation with a component along v overflows);
     - projection_cap: min must not exceed, and max not fall below, ±`dtype` max (the capped
       component would be beyond the dtype), and both must fit the compute dtype.
 
-    Overflow that depends on the activations (a huge activation times a large scale) cannot be
+    Overflow that depends on the activations (a huge activation times a large scale, norm_add's
+    |c|·‖h‖) cannot be
     known up front; `check_steered_finite` catches it after the write. The message names the
     point, the scale (or bounds) and the dtype, and says how to fit.
     """

@@ -465,7 +465,8 @@ def _sharded(spec: SteeringSpec, site: WriteSite) -> InterpError:
     return CapabilityUnsupported.build(
         f"the {spec.op} steering at {spec.address} split across {site.num_gpus} "
         f"tensor-parallel GPUs is not served",
-        f"{spec.address.name} is split across the GPUs and a projection needs whole rows",
+        f"{spec.address.name} is split across the GPUs and a projection (or a normalised "
+        "vector) needs whole rows",
         "use op='add' there, steer a residual-width point, or load with num_gpus=1",
     )
 
@@ -519,7 +520,9 @@ WRITE_REFUSALS: tuple[WriteRow, ...] = (
     # A head- or neuron-sharded row is whole on no rank: only an add splits into slices.
     WriteRow(
         lambda spec, _, site: (
-            site.num_gpus > 1 and spec.op != "add" and get_point(spec.address.name).width in SHARDED
+            site.num_gpus > 1
+            and (spec.op != "add" or spec.normalize)  # a unit vector needs the whole norm
+            and get_point(spec.address.name).width in SHARDED
         ),
         _sharded,
     ),
