@@ -57,7 +57,12 @@ from interp_core.errors import AddressError, SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.points import writable_names
 from interp_core.presence import why_absent
-from interp_core.steering_lens import check_lens_fields, lens_delta_reference, uses_direction
+from interp_core.steering_lens import (
+    check_lens_fields,
+    check_target,
+    lens_delta_reference,
+    uses_direction,
+)
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -173,7 +178,7 @@ class SteeringSpec:
         direction = uses_direction(self.op, normalize)
         vector = _check_vector(self.vector, self.op, self.address, direction)
         object.__setattr__(self, "vector", vector)
-        object.__setattr__(self, "target", _check_target(self))
+        object.__setattr__(self, "target", check_target(self, _check_vector))
         encoder, bias, threshold = _check_feature(self)
         object.__setattr__(self, "encoder", encoder)
         object.__setattr__(self, "bias", bias)
@@ -209,6 +214,12 @@ class SteeringSpec:
     def needs_direction(self) -> bool:
         """Whether the op reads only the vector's direction (an all-zero vector is refused)."""
         return uses_direction(self.op, self.normalize)
+
+    @property
+    def splits_by_columns(self) -> bool:
+        """Whether each channel's delta depends on that channel alone (a plain add), so a
+        tensor-parallel rank can apply its slice of the vector to its slice of the row."""
+        return self.op == "add" and not self.normalize
 
     def target_values(self) -> list[float]:
         """A swap's target direction as a list of floats (through `.tolist()` for a tensor)."""
@@ -665,37 +676,6 @@ def _check_vector(
         values.append(_as_float(element))
     _check_values(address, op, values, direction)
     return tuple(values)
-
-
-def _check_target(spec: SteeringSpec) -> Any:
-    """A swap's target direction, checked like the vector; other ops must leave it unset."""
-    if spec.op != "swap":
-        if spec.target is not None:
-            error = _fail(
-                f"op={spec.op!r} was given a target",
-                "only swap moves a component onto a second direction; here it would be ignored",
-                "drop target, or use op='swap'",
-            )
-            raise error
-        return None
-    if spec.target is None:
-        error = _fail(
-            f"the swap at {spec.address} has no target",
-            "swap moves the component along the vector onto the target direction",
-            "pass target= (a vector as wide as the point)",
-        )
-        raise error
-    target = _check_vector(spec.target, "swap", spec.address, True, "swap's target")
-    width = len(target) if isinstance(target, tuple) else int(next(iter(target.shape)))
-    if width != spec.width:
-        error = _fail(
-            f"the swap at {spec.address} has a target of {width} values and a vector of "
-            f"{spec.width}",
-            "both are directions in the same activation row",
-            f"pass a target of length {spec.width}",
-        )
-        raise error
-    return target
 
 
 def _check_feature(spec: SteeringSpec) -> tuple[Any, float, float]:

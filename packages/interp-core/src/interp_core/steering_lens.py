@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from interp_core.errors import SteeringSpecError
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_lens_fields",
+    "check_target",
     "lens_delta_reference",
     "norm_add_coefficient",
     "resolve_scope",
@@ -100,6 +101,38 @@ def check_lens_fields(spec: SteeringSpec) -> tuple[bool, float | None, bool, boo
             raise error
         fraction = float(fraction)
     return spec.normalize, fraction, spec.generated, spec.skip_special
+
+
+def check_target(spec: SteeringSpec, check_vector: Callable[..., Any]) -> Any:
+    """A swap's target direction, checked as the spec's vectors are (`check_vector`, the core's
+    own check, passed in); the other ops must leave it unset."""
+    if spec.op != "swap":
+        if spec.target is not None:
+            error = _fail(
+                f"op={spec.op!r} was given a target",
+                "only swap moves a component onto a second direction; here it would be ignored",
+                "drop target, or use op='swap'",
+            )
+            raise error
+        return None
+    if spec.target is None:
+        error = _fail(
+            f"the swap at {spec.address} has no target",
+            "swap moves the component along the vector onto the target direction",
+            "pass target= (a vector as wide as the point)",
+        )
+        raise error
+    target = check_vector(spec.target, "swap", spec.address, True, "swap's target")
+    width = len(target) if isinstance(target, tuple) else int(next(iter(target.shape)))
+    if width != spec.width:
+        error = _fail(
+            f"the swap at {spec.address} has a target of {width} values and a vector of "
+            f"{spec.width}",
+            "both are directions in the same activation row",
+            f"pass a target of length {spec.width}",
+        )
+        raise error
+    return target
 
 
 def lens_delta_reference(

@@ -97,8 +97,10 @@ def spec_to_wire(spec: SteeringSpec) -> dict[str, Any]:
             value = str(value)
         elif name == "vector":
             value = check_vector_values(spec)
-        elif name in ("encoder", "target") and value is not None:
-            value = spec.encoder_values() if name == "encoder" else spec.target_values()
+        elif hasattr(value, "tolist"):
+            # A tensor vector field (clamp's encoder, swap's target, any to come): its values,
+            # read now and checked (a list's were checked when the spec was built).
+            value = [float(x) for x in value.tolist()]
             for index, each in enumerate(value):
                 if not math.isfinite(each):
                     raise non_finite_vector(spec.address, index, each)

@@ -40,6 +40,7 @@ import torch
 
 from interp_core.steering import STATIC_OPS, SteeringSpec
 from interp_core.steering_lens import norm_add_coefficient
+from interp_torch.steering import steering_encoder, steering_target
 
 __all__ = ["SCALARS", "RowParameters", "neutral_parameters", "row_delta", "row_parameters"]
 
@@ -76,8 +77,11 @@ def row_parameters(
     target: torch.Tensor | None = None,
 ) -> RowParameters:
     """The parameters of `spec` (its vector as the caller holds it, e.g. a rank's slice; a
-    clamp's `encoder` and a swap's `target` as tensors), the vectors in `dtype` (the compute
-    dtype). Every coefficient is read from the spec, as `spec_delta` reads it."""
+    clamp's `encoder` and a swap's `target` as tensors, read from the spec when omitted), the
+    vectors in `dtype` (the compute dtype). Every coefficient is read from the spec, as
+    `spec_delta` reads it."""
+    encoder = steering_encoder(spec) if encoder is None else encoder
+    target = steering_target(spec) if target is None else target
     op = spec.op
     if op not in STATIC_OPS:
         message = f"unknown steering op {op!r}; the ops are {', '.join(STATIC_OPS)}"

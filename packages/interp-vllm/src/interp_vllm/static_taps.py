@@ -231,16 +231,8 @@ class StaticTaps:
     ) -> None:
         """Rows `start:stop` (where `mask`) of `key` apply operation `write` (its vector already
         sliced to this rank; `spec` the spec it came from) at `level`."""
-        from interp_torch.steering import steering_target
-
         params = self.writes[key]
-        parameters = row_parameters(
-            spec,
-            write.vector,
-            params.add.dtype,
-            encoder=write.encoder,
-            target=steering_target(spec),
-        )
+        parameters = row_parameters(spec, write.vector, params.add.dtype, encoder=write.encoder)
         entry = params.enter(parameters, key)
         params.point_rows(level, start, stop, mask, entry)
 

@@ -517,11 +517,11 @@ WRITE_REFUSALS: tuple[WriteRow, ...] = (
         ),
         _table_full,
     ),
-    # A head- or neuron-sharded row is whole on no rank: only an add splits into slices.
+    # A head- or neuron-sharded row is whole on no rank: only a plain add splits into slices.
     WriteRow(
         lambda spec, _, site: (
             site.num_gpus > 1
-            and (spec.op != "add" or spec.normalize)  # a unit vector needs the whole norm
+            and not spec.splits_by_columns
             and get_point(spec.address.name).width in SHARDED
         ),
         _sharded,
