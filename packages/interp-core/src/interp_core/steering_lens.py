@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from interp_core.errors import SteeringSpecError
 
-if TYPE_CHECKING:
-    from interp_core.steering import SteeringSpec
+# `interp_core.steering` builds on this module, so its SteeringSpec is named here, not imported.
+SteeringSpec = Any
 
 __all__ = [
     "check_lens_fields",
