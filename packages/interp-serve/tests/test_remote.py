@@ -202,3 +202,34 @@ def test_every_op_round_trips_through_the_remote_backend(remote: Any, local: Any
         for point in points:
             assert torch.equal(mine[point], theirs[point]), (spec.op, point)
         assert not torch.equal(theirs["resid_post.1"], plain["resid_post.1"]), spec.op
+
+
+def test_lens_space_ops_and_scopes_over_http_equal_their_formulas(remote: Any, local: Any) -> None:
+    # Over the wire, each new op changes the rows as its formula by hand says, and the scopes
+    # (resolved by the server's backend) equal the positions they stand for.
+    ids = local.to_tokens(TEST_PROMPT)
+    point = "resid_post.0"
+    plain = sync.capture(local, ids, [point])[point].double()
+    v = torch.tensor(_vector(local.d_model), dtype=torch.float64)
+    t = torch.roll(v, 3) + 0.1
+    d, t_unit = v / v.norm(), t / t.norm()
+    along = (plain @ d).unsqueeze(-1)
+    size = plain.norm(dim=-1, keepdim=True)
+    cases = [
+        (SteeringSpec(point, v.tolist(), "ablate"), plain - along * d),
+        (SteeringSpec(point, v.tolist(), "swap", target=t.tolist()), plain + along * (t_unit - d)),
+        (
+            SteeringSpec(point, v.tolist(), "norm_add", scale=0.7, max_fraction=0.2),
+            plain + 0.2 * size * d,
+        ),
+        (SteeringSpec(point, v.tolist(), "add", scale=2.0, normalize=True), plain + 2.0 * d),
+    ]
+    for spec, want in cases:
+        got = sync.capture(remote, ids, [point], steering=spec)[point].double()
+        assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), spec.op
+    n = ids.shape[1]
+    scoped = SteeringSpec(point, v.tolist(), "norm_add", scale=0.5, generated=False)
+    listed = SteeringSpec(point, v.tolist(), "norm_add", scale=0.5, positions=list(range(n)))
+    a = sync.generate(remote, ids, max_new_tokens=4, temperature=0.0, steering=scoped)
+    b = sync.generate(local, ids, max_new_tokens=4, temperature=0.0, steering=listed)
+    assert a.token_ids == b.token_ids

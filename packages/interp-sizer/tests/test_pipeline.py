@@ -13,7 +13,7 @@ import pytest
 from sizer_helpers import require
 
 from interp_core.errors import InterpError
-from interp_core.steering import STATIC_WRITE_SLOTS
+from interp_core.steering import STATIC_WRITE_SLOTS, STATIC_WRITER_SLOTS
 from interp_sizer import UnsupportedSetting, size
 from interp_sizer.cli import main
 from interp_sizer.stages import stage_ranges
@@ -84,12 +84,19 @@ def test_static_tap_buffers_are_those_of_the_priced_stage_alone() -> None:
     fit = report.selected
     buffers = next(term for term in fit.terms if term.key == "static_buffers")
     rows = fit.max_num_batched_tokens
-    # A write slot keeps two float32 parameters per row; a read keeps the row at bf16, so the
-    # write-only last stage is the tighter one, and its buffers exclude stage 0's read.
-    write_only = rows * D * STATIC_WRITE_SLOTS * 2 * 4
-    assert fit.priced_stage == 1
-    assert buffers.bytes == write_only
-    assert "0 read + 1 write sites" in buffers.note and "on stage 1" in buffers.note
+    # A write point keeps an op table (two float32 vectors and eight scalars per entry) and an
+    # index per row and level; a read keeps the row at bf16. Whichever stage is priced (the
+    # tighter one), its buffers are its own site's alone.
+    write_only = (STATIC_WRITER_SLOTS + 1) * (D * 2 * 4 + 8 * 4) + rows * (
+        STATIC_WRITE_SLOTS * 8 + 1
+    )
+    read_only = rows * D * BF16
+    if fit.priced_stage == 1:
+        assert buffers.bytes == write_only
+        assert "0 read + 1 write sites" in buffers.note and "on stage 1" in buffers.note
+    else:
+        assert buffers.bytes == read_only
+        assert "1 read + 0 write sites" in buffers.note and "on stage 0" in buffers.note
 
 
 def test_stages_add_no_single_stream_speed() -> None:

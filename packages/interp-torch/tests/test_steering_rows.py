@@ -11,10 +11,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp_core.steering import ALL_OPS, STATIC_OPS
+from interp_core.steering import ALL_OPS, STATIC_OPS, SteeringSpec
 from interp_core.testing.writes import example_spec
-from interp_torch.steering import compute_dtype, steering_delta, steering_encoder
-from interp_torch.steering_rows import neutral_parameters, row_delta, row_parameters
+from interp_torch.steering import compute_dtype, spec_delta, steering_encoder, steering_target
+from interp_torch.steering_rows import (
+    RowParameters,
+    neutral_parameters,
+    row_delta,
+    row_parameters,
+)
 
 WIDTH = 16
 
@@ -27,27 +32,20 @@ def _rows(dtype: torch.dtype) -> torch.Tensor:
     return rows.to(dtype)
 
 
-def _static_delta(h: torch.Tensor, spec: object) -> torch.Tensor:
-    dtype = compute_dtype(h.dtype)
-    vector = torch.tensor(spec.values(), dtype=torch.float32)  # type: ignore[attr-defined]
-    add, unit, coef, low, high = row_parameters(
-        vector,
-        spec.op,  # type: ignore[attr-defined]
-        dtype,
-        scale=spec.scale,  # type: ignore[attr-defined]
-        lower=spec.min,  # type: ignore[attr-defined]
-        upper=spec.max,  # type: ignore[attr-defined]
-    )
-    n = h.shape[0]
+def _columns(parameters: RowParameters, n: int, dtype: torch.dtype) -> RowParameters:
+    """Each parameter as the graph holds it: vectors [n, width], scalars [n, 1]."""
     column = torch.ones(n, 1, dtype=dtype)
-    return row_delta(
-        h.to(dtype),
-        add.expand(n, -1),
-        unit.expand(n, -1),
-        column * coef,
-        column * low,
-        column * high,
+    vectors = [v.expand(n, -1) for v in parameters[:2]]
+    return RowParameters(*vectors, *(column * x for x in parameters[2:]))
+
+
+def _static_delta(h: torch.Tensor, spec: SteeringSpec) -> torch.Tensor:
+    dtype = compute_dtype(h.dtype)
+    vector = torch.tensor(spec.values(), dtype=torch.float32)
+    parameters = row_parameters(
+        spec, vector, dtype, encoder=steering_encoder(spec), target=steering_target(spec)
     )
+    return row_delta(h.to(dtype), _columns(parameters, h.shape[0], dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
@@ -60,17 +58,7 @@ def test_the_row_formula_is_the_delta_bit_for_bit(op: str, dtype: torch.dtype) -
         with pytest.raises(ValueError, match="unknown steering op"):
             _static_delta(h, spec)
         return
-    want = steering_delta(
-        h,
-        torch.tensor(spec.values(), dtype=torch.float32),
-        op,
-        scale=spec.scale,
-        lower=spec.min,
-        upper=spec.max,
-        encoder=steering_encoder(spec),
-        bias=spec.bias,
-        threshold=spec.threshold,
-    )
+    want = spec_delta(h, spec, torch.tensor(spec.values(), dtype=torch.float32))
     got = _static_delta(h, spec)
     assert got.dtype == want.dtype == compute_dtype(dtype)
     assert torch.equal(got, want), (op, float((got - want).abs().max()))
@@ -79,10 +67,37 @@ def test_the_row_formula_is_the_delta_bit_for_bit(op: str, dtype: torch.dtype) -
 
 def test_a_row_nobody_steers_gets_exactly_zero() -> None:
     h = _rows(torch.float32)
-    add, unit, coef, low, high = neutral_parameters(WIDTH, torch.float32)
-    n = h.shape[0]
-    column = torch.ones(n, 1)
-    delta = row_delta(
-        h, add.expand(n, -1), unit.expand(n, -1), column * coef, column * low, column * high
+    neutral = _columns(neutral_parameters(WIDTH, torch.float32), h.shape[0], torch.float32)
+    assert torch.equal(row_delta(h, neutral), torch.zeros_like(h))
+
+
+def test_rows_of_one_batch_under_different_ops_each_get_their_own_delta() -> None:
+    # The compiled graph gathers one table entry per row: a batch mixing every op (and a
+    # neutral row) must give each row exactly the delta its op alone gives it.
+    h = _rows(torch.float32)
+    specs = [example_spec(op, "resid_post.0", WIDTH) for op in ALL_OPS]
+    entries = [
+        row_parameters(
+            s,
+            torch.tensor(s.values()),
+            torch.float32,
+            encoder=steering_encoder(s),
+            target=steering_target(s),
+        )
+        for s in specs
+    ]
+    entries.append(neutral_parameters(WIDTH, torch.float32))
+    rows = torch.cat([h] * 2)[: len(entries)]
+    stacked = RowParameters(
+        *(
+            torch.stack([torch.as_tensor(e[i], dtype=torch.float32) for e in entries])
+            if i < 2
+            else torch.tensor([[float(e[i])] for e in entries])
+            for i in range(len(RowParameters._fields))
+        )
     )
-    assert torch.equal(delta, torch.zeros_like(h))
+    got = row_delta(rows, stacked)
+    for index, spec in enumerate(specs):
+        want = spec_delta(rows[index : index + 1], spec, torch.tensor(spec.values()))
+        assert torch.equal(got[index : index + 1], want), spec.op
+    assert torch.equal(got[-1], torch.zeros(WIDTH))

@@ -204,13 +204,22 @@ def test_two_operations_at_one_point_apply_in_order(
         sync.capture(static, tokens, ["resid_post.1"], steering=[*specs, specs[0]])
 
 
-def test_a_feature_clamp_is_refused_naming_the_hooked_backend(
-    static: VLLMModel, tokens: Any
+def test_a_feature_clamp_is_served_under_compilation(
+    static: VLLMModel, eager: InterpModel, tokens: Any
 ) -> None:
+    # The op table carries every op, the clamp's encoder row, bias and threshold included.
     width = static.d_model
-    clamp = SteeringSpec("resid_post.0", [0.1] * width, "clamp", 1.0, encoder=[0.2] * width)
-    with pytest.raises(CapabilityUnsupported, match="backend='vllm'"):
-        sync.capture(static, tokens, ["resid_post.1"], steering=clamp)
+    clamp = SteeringSpec(
+        "resid_post.0",
+        seeded_vector(width, 6),
+        "clamp",
+        1.0,
+        encoder=seeded_vector(width, 7),
+        bias=0.05,
+    )
+    got = sync.capture(static, tokens, ["resid_post.1"], steering=clamp)["resid_post.1"]
+    want = sync.capture(eager, tokens, ["resid_post.1"], steering=clamp)["resid_post.1"]
+    assert relative_diff(got, want) <= ATOL
 
 
 def test_greedy_tokens_equal_vanilla_unsteered_and_hooked_steered(

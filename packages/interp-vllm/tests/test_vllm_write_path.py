@@ -15,10 +15,12 @@ import torch
 from interp_core import load_model
 from interp_core.errors import (
     CapabilityUnsupported,
+    InvalidArgument,
     PointNotWritable,
     SteeringSpecError,
 )
 from interp_core.steering import ALL_OPS, STATIC_OPS, SteeringSpec, steer
+from interp_core.testing.writes import example_spec
 from interp_core.writes import spec_from_wire
 from interp_testmodels.families import build_family
 
@@ -40,12 +42,8 @@ def _answered(model: Any, writable: set[str], refusals: dict[str, str]) -> Any:
 
 
 def _spec(op: str, address: str = "resid_post.0") -> SteeringSpec:
-    extra: dict[str, Any] = {"scale": 1.5}
-    if op == "projection_cap":
-        extra = {"min": -0.5, "max": 0.5}
-    if op == "clamp":
-        extra = {"scale": 2.0, "encoder": [0.2] * WIDTH, "bias": 0.1, "threshold": 0.05}
-    return SteeringSpec(address, [0.1] * WIDTH, op, **extra)
+    # From the op definitions, so a new op is covered here the day it exists.
+    return example_spec(op, address, WIDTH)
 
 
 def test_a_point_the_workers_cannot_write_is_point_not_writable(llama: str) -> None:
@@ -94,3 +92,21 @@ def test_static_refusals_are_rows(llama: str) -> None:
         model._writes(_spec("add", "resid_post.1"), 4, "this call")
     with pytest.raises(CapabilityUnsupported, match="write slots"):
         model._writes([_spec("add")] * 3, 4, "this call")
+
+
+def test_a_full_op_table_is_refused_with_its_size(llama: str) -> None:
+    model = load_model(
+        llama,
+        backend="vllm-static",
+        dtype="float32",
+        max_model_len=128,
+        static_points=["resid_post.0"],
+        static_write_slots=1,
+    )
+    _answered(model, {"resid_post.0"}, {})
+    assert len(model._writes(_spec("swap"), 4, "this call")) == 1
+    with pytest.raises(CapabilityUnsupported, match="holds 1 operations") as caught:
+        model._writes([_spec("ablate"), _spec("norm_add")], 4, "this call")
+    assert "static_write_slots" in str(caught.value)
+    with pytest.raises(InvalidArgument, match="static_write_slots=0"):
+        load_model(llama, backend="vllm-static", max_model_len=128, static_write_slots=0)

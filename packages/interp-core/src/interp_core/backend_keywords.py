@@ -47,6 +47,7 @@ BACKEND_KEYWORDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "extra_vllm_kwargs": _VLLM,
         "static_points": _STATIC,
         "static_writes": _STATIC,
+        "static_write_slots": _STATIC,
     }
 )
 

@@ -41,6 +41,7 @@ with `active_steering(model)` (see `interp_core.protocol`).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import numbers
@@ -56,6 +57,12 @@ from interp_core.errors import AddressError, SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.points import writable_names
 from interp_core.presence import why_absent
+from interp_core.steering_lens import (
+    check_lens_fields,
+    check_target,
+    lens_delta_reference,
+    uses_direction,
+)
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -66,6 +73,7 @@ __all__ = [
     "OP_FIELDS",
     "POSITION_LIMIT",
     "STATIC_OPS",
+    "STATIC_WRITER_SLOTS",
     "STATIC_WRITE_SLOTS",
     "SteeringSpec",
     "active_steering",
@@ -84,11 +92,15 @@ __all__ = [
 # carries every field (`spec_to_wire`), and the tests build one example of each op from here.
 OP_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "add": ("scale",),
+        "add": ("scale", "normalize"),
         "orthogonal": ("scale",),
         "projection_cap": ("min", "max"),
         # The feature op: built by an SAE (interp_sae), it reads the feature with an encoder row.
         "clamp": ("scale", "encoder", "bias", "threshold"),
+        # The lens-space ops (interp_core.steering_lens states their arithmetic).
+        "norm_add": ("scale", "max_fraction"),
+        "ablate": (),
+        "swap": ("target",),
     }
 )
 ALL_OPS = tuple(OP_FIELDS)
@@ -96,14 +108,18 @@ ALL_OPS = tuple(OP_FIELDS)
 OPS = ("add", "orthogonal", "projection_cap")
 # The ops the static tier's per-row formula carries (`interp_torch.steering_rows`): a compiled
 # graph applies only these; the others are refused before a request is sent.
-STATIC_OPS = ("add", "orthogonal", "projection_cap")
+STATIC_OPS = ALL_OPS
 # Positions travel to the backends as int64 index tensors; anything at or past this is refused
 # when a spec is built, before any backend sees it.
 POSITION_LIMIT = 2**63
-# How many steering operations one request may apply at one point of a backend whose writes are
-# traced into a compiled graph (vllm-static): each slot is one set of per-row parameters, two
-# float vectors per row in the steering arithmetic's float32. The sizer prices the buffers.
+# How many steering operations one request may apply in order at one point of a backend whose
+# writes are traced into a compiled graph (vllm-static): the graph's depth, each level one op
+# picked per row from the point's op table. The sizer prices the buffers.
 STATIC_WRITE_SLOTS = 2
+# How many operations the op table of one static write point holds, by default (a load
+# argument, `static_write_slots=`): each running request's operation there takes one entry per
+# step, two float vectors of the point's width in the steering arithmetic's float32.
+STATIC_WRITER_SLOTS = 1024
 
 
 def _fail(what: str, why: str | None = None, instead: str | None = None) -> SteeringSpecError:
@@ -142,17 +158,27 @@ class SteeringSpec:
     encoder: Any = None
     bias: float = 0.0
     threshold: float = 0.0
+    normalize: bool = False
+    max_fraction: float | None = None
+    target: Any = None
+    generated: bool = True
+    skip_special: bool = False
 
     def __post_init__(self) -> None:
         # Frozen: each field is normalised exactly once, here, in dependency order.
         object.__setattr__(self, "address", _check_address(self.address))
         object.__setattr__(self, "op", _check_op(self.op))
+        normalize, fraction, _, _ = check_lens_fields(self)
+        object.__setattr__(self, "max_fraction", fraction)
         object.__setattr__(self, "scale", _check_scale(self.scale, self.op))
         object.__setattr__(self, "positions", _check_positions(self.positions))
         lower, upper = _check_bounds(self.op, self.min, self.max)
         object.__setattr__(self, "min", lower)
         object.__setattr__(self, "max", upper)
-        object.__setattr__(self, "vector", _check_vector(self.vector, self.op, self.address))
+        direction = uses_direction(self.op, normalize)
+        vector = _check_vector(self.vector, self.op, self.address, direction)
+        object.__setattr__(self, "vector", vector)
+        object.__setattr__(self, "target", check_target(self, _check_vector))
         encoder, bias, threshold = _check_feature(self)
         object.__setattr__(self, "encoder", encoder)
         object.__setattr__(self, "bias", bias)
@@ -182,18 +208,24 @@ class SteeringSpec:
         return [float(x) for x in tolist()]
 
     def with_positions(self, positions: Sequence[int] | None) -> SteeringSpec:
-        return SteeringSpec(
-            self.address,
-            self.vector,
-            self.op,
-            self.scale,
-            positions,
-            self.min,
-            self.max,
-            self.encoder,
-            self.bias,
-            self.threshold,
-        )
+        return dataclasses.replace(self, positions=positions)
+
+    @property
+    def needs_direction(self) -> bool:
+        """Whether the op reads only the vector's direction (an all-zero vector is refused)."""
+        return uses_direction(self.op, self.normalize)
+
+    @property
+    def splits_by_columns(self) -> bool:
+        """Whether each channel's delta depends on that channel alone (a plain add), so a
+        tensor-parallel rank can apply its slice of the vector to its slice of the row."""
+        return self.op == "add" and not self.normalize
+
+    def target_values(self) -> list[float]:
+        """A swap's target direction as a list of floats (through `.tolist()` for a tensor)."""
+        if isinstance(self.target, tuple):
+            return list(self.target)
+        return [float(x) for x in self.target.tolist()]
 
     def encoder_values(self) -> list[float]:
         """The clamp's encoder row as a list of floats (through `.tolist()` for a tensor)."""
@@ -267,6 +299,9 @@ class SteeringSpec:
                 "pass a row of the point's width",
             )
             raise error
+        lens = lens_delta_reference(self, h, v)
+        if lens is not None:
+            return lens
         if self.op == "add":
             return [self.scale * x for x in v]
         if self.op == "clamp":
@@ -411,7 +446,8 @@ def _check_op(op: object) -> str:
     near = difflib.get_close_matches(str(op), ALL_OPS, n=1, cutoff=0.4)
     error = _fail(
         f"unknown steering op {op!r}",
-        f"the ops are {', '.join(OPS)}, and clamp (an SAE feature, built by interp_sae)",
+        f"the ops are {', '.join(OPS)}, the lens-space norm_add, ablate and swap, and "
+        "clamp (an SAE feature, built by interp_sae)",
         f"did you mean {near[0]}?" if near else "use one of them",
     )
     raise error
@@ -438,6 +474,13 @@ def _check_scale(scale: object, op: str) -> float:
             f"projection_cap was given scale={value}",
             "a cap has no coefficient; its bounds are min and max",
             "drop scale, or use op='orthogonal' to rescale the component along the vector",
+        )
+        raise error
+    if "scale" not in OP_FIELDS[op] and value != 1.0:
+        error = _fail(
+            f"{op} was given scale={value}",
+            f"{op} has no coefficient; here it would be ignored",
+            "drop scale, or use op='orthogonal' (ablate) or op='add' for a strength",
         )
         raise error
     return value
@@ -577,8 +620,10 @@ def _check_bounds(op: str, lower: object, upper: object) -> tuple[float | None, 
     return low, high
 
 
-def _check_vector(vector: object, op: str, address: Address) -> Any:
-    where = f"the steering vector for {address}"
+def _check_vector(
+    vector: object, op: str, address: Address, direction: bool, what: str = "steering vector"
+) -> Any:
+    where = f"the {what} for {address}"
     shape = getattr(vector, "shape", None)
     if shape is not None:
         dims = tuple(shape)
@@ -629,7 +674,7 @@ def _check_vector(vector: object, op: str, address: Address) -> Any:
             )
             raise error
         values.append(_as_float(element))
-    _check_values(address, op, values)
+    _check_values(address, op, values, direction)
     return tuple(values)
 
 
@@ -659,7 +704,7 @@ def _check_feature(spec: SteeringSpec) -> tuple[Any, float, float]:
             "build the spec with an SAE's clamp(feature, value)",
         )
         raise error
-    encoder = _check_vector(spec.encoder, "add", spec.address)
+    encoder = _check_vector(spec.encoder, "clamp", spec.address, False, "clamp's encoder row")
     width = len(encoder) if isinstance(encoder, tuple) else int(next(iter(encoder.shape)))
     if width != spec.width:
         error = _fail(
@@ -708,15 +753,17 @@ def zero_direction(address: Address, op: str) -> SteeringSpecError:
     return _fail(
         f"the steering vector for {address} is all zeros",
         f"{op} works along the vector's direction, and a zero vector has none",
-        "pass a non-zero direction (a zero vector is only meaningful for op='add')",
+        "pass a non-zero direction (a zero vector is only meaningful for a plain op='add')",
     )
 
 
-def _check_values(address: Address, op: str, values: Sequence[float]) -> None:
+def _check_values(
+    address: Address, op: str, values: Sequence[float], direction: bool | None = None
+) -> None:
     for index, value in enumerate(values):
         if not math.isfinite(value):
             raise non_finite_vector(address, index, value)
-    if op != "add" and not any(values):
+    if (op != "add" if direction is None else direction) and not any(values):
         raise zero_direction(address, op)
 
 
@@ -728,5 +775,5 @@ def check_vector_values(spec: SteeringSpec, values: Sequence[float] | None = Non
     have changed in place since. Every backend refuses the same input with the same message.
     """
     read = spec.values() if values is None else [float(x) for x in values]
-    _check_values(spec.address, spec.op, read)
+    _check_values(spec.address, spec.op, read, spec.needs_direction)
     return read

@@ -14,7 +14,7 @@ under its own name, so a new field or op travels without touching any wire.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from interp_core.steering import (
     check_vector_values,
     non_finite_vector,
 )
+from interp_core.steering_lens import resolve_scope
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -43,6 +44,9 @@ def admit_writes(
     facts: ModelFacts | None,
     reach: tuple[int, str] | None = None,
     refuse: Refusal | None = None,
+    prompts: Sequence[Sequence[int]] | None = None,
+    special: Collection[int] = (),
+    scope: tuple[int, str] | None = None,
 ) -> tuple[SteeringSpec, ...]:
     """The writes a call on `model` makes: the active `steer()` specs, then `steering`, checked.
 
@@ -53,9 +57,19 @@ def admit_writes(
     write it cannot serve (`PointNotWritable` for a point it cannot write), or None. The
     fields were checked when each spec was built; a tensor vector's values are checked where
     they are read (`spec_to_wire`, `interp_torch.steering_vector`).
+
+    A spec's scope (`generated=False`, `skip_special=True`) is resolved here into explicit
+    positions against the call (`interp_core.steering_lens.resolve_scope`): `prompts` are the
+    call's prompt rows (token ids in position order) and `special` the model's special token
+    ids; `scope` is the (length, call) they are resolved against, `reach` when None (a call
+    that checks no positions still resolves scopes). Without either (a client that forwards the
+    call, as `remote` does) scopes travel as given, for the serving backend to resolve.
     """
     specs = as_specs(steering)
     specs = active_steering(model) + specs  # the enclosing steer() blocks' first
+    against = scope if scope is not None else reach
+    if against is not None:
+        specs = tuple(resolve_scope(s, *against, prompts, special) for s in specs)
     for spec in specs:
         if reach is not None:
             check_positions_within(spec, *reach)
@@ -83,8 +97,10 @@ def spec_to_wire(spec: SteeringSpec) -> dict[str, Any]:
             value = str(value)
         elif name == "vector":
             value = check_vector_values(spec)
-        elif name == "encoder" and value is not None:
-            value = spec.encoder_values()
+        elif hasattr(value, "tolist"):
+            # A tensor vector field (clamp's encoder, swap's target, any to come): its values,
+            # read now and checked (a list's were checked when the spec was built).
+            value = [float(x) for x in value.tolist()]
             for index, each in enumerate(value):
                 if not math.isfinite(each):
                     raise non_finite_vector(spec.address, index, each)

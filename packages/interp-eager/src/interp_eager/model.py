@@ -44,6 +44,7 @@ from interp_core.sampling import (
     check_sampling,
 )
 from interp_core.steering import SteeringSpec
+from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
 from interp_eager.allocator import keep_freed_memory
 from interp_eager.altup import altup_collapse
@@ -341,14 +342,23 @@ class EagerModel(EagerConveniences):
         check_padded_positions(checked, self.hf_model.config)
         return checked
 
-    def _writes(self, steering: Any, reach: tuple[int, str] | None = None) -> list[Write]:
+    def _writes(
+        self,
+        steering: Any,
+        reach: tuple[int, str] | None = None,
+        prompts: list[list[int]] | None = None,
+        scope: tuple[int, str] | None = None,
+    ) -> list[Write]:
         """Checked writes for `steering` plus the active `steer()` specs.
 
         `reach` is (how many positions the call's forward passes run, the call in words), or
         None not to check: a position beyond them would steer nothing, silently, and is refused
         as an empty positions list is (`interp_core.steering.check_positions_within`).
         """
-        specs = admit_writes(self, steering, self._facts, reach, self._write_refusal)
+        special = special_token_ids(self.tokenizer)  # scopes: the call's prompt, resolved
+        specs = admit_writes(
+            self, steering, self._facts, reach, self._write_refusal, prompts, special, scope
+        )
         writes = []
         for spec in specs:
             vector = self._vector(spec)
@@ -404,6 +414,7 @@ class EagerModel(EagerConveniences):
         steering: Any,
         detach: bool,
         check_reach: bool,
+        prompt_rows: list[list[int]] | None = None,
     ) -> ActivationCache:
         if not detach and not self.requires_grad:
             message = (
@@ -424,8 +435,16 @@ class EagerModel(EagerConveniences):
             inputs.update(attention_mask=mask, position_ids=positions)
         reads = [self.tap(a) for a in dict.fromkeys(addresses)]
         length = int(positions.max()) + 1
-        reach = (length, f"this capture's {length}-token prompt") if check_reach else None
-        writes = self._writes(steering, reach)
+        call = (length, f"this capture's {length}-token prompt")
+        reach = call if check_reach else None
+        if prompt_rows is None:
+            real = (
+                ids
+                if attention_mask is None
+                else [r[m.bool()] for r, m in zip(ids, mask, strict=True)]
+            )
+            prompt_rows = [row.tolist() for row in real]
+        writes = self._writes(steering, reach, prompt_rows, call)
         self._check_budget(addresses, ids.shape[0], ids.shape[1])
         for copy in (False, True):
             session = HookSession(reads, writes, detach=detach, copy=copy)
@@ -502,7 +521,7 @@ class EagerModel(EagerConveniences):
             f"this generation of {ids.shape[1]} prompt tokens and up to "
             f"{sampling.max_new_tokens} new ones (the last is never fed back)"
         )
-        writes = self._writes(steering, (length, call))
+        writes = self._writes(steering, (length, call), ids.tolist())
         return decode_steps(
             self.hf_model,
             ids,
@@ -580,7 +599,8 @@ class EagerModel(EagerConveniences):
             # Positions were checked against the longest run; an early end-of-sequence may
             # leave some of them unreached, as it would in any generation.
             full = [*generation.prompt_token_ids, *generation.token_ids[:-1]]
-            cache = self._run_with_cache([full], addresses, None, steering, True, False)
+            prompt = [list(generation.prompt_token_ids)]  # scopes: the generation's prompt
+            cache = self._run_with_cache([full], addresses, None, steering, True, False, prompt)
         return generation, cache
 
     def _eos_ids(self) -> set[int]:

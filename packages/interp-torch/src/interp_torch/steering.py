@@ -11,6 +11,13 @@ conformance kit compares backends with); for an activation row `h`, the vector `
     projection_cap  delta = (clamp(h·v̂, min, max) − h·v̂)·v̂
     clamp           delta = (scale − f)·v, f = r·[r > θ], r = max(h·e + b, 0)
                     (an SAE feature set to `scale`, its reconstruction error kept)
+    add, normalize  delta = scale·v̂
+    norm_add        delta = (c·‖h‖)·v̂, c = clamp(scale, −max_fraction, max_fraction)
+    ablate          delta = (−1·(h·v̂))·v̂
+    swap            delta = (h·v̂)·(t̂ − v̂), t̂ = target / ‖target‖
+
+(written in the order of products the static tier's per-row formula takes,
+`interp_torch.steering_rows`, so the two agree bit for bit).
 
 Rows are independent: the projection `h·v̂` is taken per row, never across the batch, and the
 vector may differ per row (any shape that broadcasts against `h`, e.g. `[rows, width]`).
@@ -56,9 +63,11 @@ from interp_core.steering import (
     non_finite_vector,
     zero_direction,
 )
+from interp_core.steering_lens import norm_add_coefficient
 
 __all__ = [
     "apply_steering",
+    "check_scope_resolved",
     "check_steered_finite",
     "check_steering_fits",
     "compute_dtype",
@@ -66,6 +75,7 @@ __all__ = [
     "spec_delta",
     "steering_delta",
     "steering_encoder",
+    "steering_target",
     "steering_vector",
 ]
 
@@ -91,9 +101,25 @@ def steering_vector(spec: SteeringSpec) -> torch.Tensor:
     if not bool(finite.all()):
         index = int((~finite).flatten().nonzero()[0, 0])
         raise non_finite_vector(spec.address, index, float(vector.flatten()[index]))
-    if spec.op != "add" and not bool(vector.any()):
+    if spec.needs_direction and not bool(vector.any()):
         raise zero_direction(spec.address, spec.op)
     return vector
+
+
+def steering_target(spec: SteeringSpec) -> torch.Tensor | None:
+    """A swap's target direction as a flat tensor (None for the other ops); values checked."""
+    target = spec.target
+    if target is None:
+        return None
+    if not isinstance(target, torch.Tensor):
+        return torch.tensor(list(target), dtype=torch.float32)
+    finite = torch.isfinite(target)
+    if not bool(finite.all()):
+        index = int((~finite).flatten().nonzero()[0, 0])
+        raise non_finite_vector(spec.address, index, float(target.flatten()[index]))
+    if not bool(target.any()):
+        raise zero_direction(spec.address, spec.op)
+    return target
 
 
 def steering_encoder(spec: SteeringSpec) -> torch.Tensor | None:
@@ -150,13 +176,17 @@ def check_steering_fits(
 
     - every op: max|v| must fit the compute dtype (the vector is cast to it first);
     - add: |scale|·max|v| must fit `dtype` (that delta is added as it is);
-    - orthogonal and projection_cap: ‖v‖, taken in the compute dtype exactly as the arithmetic
-      takes it, must be finite and non-zero (else the direction is inf/NaN or silently zero);
+    - every op that uses the vector's direction (orthogonal, projection_cap, norm_add, ablate,
+      swap and add with normalize; a swap's target too): ‖v‖, taken in the compute dtype
+      exactly as the arithmetic takes it, must be finite and non-zero (else the direction is
+      inf/NaN or silently zero);
+    - add with normalize: |scale| must fit `dtype` (the unit vector's elements are at most 1);
     - orthogonal: |scale| must fit `dtype` (any activation with a component along v overflows);
     - projection_cap: min must not exceed, and max not fall below, ±`dtype` max (the capped
       component would be beyond the dtype), and both must fit the compute dtype.
 
-    Overflow that depends on the activations (a huge activation times a large scale) cannot be
+    Overflow that depends on the activations (a huge activation times a large scale, norm_add's
+    |c|·‖h‖) cannot be
     known up front; `check_steered_finite` catches it after the write. The message names the
     point, the scale (or bounds) and the dtype, and says how to fit.
     """
@@ -173,7 +203,7 @@ def check_steering_fits(
             f"{_dtype_name(compute)} ({compute_limit:.6g}) the arithmetic casts it to",
             "rescale the vector (a unit vector times a scale), or load the model in float64",
         )
-    if spec.op == "add" and abs(spec.scale) * largest > limit:
+    if spec.op == "add" and abs(spec.scale) * (1.0 if spec.normalize else largest) > limit:
         raise _overflow(
             spec,
             dtype,
@@ -181,17 +211,24 @@ def check_steering_fits(
             f"{name} ({limit:.6g}), so every steered activation would be inf/NaN",
             f"keep |scale|·max|v| below {limit:.6g}",
         )
-    if spec.op in ("orthogonal", "projection_cap"):
+    if spec.needs_direction:
         source = vector if vector is not None else steering_vector(spec)
-        norm = float(torch.linalg.vector_norm(source.detach().to(compute)))
-        if not math.isfinite(norm) or norm == 0.0:
-            raise _overflow(
-                spec,
-                dtype,
-                f"the vector's norm is {norm} in {_dtype_name(compute)} (its largest element "
-                f"is {largest:.6g}), so its direction would be inf/NaN or zero",
-                "pass the direction as a vector of ordinary size, e.g. a unit vector",
-            )
+        directions = [("vector", source)]
+        if spec.op == "swap":
+            directions.append(("target", steering_target(spec)))
+        for which, each in directions:
+            if each is None:
+                continue
+            norm = float(torch.linalg.vector_norm(each.detach().to(compute)))
+            if not math.isfinite(norm) or norm == 0.0:
+                raise _overflow(
+                    spec,
+                    dtype,
+                    f"the {which}'s norm is {norm} in {_dtype_name(compute)} (its largest element "
+                    f"is {float(each.detach().abs().max()):.6g}), so its direction would be "
+                    f"inf/NaN or zero",
+                    "pass the direction as a vector of ordinary size, e.g. a unit vector",
+                )
     if spec.op == "orthogonal" and abs(spec.scale) > limit:
         raise _overflow(
             spec,
@@ -263,19 +300,25 @@ def steering_delta(
     encoder: torch.Tensor | None = None,
     bias: float = 0.0,
     threshold: float = 0.0,
+    normalize: bool = False,
+    max_fraction: float | None = None,
+    target: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """What one operation adds to activations `h` `[..., width]`, in `compute_dtype(h.dtype)`.
 
     `vector` is `[width]` or broadcasts against `h` (one vector per row). `lower`/`upper` are the
     projection_cap bounds (a spec's `min`/`max`); `encoder`, `bias` and `threshold` read the
-    feature a clamp sets (a spec's fields of the same names). With `positions`, rows whose
+    feature a clamp sets (a spec's fields of the same names); `normalize` (add), `max_fraction`
+    (norm_add) and `target` (swap) are the lens-space ops' fields. With `positions`, rows whose
     absolute position (`row_positions`, shaped `h.shape[:-1]`) is not listed get a zero delta.
     `h` is never modified, so a graph through it stays usable for gradients.
     """
     dtype = compute_dtype(h.dtype)
     h = h.to(dtype)
     v = vector.to(device=h.device, dtype=dtype)
-    if op == "add":
+    if op in ("norm_add", "ablate", "swap") or (op == "add" and normalize):
+        delta = _lens_delta(h, v, op, scale, max_fraction, target)
+    elif op == "add":
         delta = (scale * v).expand_as(h)
     elif op == "clamp":
         if encoder is None:
@@ -286,7 +329,7 @@ def steering_delta(
         feature = torch.where(rectified > threshold, rectified, torch.zeros_like(rectified))
         delta = (scale - feature) * v
     elif op in OPS:
-        unit = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+        unit = _unit(v)
         projection = (h * unit).sum(dim=-1, keepdim=True)
         if op == "orthogonal":
             factor = (scale - 1.0) * projection
@@ -310,6 +353,49 @@ def steering_delta(
     return delta * mask.unsqueeze(-1)
 
 
+def _unit(v: torch.Tensor) -> torch.Tensor:
+    return v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+
+
+def _lens_delta(
+    h: torch.Tensor,
+    v: torch.Tensor,
+    op: str,
+    scale: float,
+    max_fraction: float | None,
+    target: torch.Tensor | None,
+) -> torch.Tensor:
+    """The lens-space ops' deltas (`h`, `v` already in the compute dtype)."""
+    unit = _unit(v)
+    if op == "add":
+        return (scale * unit).expand_as(h)
+    if op == "norm_add":
+        size = torch.linalg.vector_norm(h, dim=-1, keepdim=True)
+        return (norm_add_coefficient(scale, max_fraction) * size) * unit
+    projection = (h * unit).sum(dim=-1, keepdim=True)
+    if op == "ablate":
+        return (-1.0 * projection) * unit
+    if target is None:
+        message = "steering_delta got op='swap' without the target direction"
+        raise ValueError(message)
+    toward = _unit(target.to(device=h.device, dtype=h.dtype)) - unit
+    return projection * toward
+
+
+def check_scope_resolved(spec: SteeringSpec) -> None:
+    """Refuse a spec whose scope the core's admission step has not turned into positions."""
+    if spec.generated and not spec.skip_special:
+        return
+    error = SteeringSpecError.build(
+        f"the steering at {spec.address} still carries its scope (generated=False or "
+        f"skip_special=True)",
+        "scopes are resolved into positions by interp_core.writes.admit_writes against the "
+        "call; applied as they stand they would steer every position",
+        "admit the writes through admit_writes with the call's reach and prompt",
+    )
+    raise error
+
+
 def spec_delta(
     h: torch.Tensor,
     spec: SteeringSpec,
@@ -318,14 +404,16 @@ def spec_delta(
     row_positions: torch.Tensor | None = None,
     positions: Sequence[int] | torch.Tensor | None = None,
     encoder: torch.Tensor | None = None,
+    target: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """`steering_delta` of `spec` on `h`: every coefficient its op reads taken from the spec.
 
     `vector` is the spec's vector as the caller holds it (`steering_vector(spec)`, a rank's
     slice); `positions` and `encoder` default to the spec's own (pass tensors already on hand).
     The one place a backend turns a spec into arithmetic, so a new op's fields reach every
-    torch backend through here.
+    torch backend through here. A scope the admission step left unresolved is refused.
     """
+    check_scope_resolved(spec)
     return steering_delta(
         h,
         vector,
@@ -338,6 +426,9 @@ def spec_delta(
         encoder=steering_encoder(spec) if encoder is None else encoder,
         bias=spec.bias,
         threshold=spec.threshold,
+        normalize=spec.normalize,
+        max_fraction=spec.max_fraction,
+        target=steering_target(spec) if target is None else target,
     )
 
 
@@ -354,6 +445,9 @@ def apply_steering(
     encoder: torch.Tensor | None = None,
     bias: float = 0.0,
     threshold: float = 0.0,
+    normalize: bool = False,
+    max_fraction: float | None = None,
+    target: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """`h` after one operation, in `h`'s dtype: `h + steering_delta(...).to(h.dtype)`."""
     delta = steering_delta(
@@ -368,5 +462,8 @@ def apply_steering(
         encoder=encoder,
         bias=bias,
         threshold=threshold,
+        normalize=normalize,
+        max_fraction=max_fraction,
+        target=target,
     )
     return h + delta.to(h.dtype)

@@ -126,6 +126,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         kv_cache_dtype: str | None = None,
         static_points: Any = None,
         static_writes: Any = None,
+        static_write_slots: int | None = None,
         device: Any = None,
         extra_vllm_kwargs: dict[str, Any] | None = None,
     ) -> None:
@@ -164,6 +165,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         self._static_reads: frozenset[str] = frozenset()
         self._static_writes: frozenset[str] = frozenset()
         self._static_reads, self._static_writes = self._declare_static(static_points, static_writes)
+        self._static_entries = self._declare_entries(static_write_slots)
         self._settings = EngineSettings(
             model_id=self._model_id,
             mode=mode,
@@ -403,9 +405,12 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         if steering is not None or active_steering(self):
             self._require_hooks("steering")
 
-    def _writes(self, steering: Any, length: int, call: str) -> list[dict[str, Any]]:
+    def _writes(
+        self, steering: Any, length: int, call: str, prompts: Any = None
+    ) -> list[dict[str, Any]]:
         """The call's writes (active, then explicit) admitted and in their wire form; `length`
-        positions are run by `call`. vLLM's own refusals are the rows of `WRITE_REFUSALS`."""
+        positions are run by `call`, whose prompt rows (`prompts`) resolve the specs' scopes.
+        vLLM's own refusals are the rows of `WRITE_REFUSALS`."""
         from interp_torch.steering import check_steering_fits
 
         installed = self._installed
@@ -416,6 +421,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
             writable=None if installed is None else installed.writable,
             refusals={} if installed is None else installed.write_refusals,
             supports=self.supports,
+            entries=self._static_entries,
         )
         facts = self._facts
         specs = admit_writes(
@@ -424,6 +430,8 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
             facts,
             (length, call),
             lambda spec, specs: write_refusal(spec, specs, site, facts),
+            prompts,
+            self._special_ids() if prompts is not None else (),
         )
         wire = [spec_to_wire(spec) for spec in specs]  # reads and checks the values
         for spec in specs:
@@ -507,7 +515,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         await self._ready()
         addresses = self._addresses(points)
         length = len(prompts[0])
-        writes = self._writes(steering, length, f"this capture's {length}-token prompt")
+        writes = self._writes(steering, length, f"this capture's {length}-token prompt", prompts)
         spec = self._spec(addresses, writes)
         params = [self._sampling(1, 0.0) for _ in prompts]
         results = await asyncio.gather(
@@ -537,7 +545,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed)
         self._may_write(steering)
         engine = await self._ready()
-        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
+        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         # Straight to the wire: the admitted writes leave this module once, as the request.
         final, _ = await run_request(engine, prompt, params, request_spec([], writes), self._facts)
         return as_generation(final, prompt)
@@ -568,7 +576,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed, stream=True)
         self._may_write(steering)
         engine = await self._ready()
-        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
+        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec([], writes)
         rid, request = submission(prompt, params, spec)
         index = 0
@@ -613,7 +621,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
-        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
+        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         final, payload = await self._request(prompt, params, spec)
         generation = as_generation(final, prompt)
@@ -646,7 +654,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
                 INSTEAD,
             )
         keys = [address_key(a) for a in addresses]
-        steer = self._writes(None, len(prompt), f"this lens's {len(prompt)}-token prompt")
+        steer = self._writes(None, len(prompt), f"this lens's {len(prompt)}-token prompt", [prompt])
         if self._pipeline > 1:
             # The rows live on their layers' stages and the final norm on the last: capture them,
             # then the last stage decodes them (top-k only comes back).

@@ -42,7 +42,8 @@ class VLLMSAEs:
         await engine.collective_rpc("interp_sae_load", args=(named,))
         addresses = self._addresses([to_address(s["address"]) for s in named])  # type: ignore[attr-defined]
         length = len(prompts[0])
-        writes = self._writes(steering, length, f"this call's {length}-token prompt")  # type: ignore[attr-defined]
+        call = f"this call's {length}-token prompt"
+        writes = self._writes(steering, length, call, prompts)  # type: ignore[attr-defined]
         wanted: dict[str, list[tuple[str, int]]] = {}
         for sae, address in zip(named, addresses, strict=True):
             wanted.setdefault(address_key(address), []).append((sae["name"], int(top_k)))

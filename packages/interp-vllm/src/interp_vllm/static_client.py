@@ -20,7 +20,8 @@ from interp_core.errors import (
     PointUnsupported,
     SteeringSpecError,
 )
-from interp_core.steering import STATIC_WRITE_SLOTS, SteeringSpec
+from interp_core.steering import STATIC_WRITE_SLOTS, STATIC_WRITER_SLOTS, SteeringSpec
+from interp_core.steering_lens import special_token_ids
 from interp_core.writes import spec_to_wire
 from interp_vllm.support import RECOMPUTED
 from interp_vllm.wire import address_key, needed_keys, sink_keys
@@ -30,7 +31,7 @@ __all__ = ["StaticTier"]
 
 class StaticTier:
     """Relies on `VLLMModel`'s `_mode`, `_config`, `_facts`, `_installed`, `_request`, `_sampling`,
-    `supports`, `_has_site` and `n_layers`."""
+    `_static_entries`, `supports`, `_has_site`, `tokenizer` and `n_layers`."""
 
     def _declare_static(self, reads: Any, writes: Any) -> tuple[frozenset[str], frozenset[str]]:
         if self._mode != "static":
@@ -47,6 +48,25 @@ class StaticTier:
             declared_reads if writes in (None, "auto") else self._static_set(writes, "writes")
         )
         return declared_reads, declared_writes
+
+    def _declare_entries(self, entries: Any) -> int:
+        """The op table's size at each static write point (`static_write_slots=`)."""
+        if entries is None:
+            return STATIC_WRITER_SLOTS
+        if self._mode != "static":
+            msg = (
+                "static_write_slots sizes the op table of backend='vllm-static'; the hooked "
+                "backend applies any number of writes"
+            )
+            raise InvalidArgument(msg)
+        if isinstance(entries, bool) or not isinstance(entries, int) or entries < 1:
+            msg = (
+                f"static_write_slots={entries!r} must be a positive int: how many steering "
+                f"operations each static write point's op table holds (default "
+                f"{STATIC_WRITER_SLOTS})"
+            )
+            raise InvalidArgument(msg)
+        return entries
 
     def _static_set(self, points: Any, which: str) -> frozenset[str]:
         if isinstance(points, str) or not isinstance(points, Sequence):
@@ -74,6 +94,7 @@ class StaticTier:
             "reads": sorted(keys),
             "writes": sorted(self._static_writes),
             "slots": STATIC_WRITE_SLOTS,
+            "entries": self._static_entries,
             "config": self._config,
         }
 
@@ -115,6 +136,10 @@ class StaticTier:
         huge = [3.0e38] * width  # finite in float32; two of them overflow it
         steer = [spec_to_wire(SteeringSpec(to_address(key), huge))] * STATIC_WRITE_SLOTS
         return await self._request(prompt, self._sampling(1, 0.0), {"capture": [], "steer": steer})
+
+    def _special_ids(self) -> frozenset[int]:
+        """The ids `skip_special=True` leaves alone (the tokenizer's special tokens)."""
+        return special_token_ids(self.tokenizer)
 
     def _write_width(self, key: str) -> int:
         """The full width a write vector at `key` has (the workers slice it per rank)."""

