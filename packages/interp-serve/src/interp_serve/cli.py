@@ -97,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cors-origin", action="append", default=[], help="allow this origin (default: none)"
     )
     parser.add_argument(
+        "--lens-dir", help="a folder of fitted-lens files clients may install by file name"
+    )
+    parser.add_argument(
         "--watch-pid", type=int, help="stop when this process exits (supervisors, tests)"
     )
     parser.add_argument("--log-level", default="info")
@@ -146,6 +149,7 @@ def build_settings(args: argparse.Namespace) -> ServerSettings:
         request_timeout_s=args.request_timeout,
         cors_origins=tuple(args.cors_origin),
         max_top_k=args.max_top_k,
+        lens_dir=args.lens_dir,
     )
 
 

@@ -31,3 +31,5 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     # Top-k features per token a /v1/features request may ask for (the answer grows with it).
     max_top_k: int = 256
+    # A folder of fitted-lens files that PUT /v1/lens_jacobians/{name} may name ({"file": ...}).
+    lens_dir: str | None = None
