@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from interp_core.results import Generation, GenerationStep, LensResult, Support
     from interp_core.steering import SteeringSpec
 
-__all__ = ["Backend", "InterpModel", "Steering", "Tensor", "Tokens"]
+__all__ = ["Backend", "InterpModel", "ReadoutModel", "Steering", "Tensor", "Tokens"]
 
 # The backend's array type; the core only ever passes it through or reads `.shape`.
 Tensor: TypeAlias = Any
@@ -215,6 +215,23 @@ class InterpModel(Protocol):
         (probabilities over the full vocabulary), so only `[..., k]` leaves the backend."""
         ...
 
+    async def warmup(self) -> None:
+        """Do the expensive part of loading now (weights, engine start, kernel JIT)."""
+        ...
+
+    async def shutdown(self) -> None:
+        """Release the model's resources; idempotent."""
+        ...
+
+
+@runtime_checkable
+class ReadoutModel(InterpModel, Protocol):
+    """The read-outs beyond capture (`interp_core.readouts`): weight rows, probes and fitted
+    lenses. The first-party backends (eager, vLLM, remote) serve them and pass the conformance
+    kit's `ReadoutConformance`; a third-party `InterpModel` need not, and the sync twins then
+    fail on the missing method by name.
+    """
+
     async def unembed_rows(self, token_ids: Sequence[int]) -> Tensor:
         """`W_U[token_ids]`: the `[k, d_model]` rows of the unembedding (the tied embedding on a
         family without its own head); under tensor parallelism gathered from the vocab shards."""
@@ -238,14 +255,6 @@ class InterpModel(Protocol):
         one of the layouts of `interp_core.readouts`) where the lens is decoded, as the set
         `name`; None removes it. A lens for another model is refused before anything is held.
         Returns the bytes the set holds (per tensor-parallel rank)."""
-        ...
-
-    async def warmup(self) -> None:
-        """Do the expensive part of loading now (weights, engine start, kernel JIT)."""
-        ...
-
-    async def shutdown(self) -> None:
-        """Release the model's resources; idempotent."""
         ...
 
 

@@ -49,7 +49,7 @@ from interp_core.steering import active_steering, steer
 if TYPE_CHECKING:
     from interp_core.address import AddressLike
     from interp_core.cache import ActivationCache
-    from interp_core.protocol import InterpModel, Steering, Tensor, Tokens
+    from interp_core.protocol import InterpModel, ReadoutModel, Steering, Tensor, Tokens
     from interp_core.results import Generation, GenerationStep, LensResult
 
 __all__ = [
@@ -508,18 +508,18 @@ def decode_residuals(
     )
 
 
-def unembed_rows(model: InterpModel, token_ids: Sequence[int]) -> Tensor:
+def unembed_rows(model: ReadoutModel, token_ids: Sequence[int]) -> Tensor:
     """Blocking `model.unembed_rows(...)`: `W_U[token_ids]`, `[k, d_model]`."""
     return _guarded("unembed_rows", "unembed_rows", model, lambda: model.unembed_rows(token_ids))
 
 
-def embed_rows(model: InterpModel, token_ids: Sequence[int]) -> Tensor:
+def embed_rows(model: ReadoutModel, token_ids: Sequence[int]) -> Tensor:
     """Blocking `model.embed_rows(...)`: `W_E[token_ids]`, `[k, d_model]`."""
     return _guarded("embed_rows", "embed_rows", model, lambda: model.embed_rows(token_ids))
 
 
 def project(
-    model: InterpModel, tokens: Tokens, directions: Sequence[Any], *, steering: Steering = None
+    model: ReadoutModel, tokens: Tokens, directions: Sequence[Any], *, steering: Steering = None
 ) -> list[Tensor]:
     """Blocking `model.project(...)`: per DirectionSet, `[batch, seq, k]` float32 values."""
     return cast(
@@ -533,7 +533,7 @@ def project(
     )
 
 
-def set_lens_jacobians(model: InterpModel, jacobians: Any, *, name: str = "default") -> int:
+def set_lens_jacobians(model: ReadoutModel, jacobians: Any, *, name: str = "default") -> int:
     """Blocking `model.set_lens_jacobians(...)`: install (or, with None, remove) a fitted lens."""
     return cast(
         "int",
