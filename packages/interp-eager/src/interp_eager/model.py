@@ -607,9 +607,16 @@ class EagerModel(EagerConveniences, EagerReadouts):
         """
         if top_k is not None:
             top_k = check_lens_top_k(top_k)
-        with self._serving(), torch.no_grad():
+        with self._serving():
+            # Rows from elsewhere (another device, a client over HTTP) go where the head is.
+            weight = getattr(self.tree.lm_head, "weight", None)
+            if isinstance(weight, torch.Tensor) and isinstance(residuals, torch.Tensor):
+                residuals = residuals.to(device=weight.device, dtype=weight.dtype)
             logits = self._decode_residuals(residuals, raw=raw)
-        return logits if top_k is None else top_tokens(logits, top_k)
+        if top_k is None:
+            return logits
+        with torch.no_grad():
+            return top_tokens(logits, top_k)
 
     def _decode_residuals(self, residuals: torch.Tensor, *, raw: bool) -> torch.Tensor:
         tree = self.tree
