@@ -68,6 +68,20 @@ def _owned(module: Any, ids: list[int]) -> tuple[list[int], list[int]]:
     return [i for i, _ in found], [row for _, row in found]
 
 
+def _in_order(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], torch.Tensor]:
+    """A request's rows in position order, one per position, the latest row of a recomputed
+    position winning: the order `interp_collect` returns captures in (kept here rather than
+    imported from the worker module, which imports this one)."""
+    where = torch.cat([w for w, _ in chunks]).tolist()
+    rows = torch.cat([r for _, r in chunks])
+    latest = {position: index for index, position in enumerate(where)}
+    order = sorted(latest)
+    if order == where:
+        return where, rows
+    pick = torch.tensor([latest[p] for p in order], dtype=torch.long, device=rows.device)
+    return order, rows.index_select(0, pick)
+
+
 class ReadoutsWorkerMixin:
     """Read-outs of one worker; the lens sets live in `_interp_lens_sets` (name -> layer -> J)."""
 
@@ -140,12 +154,10 @@ class ReadoutsWorkerMixin:
         return self._interp_fitted_top_k(decoded, top_k, name)
 
     def interp_collect_fitted_lens(self, rid: str, top_k: int, name: str) -> dict[str, Any]:
-        from interp_vllm.worker import _by_position
-
         request = self._interp_requests.get(rid)  # type: ignore[attr-defined]
         held: dict[str, tuple[list[int], torch.Tensor]] = {}
         if request is not None and request.refusal is None:
-            held = {key: _by_position(chunks) for key, chunks in request.lens_rows.items()}
+            held = {key: _in_order(chunks) for key, chunks in request.lens_rows.items()}
             request.lens_rows = {}
         answer = self.interp_collect(rid, None, None)  # type: ignore[attr-defined]
         if not held or answer.get("refusal") or answer["errors"]:
@@ -165,12 +177,10 @@ class ReadoutsWorkerMixin:
         return answer
 
     def interp_collect_projected(self, rid: str, sets: list[dict[str, Any]]) -> dict[str, Any]:
-        from interp_vllm.worker import _by_position
-
         request = self._interp_requests.get(rid)  # type: ignore[attr-defined]
         rows: dict[str, tuple[list[int], torch.Tensor]] = {}
         if request is not None and request.refusal is None:
-            rows = {key: _by_position(chunks) for key, chunks in request.rows.items()}
+            rows = {key: _in_order(chunks) for key, chunks in request.rows.items()}
             request.rows = {}
         answer = self.interp_collect(rid, None, None)  # type: ignore[attr-defined]
         answer["projected"] = {}
