@@ -10,11 +10,15 @@ conftest below the rootdir, and a plain `pytest` from the repository root collec
 
 from __future__ import annotations
 
-from interp_core.testing import Conformance
+from interp_core.testing import Conformance, ReadoutConformance
 from interp_testmodels.families import FAMILY_NAMES
 
 pytest_plugins = ["interp_core.testing.plugin"]
 
 
 class TestEagerConformance(Conformance):
+    interp_families = FAMILY_NAMES
+
+
+class TestEagerReadoutConformance(ReadoutConformance):
     interp_families = FAMILY_NAMES

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from interp_core.testing import Conformance
+from interp_core.testing import Conformance, ReadoutConformance
 
 pytest_plugins = ["interp_core.testing.plugin"]
 
@@ -30,4 +30,8 @@ def interp_model_factory(server: Any) -> Callable[[str], Any]:
 
 
 class TestRemoteConformance(Conformance):
+    interp_families = ("llama",)
+
+
+class TestRemoteReadoutConformance(ReadoutConformance):
     interp_families = ("llama",)

@@ -26,7 +26,7 @@ import torch
 
 from interp_core import load_model, sync
 from interp_core.steering import SteeringSpec
-from interp_core.testing import Conformance
+from interp_core.testing import Conformance, ReadoutConformance
 from interp_core.testing.resources import require
 from interp_testmodels.tokenizer import TEST_PROMPT
 
@@ -77,6 +77,20 @@ def vllm_remote(vllm_server: Any) -> Iterator[Any]:
 class TestRemoteOnVLLMConformance(Conformance):
     interp_families = ("llama",)
     atol = 1e-6  # vLLM's CPU kernels batch differently run to run; see interp-vllm's suite
+
+    @pytest.fixture(scope="class")
+    def interp_model_factory(self, vllm_server: Any) -> Callable[[str], Any]:
+        def factory(family: str) -> Any:
+            return load_model(vllm_server.url, backend="remote", api_key=vllm_server.keys[0])
+
+        return factory
+
+
+class TestRemoteOnVLLMReadoutConformance(ReadoutConformance):
+    """unembed_rows, embed_rows, decode_residuals, project and a fitted lens over HTTP, decoded
+    in the vLLM workers behind the server."""
+
+    interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
     def interp_model_factory(self, vllm_server: Any) -> Callable[[str], Any]:

@@ -42,6 +42,7 @@ from interp_core.errors import (
 from interp_core.facts import MLAFacts, ModelFacts, MoEFacts
 from interp_core.points import POINTS, PointSpec, get_point, point_names, points_for
 from interp_core.protocol import Backend, InterpModel
+from interp_core.readouts import DirectionSet, LensSpec, TopTokens
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.shapes import point_shape, point_width
 from interp_core.steering import SteeringSpec, active_steering, steer
@@ -52,13 +53,17 @@ from interp_core.sync import (
     capture_generation,
     capture_residuals,
     decode_residuals,
+    embed_rows,
     generate,
     generate_stream,
     generate_text,
     logit_lens,
+    project,
     run_with_cache,
+    set_lens_jacobians,
     shutdown,
     sync_model,
+    unembed_rows,
     warmup,
 )
 
@@ -75,6 +80,7 @@ __all__ = [
     "CapabilityUnsupported",
     "ChatSpans",
     "ConfigError",
+    "DirectionSet",
     "EngineDied",
     "Generation",
     "GenerationStep",
@@ -84,6 +90,7 @@ __all__ = [
     "InterpModel",
     "LensPrediction",
     "LensResult",
+    "LensSpec",
     "MLAFacts",
     "MoEFacts",
     "ModelFacts",
@@ -97,6 +104,7 @@ __all__ = [
     "Support",
     "SyncModel",
     "TokenSpan",
+    "TopTokens",
     "UnknownBackend",
     "UnknownCoordinate",
     "UnknownPoint",
@@ -109,6 +117,7 @@ __all__ = [
     "capture_residuals",
     "cuda_available",
     "decode_residuals",
+    "embed_rows",
     "generate",
     "generate_stream",
     "generate_text",
@@ -121,13 +130,16 @@ __all__ = [
     "point_shape",
     "point_width",
     "points_for",
+    "project",
     "register_backend",
     "run_with_cache",
     "select_backend",
+    "set_lens_jacobians",
     "shutdown",
     "steer",
     "sync_model",
     "to_address",
+    "unembed_rows",
     "vllm_installed",
     "warmup",
 ]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from interp_core.results import Generation, GenerationStep, LensResult, Support
     from interp_core.steering import SteeringSpec
 
-__all__ = ["Backend", "InterpModel", "Steering", "Tensor", "Tokens"]
+__all__ = ["Backend", "InterpModel", "ReadoutModel", "Steering", "Tensor", "Tokens"]
 
 # The backend's array type; the core only ever passes it through or reads `.shape`.
 Tensor: TypeAlias = Any
@@ -205,10 +205,14 @@ class InterpModel(Protocol):
         spelling); a string prompt is tokenized first (with BOS)."""
         ...
 
-    async def decode_residuals(self, residuals: Tensor, *, raw: bool = False) -> Tensor:
+    async def decode_residuals(
+        self, residuals: Tensor, *, raw: bool = False, top_k: int | None = None
+    ) -> Tensor:
         """Logits of residuals `[..., d_model]` through the final norm and the unembedding, with
         the model's logit multiplier and final softcap applied unless `raw` (a backend that can
-        only decode the normalized way refuses `raw=True`)."""
+        only decode the normalized way refuses `raw=True`). With `top_k`, an
+        `interp_core.readouts.TopTokens(ids, probs)` of the k most probable tokens per row
+        (probabilities over the full vocabulary), so only `[..., k]` leaves the backend."""
         ...
 
     async def warmup(self) -> None:
@@ -217,6 +221,40 @@ class InterpModel(Protocol):
 
     async def shutdown(self) -> None:
         """Release the model's resources; idempotent."""
+        ...
+
+
+@runtime_checkable
+class ReadoutModel(InterpModel, Protocol):
+    """The read-outs beyond capture (`interp_core.readouts`): weight rows, probes and fitted
+    lenses. The first-party backends (eager, vLLM, remote) serve them and pass the conformance
+    kit's `ReadoutConformance`; a third-party `InterpModel` need not, and the sync twins then
+    fail on the missing method by name.
+    """
+
+    async def unembed_rows(self, token_ids: Sequence[int]) -> Tensor:
+        """`W_U[token_ids]`: the `[k, d_model]` rows of the unembedding (the tied embedding on a
+        family without its own head); under tensor parallelism gathered from the vocab shards."""
+        ...
+
+    async def embed_rows(self, token_ids: Sequence[int]) -> Tensor:
+        """`W_E[token_ids]`: the `[k, d_model]` rows of the token embedding as stored (no
+        embedding multiplier, no position embedding)."""
+        ...
+
+    async def project(
+        self, tokens: Tokens, directions: Sequence[Any], *, steering: Steering = None
+    ) -> list[Tensor]:
+        """Per `interp_core.readouts.DirectionSet`, `[batch, seq, k]` float32 values
+        `act(rows @ vectors.T + bias)` of its point, computed where the activations are: only
+        the k values per token leave the backend."""
+        ...
+
+    async def set_lens_jacobians(self, jacobians: Any, *, name: str = "default") -> int:
+        """Hold a fitted lens (`{layer: J_bar [d_model, d_model]}`, or a path to a lens file in
+        one of the layouts of `interp_core.readouts`) where the lens is decoded, as the set
+        `name`; None removes it. A lens for another model is refused before anything is held.
+        Returns the bytes the set holds (per tensor-parallel rank)."""
         ...
 
 

@@ -3,7 +3,8 @@
 Every async method of `InterpModel` has a blocking twin here taking the model as first argument:
 `capture` (alias `run_with_cache`), `capture_generation`, `capture_attention`,
 `capture_residuals`, `generate`, `generate_text`, `generate_stream` (a plain iterator),
-`logit_lens`, `decode_residuals`, `warmup` and `shutdown`. `sync_model(model)` returns the same
+`logit_lens`, `decode_residuals`, `unembed_rows`, `embed_rows`, `project`,
+`set_lens_jacobians`, `warmup` and `shutdown`. `sync_model(model)` returns the same
 twins as methods of one object (`SyncModel`), cached per model. `steer` and `active_steering`
 are re-exported from `interp_core.steering` so sync code finds everything in one module.
 
@@ -48,7 +49,7 @@ from interp_core.steering import active_steering, steer
 if TYPE_CHECKING:
     from interp_core.address import AddressLike
     from interp_core.cache import ActivationCache
-    from interp_core.protocol import InterpModel, Steering, Tensor, Tokens
+    from interp_core.protocol import InterpModel, ReadoutModel, Steering, Tensor, Tokens
     from interp_core.results import Generation, GenerationStep, LensResult
 
 __all__ = [
@@ -59,15 +60,19 @@ __all__ = [
     "capture_generation",
     "capture_residuals",
     "decode_residuals",
+    "embed_rows",
     "generate",
     "generate_stream",
     "generate_text",
     "logit_lens",
+    "project",
     "run",
     "run_with_cache",
+    "set_lens_jacobians",
     "shutdown",
     "steer",
     "sync_model",
+    "unembed_rows",
     "warmup",
 ]
 
@@ -483,13 +488,61 @@ def generate_text(
     )
 
 
-def decode_residuals(model: InterpModel, residuals: Tensor, *, raw: bool = False) -> Tensor:
-    """Blocking `model.decode_residuals(...)`: logits of residuals through norm and unembedding."""
+def decode_residuals(
+    model: InterpModel, residuals: Tensor, *, raw: bool = False, top_k: int | None = None
+) -> Any:
+    """Blocking `model.decode_residuals(...)`: logits of residuals through norm and unembedding
+    (with `top_k`, their `TopTokens(ids, probs)`)."""
+    if top_k is None:  # a backend written before top_k existed still serves the plain call
+        return _guarded(
+            "decode_residuals",
+            "decode_residuals",
+            model,
+            lambda: model.decode_residuals(residuals, raw=raw),
+        )
     return _guarded(
         "decode_residuals",
         "decode_residuals",
         model,
-        lambda: model.decode_residuals(residuals, raw=raw),
+        lambda: model.decode_residuals(residuals, raw=raw, top_k=top_k),
+    )
+
+
+def unembed_rows(model: ReadoutModel, token_ids: Sequence[int]) -> Tensor:
+    """Blocking `model.unembed_rows(...)`: `W_U[token_ids]`, `[k, d_model]`."""
+    return _guarded("unembed_rows", "unembed_rows", model, lambda: model.unembed_rows(token_ids))
+
+
+def embed_rows(model: ReadoutModel, token_ids: Sequence[int]) -> Tensor:
+    """Blocking `model.embed_rows(...)`: `W_E[token_ids]`, `[k, d_model]`."""
+    return _guarded("embed_rows", "embed_rows", model, lambda: model.embed_rows(token_ids))
+
+
+def project(
+    model: ReadoutModel, tokens: Tokens, directions: Sequence[Any], *, steering: Steering = None
+) -> list[Tensor]:
+    """Blocking `model.project(...)`: per DirectionSet, `[batch, seq, k]` float32 values."""
+    return cast(
+        "list[Tensor]",
+        _guarded(
+            "project",
+            "project",
+            model,
+            lambda: model.project(tokens, directions, steering=steering),
+        ),
+    )
+
+
+def set_lens_jacobians(model: ReadoutModel, jacobians: Any, *, name: str = "default") -> int:
+    """Blocking `model.set_lens_jacobians(...)`: install (or, with None, remove) a fitted lens."""
+    return cast(
+        "int",
+        _guarded(
+            "set_lens_jacobians",
+            "set_lens_jacobians",
+            model,
+            lambda: model.set_lens_jacobians(jacobians, name=name),
+        ),
     )
 
 
@@ -505,6 +558,10 @@ _TWINS: dict[str, Callable[..., Any]] = {
     "generate_stream": generate_stream,
     "logit_lens": logit_lens,
     "decode_residuals": decode_residuals,
+    "unembed_rows": unembed_rows,
+    "embed_rows": embed_rows,
+    "project": project,
+    "set_lens_jacobians": set_lens_jacobians,
     "warmup": warmup,
     "shutdown": shutdown,
 }

@@ -53,8 +53,10 @@ class EagerConveniences:
             steering=steering,
         )
 
-    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
-        return self.decode_residuals_sync(residuals, raw=raw)  # type: ignore[attr-defined]
+    async def decode_residuals(
+        self, residuals: Any, *, raw: bool = False, top_k: int | None = None
+    ) -> Any:
+        return self.decode_residuals_sync(residuals, raw=raw, top_k=top_k)  # type: ignore[attr-defined]
 
     # --- chat -----------------------------------------------------------------------------------
     def message_spans(

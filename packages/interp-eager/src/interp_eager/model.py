@@ -36,6 +36,7 @@ from interp_core.errors import (
 )
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, absence_reason, points_for
+from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.sampling import (
     check_lens_layers,
@@ -70,8 +71,10 @@ from interp_eager.loading import (
     torch_dtype,
     transformers_version,
 )
+from interp_eager.readouts import EagerReadouts
 from interp_eager.taps import Tap, resolve_tap, write_site
 from interp_eager.tree import STREAM_HEADS, ModelTree, bind_tree
+from interp_torch.lens import top_tokens
 from interp_torch.steering import check_steering_fits, steering_vector
 
 __all__ = ["EagerModel"]
@@ -91,7 +94,7 @@ _OWN_FROM_PRETRAINED = frozenset(
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
 
 
-class EagerModel(EagerConveniences):
+class EagerModel(EagerConveniences, EagerReadouts):
     """A HF causal LM served in-process; see `interp_core.protocol.InterpModel`.
 
     One model serves one call at a time: every call that runs the model holds its lock for its
@@ -612,15 +615,28 @@ class EagerModel(EagerConveniences):
         return set(eos) if isinstance(eos, list | tuple) else {int(eos)}
 
     # --- logit lens -----------------------------------------------------------------------------
-    def decode_residuals_sync(self, residuals: torch.Tensor, *, raw: bool = False) -> torch.Tensor:
-        """final_norm -> lm_head on residuals; the model's multiplier and softcap unless raw.
+    def decode_residuals_sync(
+        self, residuals: torch.Tensor, *, raw: bool = False, top_k: int | None = None
+    ) -> Any:
+        """final_norm -> lm_head on residuals; the model's multiplier and softcap unless raw;
+        with `top_k`, `TopTokens(ids, probs)` of the k most probable tokens per row instead.
 
         On a multi-stream trunk a stream stack `[batch, seq, n_streams, d_model]` is first
         collapsed by the model's own hyper head (AltUp: its unembed projections and average),
         exactly as the model does before its final norm.
         """
+        if top_k is not None:
+            top_k = check_lens_top_k(top_k)
         with self._serving():
-            return self._decode_residuals(residuals, raw=raw)
+            # Rows from elsewhere (another device, a client over HTTP) go where the head is.
+            weight = getattr(self.tree.lm_head, "weight", None)
+            if isinstance(weight, torch.Tensor) and isinstance(residuals, torch.Tensor):
+                residuals = residuals.to(device=weight.device, dtype=weight.dtype)
+            logits = self._decode_residuals(residuals, raw=raw)
+        if top_k is None:
+            return logits
+        with torch.no_grad():
+            return top_tokens(logits, top_k)
 
     def _decode_residuals(self, residuals: torch.Tensor, *, raw: bool) -> torch.Tensor:
         tree = self.tree
@@ -684,7 +700,9 @@ class EagerModel(EagerConveniences):
             raise CapabilityUnsupported(message)
         top_k = check_lens_top_k(top_k)
         point = check_lens_point(point)
+        layers, fitted = lens_from_layers(layers)
         chosen = check_lens_layers(layers, self.n_layers)
+        self.check_fitted(fitted, chosen)
         read = point
         if self._facts.n_streams > 1 and point == "resid_post":
             read = "resid_streams"
@@ -694,7 +712,8 @@ class EagerModel(EagerConveniences):
         rows = []
         with torch.no_grad():
             for layer, address in zip(chosen, addresses, strict=True):
-                logits = self._decode_residuals(cache[address], raw=False)[0]
+                residual = self.fitted_rows(fitted, address, cache[address])
+                logits = self._decode_residuals(residual, raw=False)[0]
                 rows.append(logits)
                 probs = torch.softmax(logits.float(), dim=-1)
                 values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)

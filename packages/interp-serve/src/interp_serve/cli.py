@@ -150,6 +150,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cors-origin", action="append", default=[], help="allow this origin (default: none)"
     )
     parser.add_argument(
+        "--lens-dir", help="a folder of fitted-lens files clients may install by file name"
+    )
+    parser.add_argument(
         "--watch-pid", type=int, help="stop when this process exits (supervisors, tests)"
     )
     parser.add_argument("--log-level", default="info")
@@ -207,6 +210,7 @@ def build_settings(args: argparse.Namespace) -> ServerSettings:
         max_connections=_positive(args, "max_connections"),
         drain_bytes=_positive(args, "drain_bytes", zero=True),
         drain_timeout_s=_positive(args, "drain_timeout", zero=True),
+        lens_dir=args.lens_dir,
     )
 
 

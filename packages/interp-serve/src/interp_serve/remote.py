@@ -25,9 +25,11 @@ from interp_core.cache import ActivationCache
 from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
 from interp_core.facts import ModelFacts
 from interp_core.points import PointSpec, get_point
+from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
+from interp_serve.remote_readouts import RemoteReadouts
 from interp_serve.wire import (
     error_from_json,
     facts_from_json,
@@ -102,7 +104,7 @@ class _RemoteTokenizer:
         return str(self._model.to_string(list(ids)))
 
 
-class RemoteModel:
+class RemoteModel(RemoteReadouts):
     """An `InterpModel` whose work runs on an interp-serve server."""
 
     binds_event_loop = True  # its async connections belong to the loop that opened them
@@ -441,6 +443,10 @@ class RemoteModel:
         top_k: int = 10,
         point: str = "resid_post",
     ) -> LensResult:
+        plain, fitted = lens_from_layers(layers)
+        if fitted is not None:  # remote_readouts: POST /v1/lens/fitted
+            return await self.fitted_logit_lens(tokens, fitted, top_k, point)
+        layers = plain
         body = {
             "tokens": nested_ids(tokens),
             "layers": None if layers is None else list(layers),
@@ -496,13 +502,6 @@ class RemoteModel:
         message = (
             "capture_attention is not served over HTTP yet; capture the attention points "
             "(attn_scores, attn_probs, v) with capture(), or load the model in-process"
-        )
-        raise CapabilityUnsupported(message)
-
-    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
-        message = (
-            "decode_residuals is not served over HTTP yet: it would upload tensors; use "
-            "logit_lens() on the server, or load the model in-process"
         )
         raise CapabilityUnsupported(message)
 

@@ -49,3 +49,5 @@ class ServerSettings:
     max_connections: int = 512
     drain_bytes: int = 64 * MiB
     drain_timeout_s: float = 5.0
+    # A folder of fitted-lens files that PUT /v1/lens_jacobians/{name} may name ({"file": ...}).
+    lens_dir: str | None = None

@@ -128,6 +128,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a point or address to steer (write); repeat or comma-join; default: none",
     )
     parser.add_argument(
+        "--lens-sets",
+        type=int,
+        default=0,
+        metavar="N",
+        help="fitted-lens sets held resident (n_layers × d_model² each); default: 0",
+    )
+    parser.add_argument(
         "--max-num-batched-tokens",
         type=int,
         metavar="TOKENS",
@@ -337,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             concurrency=args.concurrency,
             capture=_split(args.capture),
             steer=_split(args.steer),
+            lens_sets=args.lens_sets,
             max_num_batched_tokens=args.max_num_batched_tokens,
             attn_implementation=args.attn_implementation,
             prompt_tokens=args.prompt_tokens,

@@ -17,6 +17,7 @@ from interp_sizer.pricing import (
     gpu_problems,
     kv_layout_for,
     largest,
+    lens_term,
     overhead_term,
     weights_term,
     workload_shape,
@@ -66,6 +67,9 @@ def eager_fit(model: ResolvedModel, s: Settings, gpu: GpuSpec, n: int) -> GpuFit
         overhead_term("cuda_context", "CUDA context", gib(cal.EAGER_CUDA_CONTEXT.value), "card"),
         fragmentation_term(card, "card"),
     ]
+    lens = lens_term(model, s, "card")
+    if lens is not None:
+        fixed.append(lens)
 
     def needed(length: int, sequences: int) -> int:
         return (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from interp_core.readouts import lens_set_bytes
 from interp_sizer import calibration as cal
 from interp_sizer.gpus import GpuSpec
 from interp_sizer.kv import KVLayout, kv_layout
@@ -94,6 +95,25 @@ def weights_term(
 def overhead_term(key: str, label: str, size: int, side: str, note: str = "") -> Term:
     """A calibrated overhead (context, workspace, graphs...) on `side` of the budget."""
     return Term(key, label, size, "overhead", side, "calibrated", note)
+
+
+def lens_term(model: ResolvedModel, s: Settings, side: str) -> Term | None:
+    """The resident fitted-lens sets: a full `[d_model, d_model]` J_bar per layer per set on
+    every GPU that decodes (J_bar is not sharded under tensor parallelism), None without one."""
+    if not s.lens_sets:
+        return None
+    facts = model.facts
+    per_set = lens_set_bytes(facts.n_layers, facts.d_model, s.lens_value_bytes)
+    return Term(
+        "lens",
+        "fitted lens (J_bar)",
+        s.lens_sets * per_set,
+        "capture",
+        side,
+        "exact",
+        f"{s.lens_sets} set(s) × {facts.n_layers} layers × {facts.d_model}² × "
+        f"{s.lens_value_bytes} B",
+    )
 
 
 def fragmentation_term(card: int, side: str) -> Term:

@@ -38,6 +38,8 @@ class SizingRequest:
     prompt_tokens: int = 2048  # prompt length for prefill speed and in-flight captures
     pipeline_parallel: int = 1  # vLLM: stages of layers; num_gpus / pipeline_parallel is the TP
     gpus_per_node: int | None = None  # None: every GPU on one node
+    lens_sets: int = 0  # fitted-lens sets held resident (set_lens_jacobians), each n_layers × d²
+    lens_dtype: str | None = None  # the lens matrices' dtype; None: the model's
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class Settings:
     prompt_tokens: int
     pipeline_parallel: int = 1
     gpus_per_node: int | None = None  # None: every GPU on one node
+    lens_sets: int = 0  # resident fitted-lens sets
+    lens_value_bytes: int = 0  # bytes per lens matrix element
 
     @property
     def tensor_parallel(self) -> int:
@@ -213,6 +215,16 @@ def check_request(model: ResolvedModel, request: SizingRequest) -> Settings:
             raise error
         mnbt = positive_int(mnbt, "max_num_batched_tokens", "Pass e.g. 8192")
 
+    lens_sets = request.lens_sets
+    if isinstance(lens_sets, bool) or not isinstance(lens_sets, int) or lens_sets < 0:
+        error = InvalidArgument.build(
+            f"lens_sets must be a non-negative integer, not {lens_sets!r}",
+            None,
+            "Pass the number of fitted-lens sets held at once (0 for none)",
+        )
+        raise error
+    lens_dtype = dtype if request.lens_dtype is None else normalize_dtype(request.lens_dtype, dtype)
+
     return Settings(
         backend=backend,
         dtype=dtype,
@@ -234,6 +246,8 @@ def check_request(model: ResolvedModel, request: SizingRequest) -> Settings:
         prompt_tokens=min(prompt_tokens, max_model_len),
         pipeline_parallel=pipeline,
         gpus_per_node=per_node,
+        lens_sets=lens_sets,
+        lens_value_bytes=dtype_bytes(lens_dtype),
     )
 
 

@@ -25,6 +25,7 @@ from interp_sizer.pricing import (
     gpu_problems,
     kv_layout_for,
     largest,
+    lens_term,
     overhead_term,
     weights_term,
     workload_shape,
@@ -181,6 +182,10 @@ def _vllm_fit_at(
         overhead_term("overshoot", "warm-up overshoot", gib(cal.WARMUP_OVERSHOOT.value), "margin"),
         fragmentation_term(card, "margin"),
     ]
+    # Installed after vLLM profiled its pool, on the stage with the final norm (the last).
+    lens = lens_term(model, s, "margin") if stage.index == s.pipeline_parallel - 1 else None
+    if lens is not None:
+        margin_terms.append(lens)
     capture_per_token = 0
     if s.backend == "vllm":
         capture_per_token = site_bytes_per_token(s.capture, s.value_bytes, tp)

@@ -17,6 +17,8 @@ from interp_core.errors import (
     GradientsUnsupported,
     InvalidArgument,
 )
+from interp_core.readouts import TopTokens
+from interp_core.sampling import check_lens_top_k
 
 __all__ = ["VLLMConveniences"]
 
@@ -65,10 +67,13 @@ class VLLMConveniences:
             steering=steering,
         )
 
-    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
+    async def decode_residuals(
+        self, residuals: Any, *, raw: bool = False, top_k: int | None = None
+    ) -> Any:
         """Normalized logits `[..., vocab]` of residuals `[..., d_model]`, decoded in the workers
         through vLLM's final norm and `compute_logits` (which applies the model's logit
-        multiplier and final softcap as the engine serves them); `raw=True` is refused."""
+        multiplier and final softcap as the engine serves them); `raw=True` is refused. With
+        `top_k`, `TopTokens(ids, probs)` `[..., k]`: only those leave the workers."""
         if raw:
             what = "decode_residuals(raw=True) on the vLLM backend"
             why = (
@@ -77,9 +82,11 @@ class VLLMConveniences:
             )
             instead = "the eager backend (backend='eager') for raw decode_residuals"
             raise CapabilityUnsupported.build(what, why, instead)
-        return await self._decode_rows(residuals)
+        if top_k is not None:
+            top_k = check_lens_top_k(top_k)
+        return await self._decode_rows(residuals, top_k)
 
-    async def _decode_rows(self, residuals: Any) -> Any:
+    async def _decode_rows(self, residuals: Any, top_k: int | None = None) -> Any:
         from interp_vllm.worker import decode_tensor, encode_tensor
 
         shape = tuple(residuals.shape)
@@ -97,6 +104,15 @@ class VLLMConveniences:
             instead = "the eager backend (backend='eager') for decode_residuals"
             raise CapabilityUnsupported.build(what, why, instead)
         rows = encode_tensor(residuals.reshape(-1, width))
+        if top_k is not None:
+            import torch
+
+            answers = await engine.collective_rpc("interp_decode_rows", args=(rows, top_k))
+            top = next(answer for answer in answers if answer is not None)
+            ids = torch.tensor(top["ids"], dtype=torch.int64)
+            probs = torch.tensor(top["probs"], dtype=torch.float32)
+            k = ids.shape[-1]
+            return TopTokens(ids.reshape(*shape[:-1], k), probs.reshape(*shape[:-1], k))
         answers = await engine.collective_rpc("interp_decode_rows", args=(rows,))
         logits = next(decode_tensor(*answer) for answer in answers if answer is not None)
         return logits.reshape(*shape[:-1], logits.shape[-1])

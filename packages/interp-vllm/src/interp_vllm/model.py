@@ -47,6 +47,7 @@ from interp_core.errors import (
 from interp_core.facts import ModelFacts
 from interp_core.known_models import bundled_first
 from interp_core.points import PointSpec, get_point, point_names
+from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.sampling import (
     check_lens_layers,
@@ -60,6 +61,7 @@ from interp_vllm.conveniences import VLLMConveniences
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.layout import check_layout
 from interp_vllm.prompts import all_ones, check_prompts
+from interp_vllm.readouts_client import VLLMReadouts
 from interp_vllm.sae_client import VLLMSAEs
 from interp_vllm.static_client import StaticTier
 from interp_vllm.support import (
@@ -106,7 +108,7 @@ class _Installed:
     refused: dict[str, str]
 
 
-class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
+class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences):
     """A causal LM served by a vLLM engine; see `InterpModel` and the module docstring."""
 
     binds_event_loop = True  # AsyncLLM's output handler belongs to the loop that started it
@@ -642,9 +644,12 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMConveniences):
         self._require_hooks("logit_lens")
         prompt = self._one_prompt(tokens, "logit_lens")
         top_k = check_lens_top_k(top_k)
+        layers, fitted = lens_from_layers(layers)
         chosen = check_lens_layers(layers, self.n_layers)
         point = check_lens_point(point)
         await self._ready()
+        if fitted is not None:  # readouts_client: each layer through its J_bar in the workers
+            return await self.fitted_logit_lens(prompt, chosen, fitted, top_k, point)
         addresses = self._addresses([Address(point, layer) for layer in chosen])
         if self._installed is None or "final_norm" not in self._installed.sites:
             msg = "the logit lens on this model is not served by vLLM"

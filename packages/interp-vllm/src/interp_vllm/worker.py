@@ -61,6 +61,7 @@ from interp_core.steering import SteeringSpec
 from interp_core.writes import spec_from_wire
 from interp_torch.steering import check_steered_finite, compute_dtype, spec_delta
 from interp_vllm.keys import site_key
+from interp_vllm.readouts_worker import ReadoutsWorkerMixin
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
 from interp_vllm.site_kinds import site_groups
@@ -230,7 +231,7 @@ def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
     return len(mlps)
 
 
-class InterpWorkerExtension(SAEWorkerMixin):
+class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
     """Methods vLLM adds to its Worker; every one is called by name over `collective_rpc`.
 
     State lives on the worker object (`_interp_*` attributes), so it persists between RPCs.

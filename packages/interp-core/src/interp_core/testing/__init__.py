@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from interp_core.testing.checks import CHECKS, DEFAULT_PROMPT, run_checks
 from interp_core.testing.compare import assert_close, assert_equal, flatten, shape_of, to_nested
-from interp_core.testing.conformance import Conformance
+from interp_core.testing.conformance import Conformance, ReadoutConformance
 
 __all__ = [
     "CHECKS",
     "DEFAULT_PROMPT",
     "Conformance",
+    "ReadoutConformance",
     "assert_close",
     "assert_equal",
     "flatten",

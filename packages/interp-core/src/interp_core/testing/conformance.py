@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from interp_core.testing import checks
+from interp_core.testing import checks, readout_checks
 
-__all__ = ["Conformance"]
+__all__ = ["Conformance", "ReadoutConformance"]
 
 
 class Conformance:
@@ -99,3 +99,31 @@ class Conformance:
 
     def test_bad_arguments_are_refused_as_the_core_words_them(self, interp_model: Any) -> None:
         checks.check_argument_refusals(interp_model, prompt=self.prompt, captures=self.captures)
+
+
+class ReadoutConformance:
+    """The read-outs beyond capture, each against its formula by hand
+    (`interp_core.testing.readout_checks`): `unembed_rows`, `embed_rows`, `decode_residuals`
+    (logits and top-k), `project` and a fitted lens (`set_lens_jacobians` + `LensSpec`).
+    Subclass it next to `Conformance` (same fixtures): `class TestMine(Conformance,
+    ReadoutConformance)`. `readout_rtol` loosens the comparisons for a backend in a low dtype."""
+
+    prompt: ClassVar[str] = checks.DEFAULT_PROMPT
+    readout_rtol: ClassVar[float] = 1e-4
+
+    def test_unembed_rows_are_the_unembedding(self, interp_model: Any) -> None:
+        readout_checks.check_unembed_rows(interp_model, prompt=self.prompt, rtol=self.readout_rtol)
+
+    def test_embed_rows_are_the_embedding(self, interp_model: Any) -> None:
+        readout_checks.check_embed_rows(interp_model, prompt=self.prompt)
+
+    def test_decode_residuals_is_the_models_readout(self, interp_model: Any) -> None:
+        readout_checks.check_decode_residuals(
+            interp_model, prompt=self.prompt, rtol=self.readout_rtol
+        )
+
+    def test_project_is_the_dot_product(self, interp_model: Any) -> None:
+        readout_checks.check_project(interp_model, prompt=self.prompt, rtol=self.readout_rtol)
+
+    def test_fitted_lens_decodes_j_bar_h(self, interp_model: Any) -> None:
+        readout_checks.check_fitted_lens(interp_model, prompt=self.prompt)
