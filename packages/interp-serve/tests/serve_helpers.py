@@ -8,12 +8,14 @@ leaves no server behind, and every wait here is bounded.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,6 +157,78 @@ def leave_mid_stream(server: Server, body: dict[str, object], attempts: int = 3)
         outcomes.append(steps)
     message = f"no stream was aborted in {attempts} tries; engine steps per try: {outcomes}"
     raise AssertionError(message)
+
+
+def _raw_post(server: Server, path: str, body: dict[str, object]) -> bytes:
+    url = httpx.URL(server.url)
+    payload = json.dumps(body).encode()
+    head = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {url.host}:{url.port}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(payload)}",
+        *(f"{k}: {v}" for k, v in server.headers().items()),
+    ]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+
+
+@contextlib.contextmanager
+def holding_slots(server: Server, model: str, count: int) -> Iterator[None]:
+    """Hold `count` engine slots of a server whose engine runs on its loop (vLLM) until the
+    block ends, with no timing assumption.
+
+    Each holder is a streamed completion whose first event carries a large logit lens (~2 MB)
+    and whose client never reads: the server's send of that event blocks once the socket
+    buffers are full, and an on-loop engine pulls a stream's next step only after the last was
+    sent, so the stream keeps its slot. Leaving the block closes the sockets: the streams abort
+    and the slots free at once.
+    """
+    prompt = [0, *range(3, 103)]
+    body = {"model": model, "prompt": prompt, "max_tokens": 20, "temperature": 0,
+            "stream": True, "interp": {"lens": {"top_k": 256}}}  # fmt: skip
+    url = httpx.URL(server.url)
+    sent = metric(server, "interp_serve_generated_tokens_total")
+    with contextlib.ExitStack() as stack:
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket())
+            # A small receive window, so the kernel holds little of the unread event.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((url.host, url.port))
+            sock.sendall(_raw_post(server, "/v1/completions", body))
+        # Each holder counts its first token just before sending the event it blocks in.
+        deadline = time.monotonic() + 60
+        while (
+            metric(server, "interp_serve_generated_tokens_total") < sent + count
+            or metric(server, "interp_serve_running") < count
+        ):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the {count} holding streams never all held a slot")
+            time.sleep(0.01)
+        yield
+
+
+def post_and_leave_while_queued(server: Server, body: dict[str, object]) -> None:
+    """POST `body` to /v1/completions over a raw socket, wait until /metrics shows it queued
+    (the caller holds every slot, so it stays queued), then close the socket: the client is
+    gone while its request waits, with no race against the request finishing."""
+    url = httpx.URL(server.url)
+    with socket.create_connection((url.host, url.port), timeout=10) as sock:
+        sock.sendall(_raw_post(server, "/v1/completions", body))
+        deadline = time.monotonic() + 30
+        while metric(server, "interp_serve_queue_depth") < 1:
+            if time.monotonic() > deadline:
+                raise AssertionError("the request was never seen queued behind the held slots")
+            time.sleep(0.01)
+
+
+def wait_for_cancel(server: Server, before: float, seconds: float = 15.0) -> float:
+    """Until `interp_serve_calls_cancelled` exceeds `before` (or `seconds` pass); its value."""
+    deadline = time.monotonic() + seconds
+    while (now := metric(server, "interp_serve_calls_cancelled")) <= before:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return now
 
 
 def write_saes(root: Path, d_in: int, d_sae: int = 64) -> dict[str, Path]:

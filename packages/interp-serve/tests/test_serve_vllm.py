@@ -9,10 +9,8 @@ engine's core process makes the server answer 503 and `/health` report it dead.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +31,9 @@ from interp_testmodels.tokenizer import TEST_PROMPT
 pytest_plugins = ["interp_core.testing.plugin"]
 pytestmark = pytest.mark.slow
 
-OPTIONS = ("--dtype", "float32", "--max-model-len", "128")
+# Two engine slots, so a test can hold every one of them with two open streams.
+SLOTS = 2
+OPTIONS = ("--dtype", "float32", "--max-model-len", "128", "--max-concurrency", str(SLOTS))
 ATOL = 1e-6
 
 
@@ -164,53 +164,23 @@ def test_disconnect_mid_stream_aborts_the_vllm_request(vllm_server: Any) -> None
         assert http.post("/v1/tokenize", json={"text": "ok"}).status_code == 200
 
 
-def _post_and_leave_while_running(server: Any, body: dict[str, Any]) -> bool:
-    """POST `body` to /v1/completions over a raw socket and close it as soon as the server
-    runs the request; False if it never saw it running (it may have finished first)."""
-    url = httpx.URL(server.url)
-    payload = json.dumps(body).encode()
-    head = [
-        "POST /v1/completions HTTP/1.1",
-        f"Host: {url.host}:{url.port}",
-        "Content-Type: application/json",
-        f"Content-Length: {len(payload)}",
-        *(f"{k}: {v}" for k, v in server.headers().items()),
-    ]
-    with socket.create_connection((url.host, url.port), timeout=10) as sock:
-        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
-        deadline = time.monotonic() + 10
-        while not serve_helpers.metric(server, "interp_serve_running"):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
-    return True  # the socket closed while the request ran: the client is gone
-
-
-def test_disconnect_cancels_a_plain_request(vllm_server: Any) -> None:
-    # The longest completion the tiny model allows (128 positions). The client leaves the moment
-    # /metrics shows the request running, with no guess at how long it takes; a try whose request
-    # finished between that read and the close says nothing, so the first of three that was
-    # still running counts.
-    body = {"model": _name(vllm_server), "prompt": [0, 5, 6], "max_tokens": 120,
-            "temperature": 0}  # fmt: skip
-    outcomes = []
-    for _ in range(3):
-        serve_helpers.wait_idle(vllm_server)  # a previous try's request may be winding down
-        cancelled = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
-        if not _post_and_leave_while_running(vllm_server, body):
-            outcomes.append("never seen running")
-            continue
-        deadline = time.monotonic() + 15
-        while serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled") == cancelled:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        else:
-            serve_helpers.wait_idle(vllm_server)
-            assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
-            return
-        outcomes.append("not cancelled (it may have finished as the client left)")
-    raise AssertionError(f"no request was cancelled in 3 tries: {outcomes}")
+def test_disconnect_cancels_a_queued_plain_request(vllm_server: Any) -> None:
+    # Every slot is held by streams the test keeps open and unread, so the plain request is
+    # seen queued and its client leaves while it waits: no race with the tiny model finishing it
+    # first (a 120-token completion can end between two reads of /metrics). Once the holders
+    # close, the request gets a slot, the server finds its client gone, and it never runs.
+    name = _name(vllm_server)
+    plain = {"model": name, "prompt": [0, 5, 6], "max_tokens": 120, "temperature": 0}
+    serve_helpers.wait_idle(vllm_server)
+    cancelled = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
+    with serve_helpers.holding_slots(vllm_server, name, SLOTS):
+        serve_helpers.post_and_leave_while_queued(vllm_server, plain)
+    assert serve_helpers.wait_for_cancel(vllm_server, cancelled) == cancelled + 1
+    serve_helpers.wait_idle(vllm_server)
+    assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
+    assert serve_helpers.metric(vllm_server, "interp_serve_queue_depth") == 0
+    with vllm_server.client() as http:  # still serving
+        assert http.post("/v1/tokenize", json={"text": "ok"}).status_code == 200
 
 
 def _name(server: Any) -> str:
