@@ -29,5 +29,12 @@ class ServerSettings:
     max_queue: int = 256
     request_timeout_s: float = 600.0
     cors_origins: tuple[str, ...] = ()
-    # Top-k features per token a /v1/features request may ask for (the answer grows with it).
+    # Top-k a request may ask for: features per token (/v1/features) and guesses per layer and
+    # position (the logit lens); the answer grows with it.
     max_top_k: int = 256
+    # The activations one request's forward may need (rows x length priced from the model's
+    # facts before it runs; see interp_serve.pricing).
+    max_forward_bytes: int = 8192 * MiB
+    # Characters of text one request may have tokenized: tokenizing is linear in them, and a
+    # tokenizer's peak is tens of bytes per character.
+    max_text_chars: int = 1_000_000
