@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,53 +171,24 @@ def _raw_post(server: Server, path: str, body: dict[str, object]) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
 
 
-@contextlib.contextmanager
-def holding_slots(server: Server, model: str, count: int) -> Iterator[None]:
-    """Hold `count` engine slots of a server whose engine runs on its loop (vLLM) until the
-    block ends, with no timing assumption.
+def post_and_leave(server: Server, body: dict[str, object], count: int) -> None:
+    """POST `body` to /v1/completions `count` times at once over raw sockets, each closed as
+    soon as its request is sent: the clients are gone before any answer.
 
-    Each holder is a streamed completion whose first event carries a large logit lens (~2 MB)
-    and whose client never reads: the server's send of that event blocks once the socket
-    buffers are full, and an on-loop engine pulls a stream's next step only after the last was
-    sent, so the stream keeps its slot. Leaving the block closes the sockets: the streams abort
-    and the slots free at once.
+    With more requests than the server's slots, the ones beyond the slots are queued when
+    their clients leave, and stay queued for at least one whole request's run: each must be
+    cancelled when it gets its slot (`Engine.call` checks its client then), whatever the
+    model's speed. The ones that got a slot at once may finish first; they prove nothing.
     """
-    prompt = [0, *range(3, 103)]
-    body = {"model": model, "prompt": prompt, "max_tokens": 20, "temperature": 0,
-            "stream": True, "interp": {"lens": {"top_k": 256}}}  # fmt: skip
     url = httpx.URL(server.url)
-    sent = metric(server, "interp_serve_generated_tokens_total")
-    with contextlib.ExitStack() as stack:
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket())
-            # A small receive window, so the kernel holds little of the unread event.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.connect((url.host, url.port))
-            sock.sendall(_raw_post(server, "/v1/completions", body))
-        # Each holder counts its first token just before sending the event it blocks in.
-        deadline = time.monotonic() + 60
-        while (
-            metric(server, "interp_serve_generated_tokens_total") < sent + count
-            or metric(server, "interp_serve_running") < count
-        ):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the {count} holding streams never all held a slot")
-            time.sleep(0.01)
-        yield
-
-
-def post_and_leave_while_queued(server: Server, body: dict[str, object]) -> None:
-    """POST `body` to /v1/completions over a raw socket, wait until /metrics shows it queued
-    (the caller holds every slot, so it stays queued), then close the socket: the client is
-    gone while its request waits, with no race against the request finishing."""
-    url = httpx.URL(server.url)
-    with socket.create_connection((url.host, url.port), timeout=10) as sock:
-        sock.sendall(_raw_post(server, "/v1/completions", body))
-        deadline = time.monotonic() + 30
-        while metric(server, "interp_serve_queue_depth") < 1:
-            if time.monotonic() > deadline:
-                raise AssertionError("the request was never seen queued behind the held slots")
-            time.sleep(0.01)
+    request = _raw_post(server, "/v1/completions", body)
+    sockets = [socket.create_connection((url.host, url.port), timeout=10) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.sendall(request)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def wait_for_cancel(server: Server, before: float, seconds: float = 15.0) -> float:

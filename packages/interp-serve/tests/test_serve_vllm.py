@@ -31,7 +31,7 @@ from interp_testmodels.tokenizer import TEST_PROMPT
 pytest_plugins = ["interp_core.testing.plugin"]
 pytestmark = pytest.mark.slow
 
-# Two engine slots, so a test can hold every one of them with two open streams.
+# Two engine slots, so a test can fill them (and the queue behind them) with a few requests.
 SLOTS = 2
 OPTIONS = ("--dtype", "float32", "--max-model-len", "128", "--max-concurrency", str(SLOTS))
 ATOL = 1e-6
@@ -165,18 +165,19 @@ def test_disconnect_mid_stream_aborts_the_vllm_request(vllm_server: Any) -> None
 
 
 def test_disconnect_cancels_a_queued_plain_request(vllm_server: Any) -> None:
-    # Every slot is held by streams the test keeps open and unread, so the plain request is
-    # seen queued and its client leaves while it waits: no race with the tiny model finishing it
-    # first (a 120-token completion can end between two reads of /metrics). Once the holders
-    # close, the request gets a slot, the server finds its client gone, and it never runs.
-    name = _name(vllm_server)
-    plain = {"model": name, "prompt": [0, 5, 6], "max_tokens": 120, "temperature": 0}
+    # More requests than slots, each client gone as soon as its request is sent: the ones
+    # beyond the slots wait at least a whole 120-token run for one, so they are queued when
+    # their clients leave, with no race against the tiny model finishing them (a completion
+    # can end between two reads of /metrics). Each is cancelled when it gets its slot.
+    plain = {"model": _name(vllm_server), "prompt": [0, 5, 6], "max_tokens": 120,
+             "temperature": 0}  # fmt: skip
     serve_helpers.wait_idle(vllm_server)
     cancelled = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
-    with serve_helpers.holding_slots(vllm_server, name, SLOTS):
-        serve_helpers.post_and_leave_while_queued(vllm_server, plain)
-    assert serve_helpers.wait_for_cancel(vllm_server, cancelled) == cancelled + 1
+    serve_helpers.post_and_leave(vllm_server, plain, SLOTS + 2)
+    serve_helpers.wait_for_cancel(vllm_server, cancelled + 1)  # the second of two queued
     serve_helpers.wait_idle(vllm_server)
+    now = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
+    assert now - cancelled >= 2, now - cancelled
     assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
     assert serve_helpers.metric(vllm_server, "interp_serve_queue_depth") == 0
     with vllm_server.client() as http:  # still serving
