@@ -24,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from interp_core.errors import InterpError, InvalidArgument
+from interp_core.protocol import InterpModel
 from interp_serve import interp_routes, openai_routes
 from interp_serve.__about__ import __version__
 from interp_serve.errors import TooLarge, Unauthorized, status_of
@@ -46,7 +47,9 @@ OPEN_PATHS = frozenset({"/health"})
 
 
 def create_app(
-    model: Any, settings: ServerSettings | None = None, saes: Mapping[str, Any] | None = None
+    model: InterpModel,
+    settings: ServerSettings | None = None,
+    saes: Mapping[str, Any] | None = None,
 ) -> FastAPI:
     """An app serving `model` (any backend's `InterpModel`, already loaded), with `saes`
     (name -> `interp_sae.SAE`, see `interp_serve.saes.load_saes`) for features and steering."""

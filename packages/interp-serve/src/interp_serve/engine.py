@@ -27,6 +27,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from interp_core.protocol import InterpModel
 from interp_serve.errors import ClientGone, EngineDead, Overloaded, RequestTimeout
 
 __all__ = ["Engine"]
@@ -43,7 +44,7 @@ class Engine:
     """The model behind the server, with its concurrency, queue, deadline and health."""
 
     def __init__(
-        self, model: Any, *, max_concurrency: int, max_queue: int, timeout_s: float
+        self, model: InterpModel, *, max_concurrency: int, max_queue: int, timeout_s: float
     ) -> None:
         self.model = model
         self.max_concurrency = max_concurrency
