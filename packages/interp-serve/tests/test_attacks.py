@@ -157,6 +157,7 @@ def test_text_over_the_cap_is_refused_before_tokenizing(guarded: Any) -> None:
     assert took < SLOW_S
 
 
+@pytest.mark.slow
 def test_64_large_tokenizations_leave_the_rss_where_the_first_left_it(guarded: Any) -> None:
     text = "hello world " * 83_000  # just under the 1,000,000-character cap
     with guarded.client(timeout=120) as http, _HealthWatch(guarded) as watch:

@@ -207,11 +207,12 @@ class Service:
         if self.itemsize is None:
             return
         rows, length = _batch_and_seq(tokens)
-        if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
-            length += extra
         if not rows or not length:
             return  # ragged or empty: the backend refuses it in its own words
         facts = self.model.facts
+        if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
+            # Never past the context: a longer ask is refused by the core in its own words.
+            length = min(length + extra, facts.max_position_embeddings or length + extra)
         check_capture(points, facts, self.itemsize, rows, length, self.settings.max_capture_bytes)
         check_forward(facts, self.itemsize, rows, length, self.settings.max_forward_bytes, what)
 
@@ -219,7 +220,9 @@ class Service:
     async def generate(
         self, tokens: list[Any], steering: list[SteeringSpec], gone: Gone | None, **sampling: Any
     ) -> Generation:
-        self.price("this generation", tokens, extra=sampling.get("max_new_tokens"))
+        # The prompt's forward: each later step runs one token per row against the KV cache,
+        # which the backend sizes itself.
+        self.price("this generation", tokens)
         return await self.engine.call(
             "the generation",
             lambda: self.model.generate(tokens, steering=steering, **sampling),
@@ -229,7 +232,7 @@ class Service:
     def generate_stream(
         self, tokens: list[Any], steering: list[SteeringSpec], **sampling: Any
     ) -> AsyncIterator[GenerationStep]:
-        self.price("this generation", tokens, extra=sampling.get("max_new_tokens"))
+        self.price("this generation", tokens)
         return self.engine.stream(
             "the stream",
             lambda: self.model.generate_stream(tokens, steering=steering, **sampling),
