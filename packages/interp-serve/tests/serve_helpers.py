@@ -8,6 +8,7 @@ leaves no server behind, and every wait here is bounded.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -155,6 +156,49 @@ def leave_mid_stream(server: Server, body: dict[str, object], attempts: int = 3)
         outcomes.append(steps)
     message = f"no stream was aborted in {attempts} tries; engine steps per try: {outcomes}"
     raise AssertionError(message)
+
+
+def _raw_post(server: Server, path: str, body: dict[str, object]) -> bytes:
+    url = httpx.URL(server.url)
+    payload = json.dumps(body).encode()
+    head = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {url.host}:{url.port}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(payload)}",
+        *(f"{k}: {v}" for k, v in server.headers().items()),
+    ]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+
+
+def post_and_leave(server: Server, body: dict[str, object], count: int) -> None:
+    """POST `body` to /v1/completions `count` times at once over raw sockets, each closed as
+    soon as its request is sent: the clients are gone before any answer.
+
+    With more requests than the server's slots, the ones beyond the slots are queued when
+    their clients leave, and stay queued for at least one whole request's run: each must be
+    cancelled when it gets its slot (`Engine.call` checks its client then), whatever the
+    model's speed. The ones that got a slot at once may finish first; they prove nothing.
+    """
+    url = httpx.URL(server.url)
+    request = _raw_post(server, "/v1/completions", body)
+    sockets = [socket.create_connection((url.host, url.port), timeout=10) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.sendall(request)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def wait_for_cancel(server: Server, before: float, seconds: float = 15.0) -> float:
+    """Until `interp_serve_calls_cancelled` exceeds `before` (or `seconds` pass); its value."""
+    deadline = time.monotonic() + seconds
+    while (now := metric(server, "interp_serve_calls_cancelled")) <= before:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return now
 
 
 def write_saes(root: Path, d_in: int, d_sae: int = 64) -> dict[str, Path]:

@@ -209,6 +209,20 @@ def test_store_budget_ttl_and_delete(tight: Any, local: Any) -> None:
     _still_serving(tight)
 
 
+def test_client_leaving_a_queued_request_cancels_it(tight: Any, local: Any) -> None:
+    # Two requests on the one slot, both clients gone at once: whichever waits is queued for a
+    # whole 120-token run when its client leaves, and is cancelled when it gets the slot.
+    plain = {"model": str(local.model_id), "prompt": [0, 5, 6], "max_tokens": 120,
+             "temperature": 0}  # fmt: skip
+    serve_helpers.wait_idle(tight)
+    cancelled = serve_helpers.metric(tight, "interp_serve_calls_cancelled")
+    serve_helpers.post_and_leave(tight, plain, 2)
+    assert serve_helpers.wait_for_cancel(tight, cancelled) >= cancelled + 1
+    serve_helpers.wait_idle(tight)
+    assert serve_helpers.metric(tight, "interp_serve_queue_depth") == 0
+    _still_serving(tight)
+
+
 def test_full_queue_is_429_with_retry_after(tight: Any, local: Any) -> None:
     body = {"model": str(local.model_id), "prompt": [0, 5, 6], "max_tokens": 120,
             "temperature": 0}  # fmt: skip

@@ -9,10 +9,8 @@ engine's core process makes the server answer 503 and `/health` report it dead.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +31,9 @@ from interp_testmodels.tokenizer import TEST_PROMPT
 pytest_plugins = ["interp_core.testing.plugin"]
 pytestmark = pytest.mark.slow
 
-OPTIONS = ("--dtype", "float32", "--max-model-len", "128")
+# Two engine slots, so a test can fill them (and the queue behind them) with a few requests.
+SLOTS = 2
+OPTIONS = ("--dtype", "float32", "--max-model-len", "128", "--max-concurrency", str(SLOTS))
 ATOL = 1e-6
 
 
@@ -178,53 +178,24 @@ def test_disconnect_mid_stream_aborts_the_vllm_request(vllm_server: Any) -> None
         assert http.post("/v1/tokenize", json={"text": "ok"}).status_code == 200
 
 
-def _post_and_leave_while_running(server: Any, body: dict[str, Any]) -> bool:
-    """POST `body` to /v1/completions over a raw socket and close it as soon as the server
-    runs the request; False if it never saw it running (it may have finished first)."""
-    url = httpx.URL(server.url)
-    payload = json.dumps(body).encode()
-    head = [
-        "POST /v1/completions HTTP/1.1",
-        f"Host: {url.host}:{url.port}",
-        "Content-Type: application/json",
-        f"Content-Length: {len(payload)}",
-        *(f"{k}: {v}" for k, v in server.headers().items()),
-    ]
-    with socket.create_connection((url.host, url.port), timeout=10) as sock:
-        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
-        deadline = time.monotonic() + 10
-        while not serve_helpers.metric(server, "interp_serve_running"):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
-    return True  # the socket closed while the request ran: the client is gone
-
-
-def test_disconnect_cancels_a_plain_request(vllm_server: Any) -> None:
-    # The longest completion the tiny model allows (128 positions). The client leaves the moment
-    # /metrics shows the request running, with no guess at how long it takes; a try whose request
-    # finished between that read and the close says nothing, so the first of three that was
-    # still running counts.
-    body = {"model": _name(vllm_server), "prompt": [0, 5, 6], "max_tokens": 120,
-            "temperature": 0}  # fmt: skip
-    outcomes = []
-    for _ in range(3):
-        serve_helpers.wait_idle(vllm_server)  # a previous try's request may be winding down
-        cancelled = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
-        if not _post_and_leave_while_running(vllm_server, body):
-            outcomes.append("never seen running")
-            continue
-        deadline = time.monotonic() + 15
-        while serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled") == cancelled:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        else:
-            serve_helpers.wait_idle(vllm_server)
-            assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
-            return
-        outcomes.append("not cancelled (it may have finished as the client left)")
-    raise AssertionError(f"no request was cancelled in 3 tries: {outcomes}")
+def test_disconnect_cancels_a_queued_plain_request(vllm_server: Any) -> None:
+    # More requests than slots, each client gone as soon as its request is sent: the ones
+    # beyond the slots wait at least a whole 120-token run for one, so they are queued when
+    # their clients leave, with no race against the tiny model finishing them (a completion
+    # can end between two reads of /metrics). Each is cancelled when it gets its slot.
+    plain = {"model": _name(vllm_server), "prompt": [0, 5, 6], "max_tokens": 120,
+             "temperature": 0}  # fmt: skip
+    serve_helpers.wait_idle(vllm_server)
+    cancelled = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
+    serve_helpers.post_and_leave(vllm_server, plain, SLOTS + 2)
+    serve_helpers.wait_for_cancel(vllm_server, cancelled + 1)  # the second of two queued
+    serve_helpers.wait_idle(vllm_server)
+    now = serve_helpers.metric(vllm_server, "interp_serve_calls_cancelled")
+    assert now - cancelled >= 2, now - cancelled
+    assert serve_helpers.metric(vllm_server, "interp_serve_running") == 0
+    assert serve_helpers.metric(vllm_server, "interp_serve_queue_depth") == 0
+    with vllm_server.client() as http:  # still serving
+        assert http.post("/v1/tokenize", json={"text": "ok"}).status_code == 200
 
 
 def _name(server: Any) -> str:

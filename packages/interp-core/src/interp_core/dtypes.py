@@ -18,6 +18,7 @@ __all__ = [
     "AUTO_DTYPE",
     "DTYPES",
     "DTYPE_ALIASES",
+    "DTYPE_BYTES",
     "UNSTATED_DTYPE",
     "accepted_dtype_names",
     "canonical_dtype",
@@ -28,6 +29,8 @@ __all__ = [
 # quantization choice, not a dtype.
 DTYPES = ("float32", "bfloat16", "float16")
 AUTO_DTYPE = "auto"
+# Bytes per value of each, for whoever prices activations (the sizer, the server's precheck).
+DTYPE_BYTES: Mapping[str, int] = MappingProxyType({"float32": 4, "bfloat16": 2, "float16": 2})
 # What `auto` means when the config states no dtype in DTYPES.
 UNSTATED_DTYPE = "bfloat16"
 

@@ -135,7 +135,11 @@ def check_lens_layers(layers: object, n_layers: int) -> list[int]:
             )
             raise InvalidArgument(message)
         chosen.append(int(layer))
-    repeated = sorted({layer for layer in chosen if chosen.count(layer) > 1})
+    seen: set[int] = set()
+    doubled: set[int] = set()
+    for layer in chosen:  # sets, not list.count: a long layers list stays O(n)
+        (doubled if layer in seen else seen).add(layer)
+    repeated = sorted(doubled)
     if repeated:
         message = f"layers repeats {repeated}; the lens decodes each layer once, so list it once"
         raise InvalidArgument(message)

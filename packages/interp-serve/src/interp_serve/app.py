@@ -28,11 +28,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from interp_core.errors import InterpError, InvalidArgument
+from interp_core.protocol import InterpModel
 from interp_serve import interp_routes, openai_routes, readout_routes
 from interp_serve.__about__ import __version__
 from interp_serve.errors import TooLarge, Unauthorized, status_of
 from interp_serve.service import Service
 from interp_serve.settings import ServerSettings
+from interp_serve.store import owner_of
 from interp_serve.wire import error_to_json
 
 __all__ = ["create_app"]
@@ -49,7 +51,9 @@ OPEN_PATHS = frozenset({"/health"})
 
 
 def create_app(
-    model: Any, settings: ServerSettings | None = None, saes: Mapping[str, Any] | None = None
+    model: InterpModel,
+    settings: ServerSettings | None = None,
+    saes: Mapping[str, Any] | None = None,
 ) -> FastAPI:
     """An app serving `model` (any backend's `InterpModel`, already loaded), with `saes`
     (name -> `interp_sae.SAE`, see `interp_serve.saes.load_saes`) for features and steering."""
@@ -58,8 +62,14 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await service.engine.shutdown()
+        # Installed once the server configured its logging, so its config cannot drop it.
+        access = logging.getLogger("uvicorn.access")
+        access.addFilter(_REDACT)
+        try:
+            yield
+        finally:
+            access.removeFilter(_REDACT)
+            await service.shutdown()
 
     app = _routes_app(lifespan)
     app.state.service = service
@@ -213,13 +223,26 @@ class _Guard:
 
     def _refusal(self, scope: Scope) -> BaseException | None:
         headers = dict(scope.get("headers") or ())
+        if _key_in_query(scope.get("query_string") or b""):
+            message = (
+                "an API key was sent in the URL's query string, where proxies and access logs "
+                "keep it; this server reads keys only from the Authorization header: send "
+                "Authorization: Bearer <key>, and rotate the key that was sent"
+            )
+            return Unauthorized(message)
+        given = headers.get(b"authorization", b"")
+        token = given[7:] if given[:7].lower() == b"bearer " else b""
+        found = None
+        for key in self.keys:  # every key, so the time taken says nothing about which
+            if hmac.compare_digest(token, key):
+                found = key
+        # Who the request is: its captures are kept under this name (`store.owner_of`), and
+        # /health shows the model's name only to a caller holding a key.
+        state = scope.setdefault("state", {})
+        state["owner"] = owner_of(found)
+        state["authorized"] = found is not None or not self.keys
         if self.keys and scope.get("path") not in OPEN_PATHS and scope.get("method") != "OPTIONS":
-            given = headers.get(b"authorization", b"")
-            token = given[7:] if given[:7].lower() == b"bearer " else b""
-            matched = False
-            for key in self.keys:  # every key, so the time taken says nothing about which
-                matched |= hmac.compare_digest(token, key)
-            if not matched:
+            if found is None:
                 what = "a wrong API key" if token else "no API key"
                 message = (
                     f"this server needs an API key, and the request carried {what}; send "
@@ -271,6 +294,36 @@ def _has_body(scope: Scope) -> bool:
     headers = dict(scope.get("headers") or ())
     length = headers.get(b"content-length", b"0")
     return b"transfer-encoding" in headers or length.strip() not in (b"", b"0")
+
+
+# Query parameters a client could have put a key in (never read as one: refused and redacted).
+_KEY_PARAMS = frozenset({"api_key", "apikey", "api-key", "key", "token", "access_token"})
+
+
+def _key_in_query(query: bytes) -> bool:
+    names = (part.split(b"=", 1)[0].lower() for part in query.split(b"&") if part)
+    return any(name.decode("latin-1") in _KEY_PARAMS for name in names)
+
+
+def redact_path(path: str) -> str:
+    """A request path as the access log may keep it: no activation handle (it is the bearer's
+    capability to read a capture) and no query string (a key may have been put there)."""
+    path, _, _ = path.partition("?")
+    head, sep, _ = path.partition("/v1/activations/")
+    return f"{head}{sep}<handle>" if sep else path
+
+
+class _Redactor(logging.Filter):
+    """Rewrites uvicorn's access-log line (client, method, path, version, status) in place."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], redact_path(args[2]), *args[3:])
+        return True
+
+
+_REDACT = _Redactor()
 
 
 def _chunked(scope: Scope) -> bool:

@@ -93,7 +93,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument("--inline-max-bytes", type=int, default=defaults.inline_max_bytes)
     limits.add_argument("--activation-ttl", type=float, default=defaults.activation_ttl_s)
     limits.add_argument(
-        "--max-top-k", type=int, default=defaults.max_top_k, help="/v1/features top_k cap"
+        "--max-top-k", type=int, default=defaults.max_top_k, help="top_k cap (features, lens)"
+    )
+    limits.add_argument(
+        "--max-forward-bytes",
+        type=int,
+        default=defaults.max_forward_bytes,
+        help="activations one request's forward may need, priced before it runs",
+    )
+    limits.add_argument(
+        "--max-text-chars",
+        type=int,
+        default=defaults.max_text_chars,
+        help="characters of text one request may have tokenized",
     )
     connections = parser.add_argument_group(
         "connections (checked before the API key; see interp_serve.transport)"
@@ -211,6 +223,8 @@ def build_settings(args: argparse.Namespace) -> ServerSettings:
         drain_bytes=_positive(args, "drain_bytes", zero=True),
         drain_timeout_s=_positive(args, "drain_timeout", zero=True),
         lens_dir=args.lens_dir,
+        max_forward_bytes=args.max_forward_bytes,
+        max_text_chars=args.max_text_chars,
     )
 
 

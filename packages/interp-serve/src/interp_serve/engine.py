@@ -10,7 +10,7 @@ requests itself; cancelling the task (the client went away, the deadline passed)
 engine request. Any other model (eager) computes inside its async methods without yielding, so
 each call runs on a worker thread with a loop of its own, keeping the server's loop free for
 health checks, queueing and streaming; a stream whose client left stops at its next token, and a
-call whose client left before it started never starts.
+call whose client left while it was queued never starts (checked when it gets its slot).
 A worker's slot is released only when the thread has really finished, so the concurrency bound
 holds even after a deadline answered early.
 
@@ -27,6 +27,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from interp_core.protocol import InterpModel
 from interp_serve.errors import ClientGone, EngineDead, Overloaded, RequestTimeout
 
 __all__ = ["Engine"]
@@ -43,7 +44,7 @@ class Engine:
     """The model behind the server, with its concurrency, queue, deadline and health."""
 
     def __init__(
-        self, model: Any, *, max_concurrency: int, max_queue: int, timeout_s: float
+        self, model: InterpModel, *, max_concurrency: int, max_queue: int, timeout_s: float
     ) -> None:
         self.model = model
         self.max_concurrency = max_concurrency
@@ -122,6 +123,12 @@ class Engine:
         a call whose client left is cancelled (`ClientGone`).
         """
         await self._acquire()
+        if gone is not None and await gone():
+            # Its client left while it waited for a slot: it never starts, and the slot is free.
+            self._release()
+            self.cancelled += 1
+            message = f"the client disconnected while {what} waited for a slot; it never started"
+            raise ClientGone(message)
         if self.on_loop:
             task: asyncio.Future[Any] = asyncio.ensure_future(make())
             try:

@@ -55,7 +55,7 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
     extra: dict[str, Any] = {}
     if body.generate is not None:
         generation, cache = await service.capture_generation(
-            body.tokens, body.points, specs, request.is_disconnected, **body.generate
+            body.tokens, body.points, specs, request.is_disconnected, **body.generate.model_dump()
         )
         prompt = len(generation.prompt_token_ids)
         positions = {
@@ -73,7 +73,8 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
     if body.direct:
         data = await service.direct(cache, {"positions": positions, **extra})
         return Response(content=data, media_type=SAFETENSORS)
-    return {"interp": await service.keep(cache, body.inline, positions), **extra}
+    kept = await service.keep(cache, body.inline, positions, request.state.owner)
+    return {"interp": kept, **extra}
 
 
 @router.post(
@@ -91,9 +92,7 @@ async def features(body: FeaturesRequest, request: Request) -> Any:
     if (body.tokens is None) == (body.text is None):
         message = "give the prompt as tokens (ids) or as text, exactly one of them"
         raise InvalidArgument(message)
-    tokens = (
-        body.tokens if body.tokens is not None else nested_ids(service.model.to_tokens(body.text))
-    )
+    tokens = body.tokens if body.tokens is not None else await service.tokenize(body.text)
     specs = service.specs(body.steering, body.features, body.clamp)
     names, results = await service.features(
         tokens, body.saes, body.top_k, specs, request.is_disconnected
@@ -109,7 +108,7 @@ async def features(body: FeaturesRequest, request: Request) -> Any:
     if body.direct:
         data = await service.direct(tensors, {"positions": {"prompt": [0, seq]}, **extra})
         return Response(content=data, media_type=SAFETENSORS)
-    kept = await service.keep(tensors, body.inline, {"prompt": [0, seq]})
+    kept = await service.keep(tensors, body.inline, {"prompt": [0, seq]}, request.state.owner)
     return {"interp": kept, **extra}
 
 
@@ -125,7 +124,7 @@ async def saes(request: Request) -> dict[str, Any]:
     responses={200: {"content": {SAFETENSORS: {}}}, 404: {"description": "expired or unknown"}},
 )
 async def activations(handle: str, request: Request) -> Response:
-    data = _service(request).store.get(handle)
+    data = _service(request).fetch(handle, request.state.owner)
     if data is None:
         raise _missing(handle)
     return Response(content=data, media_type=SAFETENSORS)
@@ -133,14 +132,16 @@ async def activations(handle: str, request: Request) -> Response:
 
 @router.delete("/v1/activations/{handle}", summary="Free a capture before it expires")
 async def delete_activations(handle: str, request: Request) -> dict[str, Any]:
-    if not _service(request).store.delete(handle):
+    if not _service(request).drop(handle, request.state.owner):
         raise _missing(handle)
     return {"deleted": handle}
 
 
 def _missing(handle: str) -> HandleNotFound:
+    # The same answer for another key's handle as for one that never existed.
     message = (
-        f"no activations under handle {handle!r}: it expired, was deleted, or never existed; "
+        f"no activations under handle {handle!r} for this API key: it expired, was deleted, "
+        f"belongs to another key, or never existed; "
         f"capture again (handles live for the time the capture response's expires_in says)"
     )
     return HandleNotFound(message)
@@ -148,32 +149,32 @@ def _missing(handle: str) -> HandleNotFound:
 
 @router.post("/v1/lens", summary="Logit lens")
 async def lens(body: LensRequest, request: Request) -> dict[str, Any]:
-    service = _service(request)
-    result = await service.engine.call(
-        "the logit lens",
-        lambda: service.model.logit_lens(
-            body.tokens, body.layers, top_k=body.top_k, point=body.point
-        ),
-        request.is_disconnected,
+    result = await _service(request).logit_lens(
+        body.tokens, body.layers, body.top_k, body.point, request.is_disconnected
     )
     return lens_to_json(result)
 
 
-@router.post("/v1/tokenize", summary="Text to token ids (and token strings)")
-async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
-    model = _service(request).model
+@router.post(
+    "/v1/tokenize",
+    summary="Text to token ids (and token strings)",
+    response_class=Response,
+    responses={200: {"content": {"application/json": {}}}},
+)
+async def tokenize(body: TokenizeRequest, request: Request) -> Response:
+    service = _service(request)
     answer: dict[str, Any] = {}
     if body.text is not None:
-        answer["tokens"] = nested_ids(model.to_tokens(body.text, prepend_bos=body.prepend_bos))
+        answer["tokens"] = await service.tokenize(body.text, body.prepend_bos)
     if body.str_tokens:
         source = body.text if body.text is not None else body.tokens
-        answer["str_tokens"] = model.to_str_tokens(source, prepend_bos=body.prepend_bos)
-    return answer
+        answer["str_tokens"] = await service.str_tokens(source, body.prepend_bos)
+    return Response(await service.json_bytes(answer), media_type="application/json")
 
 
 @router.post("/v1/detokenize", summary="Token ids to text")
 async def detokenize(body: DetokenizeRequest, request: Request) -> dict[str, Any]:
-    return {"text": _service(request).model.to_string(body.tokens)}
+    return {"text": await _service(request).detokenize(body.tokens)}
 
 
 @router.post("/v1/supports", summary="Whether each address can be captured here, and why not")
@@ -255,12 +256,14 @@ async def health(request: Request) -> Response:
     engine = service.engine
     body = {
         "status": "ok" if engine.dead is None else "dead",
-        "model": service.name,
-        "backend": service.model.backend_name,
+        "backend": service.backend_name,
         "running": engine.running,
         "queued": engine.waiting,
         "reason": engine.dead,
     }
+    if request.state.authorized:
+        # The served name defaults to the model's path: shown only to a caller with a key.
+        body["model"] = service.name
     status = 200 if engine.dead is None else 503
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 

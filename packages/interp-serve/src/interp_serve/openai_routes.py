@@ -19,7 +19,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from interp_core.chat import check_chat_template
 from interp_core.errors import CapabilityUnsupported
 from interp_serve.errors import status_of
 from interp_serve.schemas import ChatRequest, CompletionRequest
@@ -28,7 +27,6 @@ from interp_serve.wire import (
     error_to_json,
     generation_to_json,
     lens_to_json,
-    nested_ids,
     step_to_json,
 )
 
@@ -83,7 +81,7 @@ async def list_models(request: Request) -> dict[str, Any]:
         "object": "model",
         "created": 0,
         "owned_by": "interp-engine",
-        "backend": service.model.backend_name,
+        "backend": service.backend_name,
     }
     return {"object": "list", "data": [entry]}
 
@@ -93,7 +91,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     service = _service(request)
     service.check_model(body.model)
     _refuse_unserved(body)
-    tokens = service.prompt_ids(body.prompt)
+    tokens = await service.prompt_ids(body.prompt)
     return await _answer(service, body, tokens, request, chat=False)
 
 
@@ -102,12 +100,7 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     service = _service(request)
     service.check_model(body.model)
     _refuse_unserved(body)
-    tokenizer = service.model.tokenizer
-    check_chat_template(tokenizer)
-    messages = [m.model_dump() for m in body.messages]
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    # The template writes its own BOS where the model wants one.
-    tokens = nested_ids(service.model.to_tokens(text, prepend_bos=False))[:1]
+    tokens = await service.chat_ids([m.model_dump() for m in body.messages])
     return await _answer(service, body, tokens, request, chat=True)
 
 
@@ -124,12 +117,8 @@ async def _answer(
     meta: dict[str, Any] | None = {} if options is not None else None
     if options is not None and options.lens is not None:
         lens = options.lens
-        result = await service.engine.call(
-            "the logit lens",
-            lambda: service.model.logit_lens(
-                tokens, lens.layers, top_k=lens.top_k, point=lens.point
-            ),
-            request.is_disconnected,
+        result = await service.logit_lens(
+            tokens, lens.layers, lens.top_k, lens.point, request.is_disconnected
         )
         meta["lens"] = lens_to_json(result)
     if body.stream:
@@ -150,13 +139,9 @@ async def _answer(
             "prompt": [0, prompt],
             "generated": [prompt, prompt + len(generation.token_ids) - 1],
         }
-        meta.update(await service.keep(cache, options.inline, positions))
+        meta.update(await service.keep(cache, options.inline, positions, request.state.owner))
     else:
-        generation = await service.engine.call(
-            "the generation",
-            lambda: service.model.generate(tokens, steering=specs, **sampling),
-            request.is_disconnected,
-        )
+        generation = await service.generate(tokens, specs, request.is_disconnected, **sampling)
     service.metrics.tokens.inc(len(generation.token_ids))
     if meta is not None:
         meta.update(generation_to_json(generation))
@@ -208,10 +193,7 @@ async def _stream(
     *,
     chat: bool,
 ) -> Any:
-    steps = service.engine.stream(
-        "the stream",
-        lambda: service.model.generate_stream(tokens, steering=specs, **sampling),
-    )
+    steps = service.generate_stream(tokens, specs, **sampling)
     # The first step is awaited before answering, so a refusal (bad sampling, a steering spec
     # that does not fit) is a plain JSON error with its status, not an event inside a 200 stream.
     try:

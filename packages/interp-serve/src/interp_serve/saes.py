@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from interp_core.errors import ConfigError, InvalidArgument
+from interp_core.errors import ConfigError, InterpError, InvalidArgument
+from interp_core.protocol import InterpModel
 
 __all__ = [
     "feature_specs",
@@ -50,7 +51,7 @@ def parse_sae_arg(value: str) -> tuple[str, str]:
     return Path(value).expanduser().name or value, value
 
 
-def load_saes(values: Sequence[str], model: Any = None) -> dict[str, Any]:
+def load_saes(values: Sequence[str], model: InterpModel | None = None) -> dict[str, Any]:
     """Each `--sae` value loaded with `interp_sae.load_sae` (which checks memory first), on
     the model's device.
 
@@ -75,12 +76,12 @@ def load_saes(values: Sequence[str], model: Any = None) -> dict[str, Any]:
     return loaded
 
 
-def _check_width(name: str, sae: Any, model: Any) -> None:
+def _check_width(name: str, sae: Any, model: InterpModel) -> None:
     from interp_core.shapes import point_shape
 
     try:
         shape = point_shape(sae.address, model.facts, 1, 1)
-    except Exception:
+    except InterpError:
         return  # the model refuses the point in its own words when it is asked for it
     width = math.prod(int(d) for d in shape[2:]) if len(shape) > 2 else int(shape[-1])
     if width != sae.d_in:

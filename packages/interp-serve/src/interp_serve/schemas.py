@@ -20,6 +20,7 @@ __all__ = [
     "FeatureAdd",
     "FeatureClamp",
     "FeaturesRequest",
+    "GenerateOptions",
     "InterpOptions",
     "LensOptions",
     "LensRequest",
@@ -27,7 +28,8 @@ __all__ = [
     "TokenizeRequest",
 ]
 
-_STRICT = ConfigDict(extra="forbid")
+# Unknown fields refused; declared types strict (`true` is no int, `"yes"` no bool).
+_STRICT = ConfigDict(extra="forbid", strict=True)
 _TOKENS = "token ids: one prompt `[seq]` or a batch `[[...], ...]`"
 _STEERING = (
     "steering specs: {address, vector (list of numbers), op (add|orthogonal|projection_cap|"
@@ -112,7 +114,18 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(_Sampling):
-    messages: list[ChatMessage] = Field(description="rendered with the model's chat template")
+    messages: list[ChatMessage] = Field(
+        min_length=1, description="rendered with the model's chat template"
+    )
+
+
+class GenerateOptions(BaseModel):
+    """What a captured generation samples with (steering is the request's own `steering`)."""
+
+    model_config = _STRICT
+    max_new_tokens: Any = Field(8, description="tokens to generate at most")
+    temperature: Any = Field(0.0, description="0 is greedy")
+    seed: Any = Field(None, description="the sampler's seed")
 
 
 class CaptureRequest(BaseModel):
@@ -121,9 +134,8 @@ class CaptureRequest(BaseModel):
     points: list[str] = Field(description="addresses to capture, e.g. resid_post.3")
     steering: list[dict[str, Any]] = Field(default_factory=list, description=_STEERING)
     attention_mask: list[Any] | None = Field(None, description="same shape as tokens")
-    generate: dict[str, Any] | None = Field(
-        None,
-        description="capture_generation instead: {max_new_tokens, temperature, seed}",
+    generate: GenerateOptions | None = Field(
+        None, description="capture_generation instead: {max_new_tokens, temperature, seed}"
     )
     inline: bool = Field(False, description="also return the tensors as nested lists")
     direct: bool = Field(

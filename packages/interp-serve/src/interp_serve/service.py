@@ -8,18 +8,25 @@ a handle with the metadata a response carries.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import ctypes
+import ctypes.util
+import functools
 import json
-import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from interp_core.address import to_address
+from interp_core.chat import check_chat_template
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
-from interp_core.shapes import point_shape
+from interp_core.protocol import InterpModel
+from interp_core.results import Generation, GenerationStep, LensResult
+from interp_core.sampling import check_lens_top_k
 from interp_core.steering import SteeringSpec
 from interp_serve import tensors as tensor_io
 from interp_serve.engine import Engine
+from interp_serve.inputs import check_ids, check_text, text_chars
 from interp_serve.metrics import Metrics
+from interp_serve.pricing import check_capture, check_forward, value_bytes
 from interp_serve.saes import feature_specs, pick
 from interp_serve.settings import ServerSettings
 from interp_serve.store import ActivationStore, check_request_bytes
@@ -30,14 +37,41 @@ __all__ = ["Gone", "Service"]
 # Whether the request's client has disconnected (Starlette's `Request.is_disconnected`).
 Gone = Callable[[], Awaitable[bool]]
 
-_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+# Characters past which a tokenization hands its freed memory back to the system afterwards.
+_LARGE_TEXT = 65_536
+
+
+def release_freed_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's `malloc_trim`; elsewhere nothing).
+
+    A tokenizer's peak on a long text is tens of bytes per character in many small native
+    allocations; freed, they stay in the heap as free pages the process still counts, and the
+    next long text lands on a new peak. Trimming after each long one keeps the resident size
+    where the first one left it.
+    """
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None)
+    except OSError:
+        return None
 
 
 class Service:
-    """The model, its engine, the activation store, the settings and the metrics of one app."""
+    """The model, its engine, the activation store, the settings and the metrics of one app.
+
+    Every call a route makes on the model goes through here: tokenizing (capped, and off the
+    event loop), the engine's work (priced, then run under the engine's limits) and the
+    activations kept for the key that captured them.
+    """
 
     def __init__(
-        self, model: Any, settings: ServerSettings, saes: Mapping[str, Any] | None = None
+        self, model: InterpModel, settings: ServerSettings, saes: Mapping[str, Any] | None = None
     ) -> None:
         self.model = model
         self.settings = settings
@@ -56,6 +90,19 @@ class Service:
             budget=settings.store_budget_bytes,
         )
         self.metrics = Metrics(self.engine)
+        # Bytes per activation value, when the model says its dtype (else captures are checked
+        # on the real tensors after the pass, and forwards are not priced).
+        self.itemsize = value_bytes(getattr(model, "dtype", None))
+        # Tokenizing runs here, off the event loop (a long text would freeze /health), on one
+        # thread: a tokenizer's large transient allocations then stay in one malloc arena that
+        # each call reuses, instead of a new peak per pool thread.
+        self._text = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="interp-serve-text"
+        )
+
+    @property
+    def backend_name(self) -> str:
+        return self.model.backend_name
 
     # --- inputs ---------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
@@ -66,11 +113,67 @@ class Service:
             )
             raise InvalidArgument(message)
 
-    def prompt_ids(self, prompt: str | list[int]) -> list[list[int]]:
+    def ids(self, tokens: Any, what: str = "tokens", *, in_range: bool = False) -> Any:
+        """A request's token ids, checked to be ints (not bools) `[seq]` or `[[...], ...]`;
+        with `in_range`, also inside the vocabulary (see `inputs.check_ids`)."""
+        return check_ids(tokens, self.model.facts.vocab_size, what, in_range=in_range)
+
+    async def _on_text_thread(self, work: Callable[[], Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._text, work)
+
+    async def tokenize(self, text: Any, prepend_bos: bool = True) -> list[Any]:
+        """Text (one string or a list) as nested token-id lists, `model.to_tokens`'s answer."""
+        check_text(text, self.settings.max_text_chars)
+
+        def work() -> list[Any]:
+            ids = nested_ids(self.model.to_tokens(text, prepend_bos=prepend_bos))
+            if (text_chars(text) or 0) > _LARGE_TEXT:
+                release_freed_memory()
+            return ids
+
+        return await self._on_text_thread(work)
+
+    async def json_bytes(self, answer: Any) -> bytes:
+        """`answer` as JSON bytes, encoded off the event loop (a long token list takes a while)."""
+        return await self._on_text_thread(lambda: json.dumps(answer).encode())
+
+    async def str_tokens(self, source: Any, prepend_bos: bool = True) -> list[Any]:
+        if text_chars(source) is not None:
+            check_text(source, self.settings.max_text_chars)
+        else:
+            source = self.ids(source, in_range=True)
+        return await self._on_text_thread(
+            lambda: self.model.to_str_tokens(source, prepend_bos=prepend_bos)
+        )
+
+    async def detokenize(self, tokens: Any) -> Any:
+        ids = self.ids(tokens, in_range=True)
+        return await self._on_text_thread(lambda: self.model.to_string(ids))
+
+    async def prompt_ids(self, prompt: str | list[int]) -> list[list[int]]:
         """One prompt as `[[ids]]`: text is tokenized with BOS, as `model.to_tokens` does."""
         if isinstance(prompt, str):
-            return nested_ids(self.model.to_tokens(prompt))
-        return [list(prompt)]
+            return await self.tokenize(prompt)
+        return [self.ids(list(prompt), "prompt")]
+
+    async def chat_ids(self, messages: list[dict[str, Any]]) -> list[list[int]]:
+        """Chat messages rendered with the model's template, as `[[ids]]`."""
+        tokenizer = self.model.tokenizer
+        check_chat_template(tokenizer)
+        if not messages:
+            message = "messages is empty: a chat completion needs at least one message"
+            raise InvalidArgument(message)
+        for item in messages:
+            check_text(item["content"], self.settings.max_text_chars, "a message's content")
+        text = await self._on_text_thread(
+            lambda: tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False
+            )
+        )
+        check_text(text, self.settings.max_text_chars, "the rendered chat")
+        # The template writes its own BOS where the model wants one.
+        return (await self.tokenize(text, prepend_bos=False))[:1]
 
     def specs(
         self,
@@ -82,32 +185,83 @@ class Service:
         specs = [spec_from_json(s) for s in steering]
         return specs + feature_specs(self.saes, features, clamp)
 
-    def _precheck_bytes(self, points: Sequence[Any], batch: int, seq: int) -> None:
-        """Refuse a capture over the cap before computing it, when the model's dtype is known."""
-        dtype = str(getattr(self.model, "dtype", "")).removeprefix("torch.")
-        itemsize = _ITEMSIZE.get(dtype)
-        if itemsize is None:
-            return  # checked on the real tensors after the pass instead
-        total = 0
-        for point in points:
-            try:
-                shape = point_shape(to_address(point), self.model.facts, batch, seq)
-            except Exception:
-                return
-            total += math.prod(shape) * itemsize
-        check_request_bytes(total, self.settings.max_capture_bytes)
+    def lens_top_k(self, top_k: Any) -> int:
+        """A lens `top_k`, checked by the core, then capped by this server and the vocabulary."""
+        top_k = check_lens_top_k(top_k)
+        cap = min(self.settings.max_top_k, self.model.facts.vocab_size)
+        if top_k > cap:
+            message = (
+                f"top_k={top_k} guesses per layer and position is over this server's cap of "
+                f"{cap} (the answer grows with it); ask for at most {cap}, or ask the operator "
+                f"to raise --max-top-k"
+            )
+            raise InvalidArgument(message)
+        return top_k
+
+    # --- prices ---------------------------------------------------------------------------------
+    def price(
+        self, what: str, tokens: list[Any], points: Sequence[Any] = (), extra: Any = 0
+    ) -> None:
+        """Refuse (413) a request whose forward, or whose capture of `points`, is priced over
+        its cap, before anything runs; `extra` is the positions a generation adds."""
+        if self.itemsize is None:
+            return
+        rows, length = _batch_and_seq(tokens)
+        if not rows or not length:
+            return  # ragged or empty: the backend refuses it in its own words
+        facts = self.model.facts
+        if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
+            # Never past the context: a longer ask is refused by the core in its own words.
+            length = min(length + extra, facts.max_position_embeddings or length + extra)
+        check_capture(points, facts, self.itemsize, rows, length, self.settings.max_capture_bytes)
+        check_forward(facts, self.itemsize, rows, length, self.settings.max_forward_bytes, what)
+
+    # --- engine calls ---------------------------------------------------------------------------
+    async def generate(
+        self, tokens: list[Any], steering: list[SteeringSpec], gone: Gone | None, **sampling: Any
+    ) -> Generation:
+        # The prompt's forward: each later step runs one token per row against the KV cache,
+        # which the backend sizes itself.
+        self.price("this generation", tokens)
+        return await self.engine.call(
+            "the generation",
+            lambda: self.model.generate(tokens, steering=steering, **sampling),
+            gone,
+        )
+
+    def generate_stream(
+        self, tokens: list[Any], steering: list[SteeringSpec], **sampling: Any
+    ) -> AsyncIterator[GenerationStep]:
+        self.price("this generation", tokens)
+        return self.engine.stream(
+            "the stream",
+            lambda: self.model.generate_stream(tokens, steering=steering, **sampling),
+        )
+
+    async def logit_lens(
+        self, tokens: list[Any], layers: Any, top_k: Any, point: Any, gone: Gone | None = None
+    ) -> LensResult:
+        tokens = self.ids(tokens)
+        top_k = self.lens_top_k(top_k)
+        self.price("this lens", tokens)
+        return await self.engine.call(
+            "the logit lens",
+            lambda: self.model.logit_lens(tokens, layers, top_k=top_k, point=point),
+            gone,
+        )
 
     # --- activations ----------------------------------------------------------------------------
     async def keep(
-        self, cache: Any, inline: bool, positions: dict[str, list[int]]
+        self, cache: Any, inline: bool, positions: dict[str, list[int]], owner: str = ""
     ) -> dict[str, Any]:
-        """Store a cache's tensors under a handle; the `interp` metadata for the response."""
+        """Store a cache's tensors under a handle of `owner` (the key that asked; see
+        `store.owner_of`); the `interp` metadata for the response."""
         tensors = {str(address): tensor for address, tensor in cache.items()}
         described = tensor_io.describe(tensors)
         size = sum(d["bytes"] for d in described.values())
         check_request_bytes(size, self.settings.max_capture_bytes)
         data = await asyncio.to_thread(tensor_io.encode, tensors)
-        handle, ttl = self.store.put(data, {"tensors": described})
+        handle, ttl = self.store.put(data, {"tensors": described}, owner)
         meta: dict[str, Any] = {
             "handle": handle,
             "url": f"/v1/activations/{handle}",
@@ -126,6 +280,16 @@ class Service:
                 raise CapabilityUnsupported(message)
             meta["inline"] = {key: t.tolist() for key, t in tensors.items()}
         return meta
+
+    def fetch(self, handle: str, owner: str) -> bytes | None:
+        return self.store.get(handle, owner)
+
+    def drop(self, handle: str, owner: str) -> bool:
+        return self.store.delete(handle, owner)
+
+    async def shutdown(self) -> None:
+        await self.engine.shutdown()
+        self._text.shutdown(wait=False, cancel_futures=True)
 
     async def direct(self, cache: Any, meta: dict[str, Any]) -> bytes:
         """A cache as safetensors bytes for this response only, its metadata inside them.
@@ -149,9 +313,8 @@ class Service:
         attention_mask: Any = None,
         gone: Gone | None = None,
     ) -> Any:
-        batch, seq = _batch_and_seq(tokens)
-        if batch and seq:
-            self._precheck_bytes(points, batch, seq)
+        tokens = self.ids(tokens)
+        self.price("this capture", tokens, points)
         kwargs: dict[str, Any] = {"steering": steering}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask
@@ -185,9 +348,11 @@ class Service:
                 f"most each SAE's d_sae); ask the operator to raise --max-top-k for more"
             )
             raise InvalidArgument(message)
+        tokens = self.ids(tokens)
         batch, seq = _batch_and_seq(tokens)
         # Indices (int64) and values (float32) per token, per SAE: refused before the pass.
         check_request_bytes(batch * seq * top_k * 12 * len(saes), self.settings.max_capture_bytes)
+        self.price("this features pass", tokens)
         from interp_sae import features
 
         results = await self.engine.call(
@@ -205,6 +370,8 @@ class Service:
         gone: Gone | None = None,
         **sampling: Any,
     ) -> tuple[Any, Any]:
+        tokens = self.ids(tokens)
+        self.price("this captured generation", tokens, points, extra=sampling.get("max_new_tokens"))
         return await self.engine.call(
             "the captured generation",
             lambda: self.model.capture_generation(tokens, points, steering=steering, **sampling),

@@ -30,7 +30,8 @@ class ServerSettings:
     max_queue: int = 256
     request_timeout_s: float = 600.0
     cors_origins: tuple[str, ...] = ()
-    # Top-k features per token a /v1/features request may ask for (the answer grows with it).
+    # Top-k a request may ask for: features per token (/v1/features) and guesses per layer and
+    # position (the logit lens); the answer grows with it.
     max_top_k: int = 256
     # The connection layer (interp_serve.transport), in front of the key check: what a client
     # that holds no key can make the server hold. A request head (request line and headers)
@@ -51,3 +52,9 @@ class ServerSettings:
     drain_timeout_s: float = 5.0
     # A folder of fitted-lens files that PUT /v1/lens_jacobians/{name} may name ({"file": ...}).
     lens_dir: str | None = None
+    # The activations one request's forward may need (rows x length priced from the model's
+    # facts before it runs; see interp_serve.pricing).
+    max_forward_bytes: int = 8192 * MiB
+    # Characters of text one request may have tokenized: tokenizing is linear in them, and a
+    # tokenizer's peak is tens of bytes per character.
+    max_text_chars: int = 1_000_000

@@ -29,19 +29,6 @@ __all__ = [
 
 TENSOR_TYPES = ("torch", "numpy")
 
-_ITEMSIZE = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
-
 
 def dtype_name(tensor: Any) -> str:
     """'float32', 'bfloat16', ... for a torch tensor or a numpy array."""
@@ -49,8 +36,9 @@ def dtype_name(tensor: Any) -> str:
 
 
 def nbytes(tensor: Any) -> int:
-    count = math.prod(int(d) for d in tensor.shape)
-    return count * _ITEMSIZE.get(dtype_name(tensor), 8)
+    """Bytes of a torch tensor's or a numpy array's values, by its own element size."""
+    size = tensor.element_size() if hasattr(tensor, "element_size") else tensor.itemsize
+    return math.prod(int(d) for d in tensor.shape) * int(size)
 
 
 def describe(tensors: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
