@@ -20,6 +20,7 @@ from interp_core.address import Address, to_address
 from interp_core.cache import ActivationCache
 from interp_core.errors import CapabilityUnsupported, PointUnsupported
 from interp_core.facts import ModelFacts
+from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, absence_reason, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.sampling import Sampling, check_lens_top_k, check_sampling
@@ -92,6 +93,9 @@ class FakeTensor:
     def tolist(self) -> Any:
         return copy.deepcopy(self._data)
 
+    def __getitem__(self, index: int) -> FakeTensor:
+        return FakeTensor(copy.deepcopy(self._data[index]))
+
     def __repr__(self) -> str:
         return f"FakeTensor(shape={self.shape})"
 
@@ -130,7 +134,7 @@ class FakeBackend:
         return FakeModel(model_id, **kwargs)
 
 
-class FakeModel:
+class FakeModel(ModelBase):
     backend_name = "fake"
 
     def __init__(
@@ -161,23 +165,7 @@ class FakeModel:
             [rng.uniform(-1, 1) for _ in range(f.d_model)] for _ in range(f.vocab_size)
         ]
 
-    # --- identity -------------------------------------------------------------------------------
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def facts(self) -> ModelFacts:
-        return self._facts
-
-    @property
-    def n_layers(self) -> int:
-        return self._facts.n_layers
-
-    @property
-    def d_model(self) -> int:
-        return self._facts.d_model
-
+    # --- identity (model_id, facts, n_layers, d_model, the read-outs: ModelBase) ----------------
     @property
     def tokenizer(self) -> Any:
         return self
@@ -491,36 +479,6 @@ class FakeModel:
                 )
             predictions[layer] = tuple(per_position)
         return LensResult(point, chosen, top_k, predictions)
-
-    async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
-        message = "the fake model has no attention pattern to read"
-        raise CapabilityUnsupported(message)
-
-    async def capture_residuals(
-        self, tokens: Any, layers: Sequence[int] | None = None, *, detach: bool = True
-    ) -> Any:
-        chosen = list(range(self.n_layers)) if layers is None else list(layers)
-        points = [Address("resid_post", layer) for layer in chosen]
-        cache = await self.capture(tokens, points)
-        return {
-            layer: FakeTensor(cache[point].tolist()[0])
-            for layer, point in zip(chosen, points, strict=True)
-        }
-
-    async def generate_text(
-        self,
-        prompt: Any,
-        *,
-        max_tokens: int = 200,
-        temperature: float = 1.0,
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> str:
-        tokens = self.to_tokens(prompt) if isinstance(prompt, str) else prompt
-        generation = await self.generate(
-            tokens, max_new_tokens=max_tokens, temperature=temperature, seed=seed, **kwargs
-        )
-        return generation.text
 
     async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
         rows = residuals.tolist()

@@ -24,6 +24,7 @@ from interp_core.address import Address, AddressLike, to_address
 from interp_core.cache import ActivationCache
 from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
 from interp_core.facts import ModelFacts
+from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, get_point
 from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.writes import admit_writes
@@ -102,10 +103,11 @@ class _RemoteTokenizer:
         return str(self._model.to_string(list(ids)))
 
 
-class RemoteModel:
+class RemoteModel(ModelBase):
     """An `InterpModel` whose work runs on an interp-serve server."""
 
     binds_event_loop = True  # its async connections belong to the loop that opened them
+    graph_refusal = "gradients cannot cross HTTP: capture remotely, differentiate in-process"
 
     def __init__(
         self, url: str, *, api_key: str | None, timeout: float, tensor_type: str = "auto"
@@ -113,6 +115,7 @@ class RemoteModel:
         import httpx
 
         self._url = url.rstrip("/")
+        self._model_id = self._url
         if not self._url.startswith(("http://", "https://")):
             message = (
                 f"backend='remote' takes the server's URL as the model, got {url!r}; pass "
@@ -135,11 +138,7 @@ class RemoteModel:
         self._server_model_id = str(info["model_id"])
         self._server_backend = str(info["backend"])
 
-    # --- identity and facts ---------------------------------------------------------------------
-    @property
-    def model_id(self) -> str:
-        return self._url
-
+    # --- identity and facts (model_id: the URL, facts, n_layers, d_model: ModelBase) ------------
     @property
     def backend_name(self) -> str:
         return "remote"
@@ -152,18 +151,6 @@ class RemoteModel:
     @property
     def server_model_id(self) -> str:
         return self._server_model_id
-
-    @property
-    def facts(self) -> ModelFacts:
-        return self._facts
-
-    @property
-    def n_layers(self) -> int:
-        return self._facts.n_layers
-
-    @property
-    def d_model(self) -> int:
-        return self._facts.d_model
 
     @property
     def tokenizer(self) -> Any:
@@ -449,49 +436,7 @@ class RemoteModel:
         }
         return lens_from_json(await self._apost("/v1/lens", body))
 
-    async def capture_residuals(
-        self, tokens: Any, layers: Sequence[int] | None = None, *, detach: bool = True
-    ) -> dict[int, Any]:
-        if not detach:
-            message = (
-                "detach=False asks for gradients, which cannot cross HTTP; capture remotely and "
-                "differentiate in-process (backend='eager', requires_grad=True)"
-            )
-            raise CapabilityUnsupported(message)
-        chosen = list(range(self.n_layers)) if layers is None else list(layers)
-        ids = nested_ids(tokens)
-        if ids and isinstance(ids[0], list):
-            if len(ids) != 1:
-                message = "capture_residuals takes one prompt; capture a batch with capture()"
-                raise CapabilityUnsupported(message)
-        else:
-            ids = [ids]
-        cache = await self.capture(ids, [Address("resid_post", layer) for layer in chosen])
-        return {layer: cache[Address("resid_post", layer)][0] for layer in chosen}
-
-    async def generate_text(
-        self,
-        prompt: Any,
-        *,
-        max_tokens: int = 200,
-        temperature: float = 1.0,
-        seed: int | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        steering: Any = None,
-    ) -> str:
-        tokens = self.to_tokens(prompt) if isinstance(prompt, str) else prompt
-        generation = await self.generate(
-            tokens,
-            max_new_tokens=max_tokens,
-            temperature=temperature,
-            seed=seed,
-            top_k=top_k,
-            top_p=top_p,
-            steering=steering,
-        )
-        return generation.text
-
+    # --- read-outs (generate_text, capture_residuals, chat spans: ModelBase) --------------------
     async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
         message = (
             "capture_attention is not served over HTTP yet; capture the attention points "
