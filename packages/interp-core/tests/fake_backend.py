@@ -49,6 +49,15 @@ FAMILIES = {
     "wide": {"n_layers": 2, "d_model": 10, "d_mlp": 12, "vocab_size": 20},
 }
 
+# InterpModel.generate's sampling defaults, which the fake's generations start from.
+GENERATE_DEFAULTS = {
+    "max_new_tokens": 64,
+    "temperature": 1.0,
+    "top_k": None,
+    "top_p": None,
+    "seed": None,
+}
+
 FLAWS = (
     "shape",  # embeddings lose their batch axis
     "logits",  # capturing more points nudges lm_head
@@ -361,94 +370,51 @@ class FakeModel(ModelBase):
         return rng.choices(range(len(logits)), weights=weights)[0]
 
     async def _steps(
-        self,
-        tokens: Any,
-        max_new_tokens: int,
-        temperature: float,
-        seed: int | None,
-        specs: tuple[SteeringSpec, ...],
+        self, tokens: Any, sampling: Sampling, specs: tuple[SteeringSpec, ...]
     ) -> AsyncIterator[tuple[int, list[int]]]:
         ids = self._rows(tokens)[0]
-        rng = random.Random(seed)
-        for _ in range(max_new_tokens):
-            token = self._next_token(ids, specs, rng, temperature)
+        rng = random.Random(sampling.seed)
+        for _ in range(sampling.max_new_tokens):
+            token = self._next_token(ids, specs, rng, sampling.temperature)
             ids = [*ids, token]
             await asyncio.sleep(0)
             yield token, ids
 
-    async def generate(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
-    ) -> Generation:
-        self._sampling(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
-        specs = self._specs(steering)
+    def _generation(
+        self, steering: Any, arguments: dict[str, Any]
+    ) -> tuple[Sampling, tuple[SteeringSpec, ...]]:
+        """The checked sampling arguments (the protocol's defaults under the caller's) and the
+        specs of one generation; the signatures are the protocol's (InterpModel.generate)."""
+        sampling = self._sampling(**{**GENERATE_DEFAULTS, **arguments})
+        return sampling, self._specs(steering)
+
+    async def generate(self, tokens: Any, *, steering: Any = None, **arguments: Any) -> Generation:
+        sampling, specs = self._generation(steering, arguments)
         prompt = self._rows(tokens)[0]
-        generated = [
-            t async for t, _ in self._steps(tokens, max_new_tokens, temperature, seed, specs)
-        ]
+        generated = [t async for t, _ in self._steps(tokens, sampling, specs)]
         text = "".join(self._piece(t) for t in generated)
         return Generation(text, generated, prompt, "length")
 
     async def generate_stream(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
+        self, tokens: Any, *, steering: Any = None, **arguments: Any
     ) -> AsyncIterator[GenerationStep]:
-        self._sampling(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
-        specs = self._specs(steering)
+        sampling, specs = self._generation(steering, arguments)
         index = 0
-        async for token, _ in self._steps(tokens, max_new_tokens, temperature, seed, specs):
+        async for token, _ in self._steps(tokens, sampling, specs):
             text = self._piece(token)
             if self.flaw == "stream_text":
                 text = text.upper()
-            last = index == max_new_tokens - 1
+            last = index == sampling.max_new_tokens - 1
             yield GenerationStep(
                 index, token, text, finished=last, finish_reason="length" if last else None
             )
             index += 1
 
     async def capture_generation(
-        self,
-        tokens: Any,
-        points: Sequence[Any],
-        *,
-        max_new_tokens: int = 8,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        steering: Any = None,
+        self, tokens: Any, points: Sequence[Any], *, steering: Any = None, **arguments: Any
     ) -> tuple[Generation, ActivationCache]:
-        generation = await self.generate(
-            tokens,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            seed=seed,
-            steering=steering,
-        )
+        arguments = {"max_new_tokens": 8, "temperature": 0.0, **arguments}
+        generation = await self.generate(tokens, steering=steering, **arguments)
         fed = [*generation.prompt_token_ids, *generation.token_ids[:-1]]
         cache = await self.capture([fed], points, steering=steering)
         return generation, cache

@@ -60,7 +60,7 @@ def test_capture_residuals_are_the_captured_rows_without_the_batch_axis() -> Non
 
 def test_detach_false_is_refused_where_the_backend_keeps_no_graph() -> None:
     model = FakeModel()
-    with pytest.raises(GradientsUnsupported, match="backend='fake'.*no graph to keep"):
+    with pytest.raises(GradientsUnsupported, match=r"backend='fake'.*no graph to keep"):
         sync.capture_residuals(model, model.to_tokens("alpha"), detach=False)
 
 

@@ -328,7 +328,20 @@ class RemoteModel(ModelBase):
         cache, meta = await self._direct(body)
         return generation_from_json(meta["generation"]), cache
 
-    def _completion(self, tokens: Any, steering: Any, stream: bool, **sampling: Any) -> dict:
+    def _completion(
+        self,
+        tokens: Any,
+        stream: bool,
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        steering: Any = None,
+    ) -> dict:
+        """The completions request of one generation; its keywords are `InterpModel.generate`'s,
+        which `generate` and `generate_stream` pass on."""
         ids = nested_ids(tokens)
         if ids and isinstance(ids[0], list):
             if len(ids) != 1:
@@ -341,62 +354,26 @@ class RemoteModel(ModelBase):
         return {
             "model": self._served_name,
             "prompt": ids,
-            "max_tokens": sampling["max_new_tokens"],
-            "temperature": sampling["temperature"],
-            "top_k": sampling["top_k"],
-            "top_p": sampling["top_p"],
-            "seed": sampling["seed"],
+            "max_tokens": max_new_tokens,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "seed": seed,
             "stream": stream,
             "interp": {"steering": self._steering(steering)},
         }
 
-    async def generate(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
-    ) -> Generation:
-        body = self._completion(
-            tokens,
-            steering,
-            False,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
-        answer = await self._apost("/v1/completions", body)
+    async def generate(self, tokens: Any, **sampling: Any) -> Generation:
+        """`InterpModel.generate` on the server (keywords: max_new_tokens, temperature, top_k,
+        top_p, seed, steering)."""
+        answer = await self._apost("/v1/completions", self._completion(tokens, False, **sampling))
         return generation_from_json(answer["interp"])
 
-    async def generate_stream(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
-    ) -> AsyncIterator[GenerationStep]:
+    async def generate_stream(self, tokens: Any, **sampling: Any) -> AsyncIterator[GenerationStep]:
+        """`InterpModel.generate_stream` on the server, one step per server-sent event."""
         import httpx
 
-        body = self._completion(
-            tokens,
-            steering,
-            True,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
+        body = self._completion(tokens, True, **sampling)
         client = self._aclient()
         try:
             async with client.stream(
