@@ -57,7 +57,7 @@ from interp_torch.steering import compute_dtype
 from interp_vllm.keys import site_key
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
-from interp_vllm.site_kinds import site_groups
+from interp_vllm.site_kinds import site_groups, watch_group
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
 from interp_vllm.worker_state import (
     Request,
@@ -259,42 +259,24 @@ class InterpWorkerExtension(SAEWorkerMixin):
             if held is not None:
                 held[1][:] = keys
                 continue
-            if phase == "pre":
-                handle = module.register_forward_pre_hook(
-                    self._interp_pre_hook(keys), with_kwargs=True
-                )
-            else:
-                handle = module.register_forward_hook(
-                    self._interp_post_hook(keys), with_kwargs=True
-                )
+            handle = watch_group(module, phase, self._interp_hook(keys, phase))
             self._interp.hooks[gid] = (handle, keys)
 
     # --- the hooks ------------------------------------------------------------------------------
-    def _interp_pre_hook(self, keys: list[str]) -> Callable[..., Any]:
-        def hook(module: Any, args: Any, kwargs: Any) -> Any:
+    def _interp_hook(self, keys: list[str], phase: str) -> Callable[[Any, Any, Any], Any]:
+        """The body of the hook on one (module, phase) group (`watch_group` registers it)."""
+
+        def body(args: Any, kwargs: Any, out: Any) -> Any:
             step = self._interp.step
             if step is None:
                 return None
             try:
-                return self._interp_visit(step, keys, "pre", args, kwargs, None)
+                return self._interp_visit(step, keys, phase, args, kwargs, out)
             except Exception as exc:  # never let a hook take the engine down
                 self._interp_fail(step, keys, exc)
                 return None
 
-        return hook
-
-    def _interp_post_hook(self, keys: list[str]) -> Callable[..., Any]:
-        def hook(module: Any, args: Any, kwargs: Any, out: Any) -> Any:
-            step = self._interp.step
-            if step is None:
-                return None
-            try:
-                return self._interp_visit(step, keys, "post", args, kwargs, out)
-            except Exception as exc:  # never let a hook take the engine down
-                self._interp_fail(step, keys, exc)
-                return None
-
-        return hook
+        return body
 
     def _interp_fail(self, step: Step, keys: list[str], exc: BaseException) -> None:
         message = f"{', '.join(keys)}: {type(exc).__name__}: {exc}"
