@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from interp_testmodels.cache import publish_folder
 from interp_testmodels.configs import FAMILIES, FAMILY_NAMES, UNAVAILABLE, FamilySpec
-from interp_testmodels.tokenizer import build_tokenizer, tokenizer_fingerprint
+from interp_testmodels.tokenizer import build_tokenizer, pin_tokenizer_class, tokenizer_fingerprint
 
 if TYPE_CHECKING:
     import torch
@@ -181,20 +181,11 @@ def _write_family(spec: FamilySpec, dtype: str, folder: Path) -> None:
 
     tokenizer = build_tokenizer()
     tokenizer.save_pretrained(folder)
-    _pin_tokenizer_class(folder)
+    pin_tokenizer_class(folder)
 
     manifest = {**_provenance(spec, dtype), "notes": spec.notes, "traits": list(spec.traits)}
     # Written last: its presence is what marks a folder complete.
     (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-def _pin_tokenizer_class(folder: Path) -> None:
-    # transformers 5 records the class as `TokenizersBackend`, which transformers 4 and some
-    # reference engines cannot import; `PreTrainedTokenizerFast` loads in both majors.
-    path = folder / "tokenizer_config.json"
-    data = json.loads(path.read_text())
-    data["tokenizer_class"] = "PreTrainedTokenizerFast"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _perturb(model: torch.nn.Module) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_testmodels.cache import publish_folder
+from interp_testmodels.tokenizer import pin_tokenizer_class
 
 __all__ = [
     "INSTALL_HINT",
@@ -205,7 +206,7 @@ def _convert(gguf_file: Path, folder: Path, *, progress: bool) -> None:
         stages.start(3)
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        _pin_tokenizer_class(folder)
+        pin_tokenizer_class(folder)
         stages.done()
     finally:
         seconds = stages.close()
@@ -222,11 +223,3 @@ def _convert(gguf_file: Path, folder: Path, *, progress: bool) -> None:
     }
     # Written last: its presence is what marks the folder complete.
     (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-def _pin_tokenizer_class(folder: Path) -> None:
-    # As for the test families: `PreTrainedTokenizerFast` loads in transformers 4 and 5 alike.
-    path = folder / "tokenizer_config.json"
-    data = json.loads(path.read_text())
-    data["tokenizer_class"] = "PreTrainedTokenizerFast"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
