@@ -26,7 +26,7 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_testmodels.cache import publish_folder
+from interp_testmodels.cache import cache_root, publish_folder
 from interp_testmodels.configs import FAMILIES, FAMILY_NAMES, UNAVAILABLE, FamilySpec
 from interp_testmodels.tokenizer import build_tokenizer, pin_tokenizer_class, tokenizer_fingerprint
 
@@ -66,12 +66,7 @@ _BUILD_LOCK = threading.Lock()
 
 def family_cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Where built families live: `cache_dir`, else `$INTERP_TEST_CACHE`, else the user cache."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("INTERP_TEST_CACHE")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "interp-engine" / "test-models"
+    return cache_root(cache_dir, "INTERP_TEST_CACHE", "test-models")
 
 
 def _spec(name: str) -> FamilySpec:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interp_testmodels.cache import publish_folder
+from interp_testmodels.cache import cache_root, publish_folder
 from interp_testmodels.tokenizer import pin_tokenizer_class
 
 __all__ = [
@@ -56,12 +56,7 @@ class RealModelUnavailable(RuntimeError):
 def model_cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Where converted real models live: `cache_dir`, else `$INTERP_MODEL_CACHE`, else the user
     cache."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("INTERP_MODEL_CACHE")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "interp-engine" / "models"
+    return cache_root(cache_dir, "INTERP_MODEL_CACHE", "models")
 
 
 def smollm2_gguf() -> Path:
