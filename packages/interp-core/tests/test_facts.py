@@ -1027,7 +1027,7 @@ def test_olmo2_records_post_norms_only() -> None:
 
 
 def _llama(**overrides: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
+    return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
         "num_hidden_layers": 4,
@@ -1036,9 +1036,8 @@ def _llama(**overrides: Any) -> dict[str, Any]:
         "num_key_value_heads": 2,
         "intermediate_size": 128,
         "vocab_size": 100,
+        **overrides,
     }
-    config.update(overrides)
-    return config
 
 
 def test_explicit_head_dim_wins_over_the_quotient() -> None:

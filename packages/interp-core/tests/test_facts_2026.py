@@ -130,7 +130,7 @@ def test_jetmoe_derives_its_heads_and_refuses_per_head_attention_points() -> Non
 
 def _minimax(**overrides: Any) -> dict[str, Any]:
     # The keys MiniMaxConfig reads, spelled as its config.json spells them, at a small size.
-    config: dict[str, Any] = {
+    return {
         "architectures": ["MiniMaxForCausalLM"],
         "model_type": "minimax",
         "num_hidden_layers": 8,
@@ -147,9 +147,8 @@ def _minimax(**overrides: Any) -> dict[str, Any]:
         "full_attn_alpha_factor": 3.5,
         "linear_attn_alpha_factor": 3.5,
         "mlp_alpha_factor": 3.5,
+        **overrides,
     }
-    config.update(overrides)
-    return config
 
 
 def test_minimax_lightning_layers_and_routed_mlps() -> None:

@@ -21,7 +21,7 @@ CSA, HCA = "compressed_sparse", "heavily_compressed"
 
 
 def _v4(**overrides: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
+    return {
         "architectures": ["DeepseekV4ForCausalLM"],
         "model_type": "deepseek_v4",
         "num_hidden_layers": 5,
@@ -36,9 +36,8 @@ def _v4(**overrides: Any) -> dict[str, Any]:
         "hc_mult": 4,
         "sliding_window": 128,
         "index_head_dim": 128,
+        **overrides,
     }
-    config.update(overrides)
-    return config
 
 
 def test_published_compress_ratios_name_each_layer() -> None:

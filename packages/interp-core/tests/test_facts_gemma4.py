@@ -23,7 +23,7 @@ from interp_core.shapes import point_shape
 def _text(**overrides: Any) -> dict[str, Any]:
     # Widths shaped like a small member, shortened to 4 layers alternating sliding and full,
     # the last 2 reusing the K/V of the first 2. The keys are the published text_config's.
-    config: dict[str, Any] = {
+    return {
         "model_type": "gemma4_text",
         "num_hidden_layers": 4,
         "hidden_size": 1536,
@@ -46,9 +46,8 @@ def _text(**overrides: Any) -> dict[str, Any]:
         "use_double_wide_mlp": True,
         "hidden_size_per_layer_input": 256,
         "final_logit_softcapping": 30.0,
+        **overrides,
     }
-    config.update(overrides)
-    return config
 
 
 def _wrapped(**overrides: Any) -> dict[str, Any]:

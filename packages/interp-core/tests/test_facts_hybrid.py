@@ -18,7 +18,7 @@ from interp_core.points import absence_reason
 
 def _granite(**overrides: Any) -> dict[str, Any]:
     # Granite-4.0-H-1B's shape, shortened to 4 layers: Mamba-2 layers with one attention layer.
-    config: dict[str, Any] = {
+    return {
         "model_type": "granitemoehybrid",
         "num_hidden_layers": 4,
         "hidden_size": 1536,
@@ -33,9 +33,8 @@ def _granite(**overrides: Any) -> dict[str, Any]:
         "residual_multiplier": 0.22,
         "attention_multiplier": 0.0078125,
         "logits_scaling": 6.0,
+        **overrides,
     }
-    config.update(overrides)
-    return config
 
 
 def test_granite_hybrid_reads_both_spellings_of_its_layer_kinds() -> None:

@@ -19,7 +19,7 @@ from interp_core.points import absence_reason
 
 def _nemotron_h(**overrides: Any) -> dict[str, Any]:
     # Nemotron-H-8B's shape, shortened to 6 layers: Mamba-2 and MLP layers, one attention layer.
-    config: dict[str, Any] = {
+    return {
         "model_type": "nemotron_h",
         "architectures": ["NemotronHForCausalLM"],
         "num_hidden_layers": 6,
@@ -35,9 +35,8 @@ def _nemotron_h(**overrides: Any) -> dict[str, Any]:
         "moe_intermediate_size": 1856,
         "moe_shared_expert_intermediate_size": 3712,
         "n_shared_experts": 1,
+        **overrides,
     }
-    config.update(overrides)
-    return config
 
 
 def test_reads_the_pattern_and_the_saved_block_list_alike() -> None:

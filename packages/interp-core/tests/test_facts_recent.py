@@ -16,7 +16,7 @@ from interp_core.points import absence_reason
 
 
 def _config(model_type: str, **overrides: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
+    return {
         "model_type": model_type,
         "num_hidden_layers": 4,
         "hidden_size": 64,
@@ -24,9 +24,8 @@ def _config(model_type: str, **overrides: Any) -> dict[str, Any]:
         "num_key_value_heads": 2,
         "intermediate_size": 128,
         "vocab_size": 100,
+        **overrides,
     }
-    config.update(overrides)
-    return config
 
 
 def test_exaone4_spells_its_window_pattern_in_letters() -> None:

@@ -18,12 +18,14 @@ from sae_files import write_saelens
 
 from interp_core.errors import InvalidArgument
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features, decode_features
+from interp_vllm.worker_state import WorkerState
 
 D_IN, D_SAE, K = 32, 128, 6
 
 
 class _Host(SAEWorkerMixin):
     device = torch.device("cpu")
+    _interp_state = WorkerState()  # what interp_install creates on a real worker
 
 
 def test_worker_side_top_k_equals_encode_of_the_rows(tmp_path: Path) -> None:
@@ -44,9 +46,9 @@ def test_worker_side_top_k_equals_encode_of_the_rows(tmp_path: Path) -> None:
         [{"name": "a", "path": str(tmp_path / "a")}, {"name": "b", "path": str(tmp_path / "b")}]
     )
     assert [(x["address"], x["d_sae"]) for x in loaded] == [("resid_post.1", D_SAE)] * 2
-    first = host._interp_saes["a"]
+    first = host._interp.saes["a"]
     host.interp_sae_load([{"name": "a", "path": str(tmp_path / "a")}])
-    assert host._interp_saes["a"] is first  # loaded once, not again per request
+    assert host._interp.saes["a"] is first  # loaded once, not again per request
     rows = torch.randn(9, D_IN, generator=torch.Generator().manual_seed(0))
     wanted = [("a", K), ("b", K)]
     # Prefill of positions 0..5, then a recompute of 4..8: position 4 and 5 arrive twice.

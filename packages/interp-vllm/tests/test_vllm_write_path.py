@@ -33,10 +33,10 @@ def llama() -> str:
 
 
 def _answered(model: Any, writable: set[str], refusals: dict[str, str]) -> Any:
-    from interp_vllm.model import _Installed
+    from interp_vllm.calls import Installed
 
     sites = frozenset({"resid_post.0", "resid_post.1", "mlp_out.0"})
-    model._installed = _Installed(sites, frozenset(writable), refusals, {})
+    model._installed = Installed(sites, frozenset(writable), refusals, {})
     model._model_dtype = torch.float32  # what the started engine reports
     return model
 

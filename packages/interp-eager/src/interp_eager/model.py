@@ -35,6 +35,7 @@ from interp_core.errors import (
     PointUnsupported,
 )
 from interp_core.facts import ModelFacts
+from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
@@ -59,7 +60,6 @@ from interp_eager.arguments import (
     gen_defaults,
     position_ids,
 )
-from interp_eager.conveniences import EagerConveniences
 from interp_eager.generation import decode_steps
 from interp_eager.hooks import HookSession, Write
 from interp_eager.loading import (
@@ -74,6 +74,7 @@ from interp_eager.loading import (
 from interp_eager.readouts import EagerReadouts
 from interp_eager.taps import Tap, resolve_tap, write_site
 from interp_eager.tree import STREAM_HEADS, ModelTree, bind_tree
+from interp_torch import readouts
 from interp_torch.lens import top_tokens
 from interp_torch.steering import check_steering_fits, steering_vector
 
@@ -94,7 +95,7 @@ _OWN_FROM_PRETRAINED = frozenset(
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
 
 
-class EagerModel(EagerConveniences, EagerReadouts):
+class EagerModel(EagerReadouts, ModelBase):
     """A HF causal LM served in-process; see `interp_core.protocol.InterpModel`.
 
     One model serves one call at a time: every call that runs the model holds its lock for its
@@ -110,6 +111,7 @@ class EagerModel(EagerConveniences, EagerReadouts):
 
     backend_name = "eager"
     binds_event_loop = False
+    graph_refusal = None  # capture(detach=False) keeps the graph (with requires_grad=True)
 
     def __init__(
         self,
@@ -162,23 +164,7 @@ class EagerModel(EagerConveniences, EagerReadouts):
         ):
             warnings.warn(issue.message(), stacklevel=2)
 
-    # --- identity and facts ---------------------------------------------------------------------
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def facts(self) -> ModelFacts:
-        return self._facts
-
-    @property
-    def n_layers(self) -> int:
-        return self._facts.n_layers
-
-    @property
-    def d_model(self) -> int:
-        return self._facts.d_model
-
+    # --- identity and facts (model_id, facts, n_layers, d_model: ModelBase) ----------------------
     @property
     def config(self) -> dict[str, Any]:
         return self._config
@@ -730,6 +716,17 @@ class EagerModel(EagerConveniences, EagerReadouts):
         self, tokens: Any, layers: Sequence[int] | None = None, **kw: Any
     ) -> LensResult:
         return self.logit_lens_sync(tokens, layers, **kw)
+
+    async def decode_residuals(
+        self, residuals: Any, *, raw: bool = False, top_k: int | None = None
+    ) -> Any:
+        return self.decode_residuals_sync(residuals, raw=raw, top_k=top_k)
+
+    # --- read-outs (generate_text, capture_residuals, chat spans: ModelBase) --------------------
+    async def capture_attention(
+        self, tokens: Any, layers: Sequence[int]
+    ) -> dict[int, dict[str, torch.Tensor]]:
+        return await readouts.capture_attention(self, tokens, layers)
 
     def __repr__(self) -> str:
         state = "loaded" if self._tree is not None else "not loaded"

@@ -24,6 +24,7 @@ from interp_core.address import Address, AddressLike, to_address
 from interp_core.cache import ActivationCache
 from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
 from interp_core.facts import ModelFacts
+from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, get_point
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
@@ -104,10 +105,11 @@ class _RemoteTokenizer:
         return str(self._model.to_string(list(ids)))
 
 
-class RemoteModel(RemoteReadouts):
+class RemoteModel(RemoteReadouts, ModelBase):
     """An `InterpModel` whose work runs on an interp-serve server."""
 
     binds_event_loop = True  # its async connections belong to the loop that opened them
+    graph_refusal = "gradients cannot cross HTTP: capture remotely, differentiate in-process"
 
     def __init__(
         self, url: str, *, api_key: str | None, timeout: float, tensor_type: str = "auto"
@@ -115,6 +117,7 @@ class RemoteModel(RemoteReadouts):
         import httpx
 
         self._url = url.rstrip("/")
+        self._model_id = self._url
         if not self._url.startswith(("http://", "https://")):
             message = (
                 f"backend='remote' takes the server's URL as the model, got {url!r}; pass "
@@ -137,11 +140,7 @@ class RemoteModel(RemoteReadouts):
         self._server_model_id = str(info["model_id"])
         self._server_backend = str(info["backend"])
 
-    # --- identity and facts ---------------------------------------------------------------------
-    @property
-    def model_id(self) -> str:
-        return self._url
-
+    # --- identity and facts (model_id: the URL, facts, n_layers, d_model: ModelBase) ------------
     @property
     def backend_name(self) -> str:
         return "remote"
@@ -154,18 +153,6 @@ class RemoteModel(RemoteReadouts):
     @property
     def server_model_id(self) -> str:
         return self._server_model_id
-
-    @property
-    def facts(self) -> ModelFacts:
-        return self._facts
-
-    @property
-    def n_layers(self) -> int:
-        return self._facts.n_layers
-
-    @property
-    def d_model(self) -> int:
-        return self._facts.d_model
 
     @property
     def tokenizer(self) -> Any:
@@ -343,7 +330,20 @@ class RemoteModel(RemoteReadouts):
         cache, meta = await self._direct(body)
         return generation_from_json(meta["generation"]), cache
 
-    def _completion(self, tokens: Any, steering: Any, stream: bool, **sampling: Any) -> dict:
+    def _completion(
+        self,
+        tokens: Any,
+        stream: bool,
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        steering: Any = None,
+    ) -> dict:
+        """The completions request of one generation; its keywords are `InterpModel.generate`'s,
+        which `generate` and `generate_stream` pass on."""
         ids = nested_ids(tokens)
         if ids and isinstance(ids[0], list):
             if len(ids) != 1:
@@ -356,62 +356,26 @@ class RemoteModel(RemoteReadouts):
         return {
             "model": self._served_name,
             "prompt": ids,
-            "max_tokens": sampling["max_new_tokens"],
-            "temperature": sampling["temperature"],
-            "top_k": sampling["top_k"],
-            "top_p": sampling["top_p"],
-            "seed": sampling["seed"],
+            "max_tokens": max_new_tokens,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "seed": seed,
             "stream": stream,
             "interp": {"steering": self._steering(steering)},
         }
 
-    async def generate(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
-    ) -> Generation:
-        body = self._completion(
-            tokens,
-            steering,
-            False,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
-        answer = await self._apost("/v1/completions", body)
+    async def generate(self, tokens: Any, **sampling: Any) -> Generation:
+        """`InterpModel.generate` on the server (keywords: max_new_tokens, temperature, top_k,
+        top_p, seed, steering)."""
+        answer = await self._apost("/v1/completions", self._completion(tokens, False, **sampling))
         return generation_from_json(answer["interp"])
 
-    async def generate_stream(
-        self,
-        tokens: Any,
-        *,
-        max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        steering: Any = None,
-    ) -> AsyncIterator[GenerationStep]:
+    async def generate_stream(self, tokens: Any, **sampling: Any) -> AsyncIterator[GenerationStep]:
+        """`InterpModel.generate_stream` on the server, one step per server-sent event."""
         import httpx
 
-        body = self._completion(
-            tokens,
-            steering,
-            True,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
+        body = self._completion(tokens, True, **sampling)
         client = self._aclient()
         try:
             async with client.stream(
@@ -455,49 +419,7 @@ class RemoteModel(RemoteReadouts):
         }
         return lens_from_json(await self._apost("/v1/lens", body))
 
-    async def capture_residuals(
-        self, tokens: Any, layers: Sequence[int] | None = None, *, detach: bool = True
-    ) -> dict[int, Any]:
-        if not detach:
-            message = (
-                "detach=False asks for gradients, which cannot cross HTTP; capture remotely and "
-                "differentiate in-process (backend='eager', requires_grad=True)"
-            )
-            raise CapabilityUnsupported(message)
-        chosen = list(range(self.n_layers)) if layers is None else list(layers)
-        ids = nested_ids(tokens)
-        if ids and isinstance(ids[0], list):
-            if len(ids) != 1:
-                message = "capture_residuals takes one prompt; capture a batch with capture()"
-                raise CapabilityUnsupported(message)
-        else:
-            ids = [ids]
-        cache = await self.capture(ids, [Address("resid_post", layer) for layer in chosen])
-        return {layer: cache[Address("resid_post", layer)][0] for layer in chosen}
-
-    async def generate_text(
-        self,
-        prompt: Any,
-        *,
-        max_tokens: int = 200,
-        temperature: float = 1.0,
-        seed: int | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        steering: Any = None,
-    ) -> str:
-        tokens = self.to_tokens(prompt) if isinstance(prompt, str) else prompt
-        generation = await self.generate(
-            tokens,
-            max_new_tokens=max_tokens,
-            temperature=temperature,
-            seed=seed,
-            top_k=top_k,
-            top_p=top_p,
-            steering=steering,
-        )
-        return generation.text
-
+    # --- read-outs (generate_text, capture_residuals, chat spans: ModelBase) --------------------
     async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
         message = (
             "capture_attention is not served over HTTP yet; capture the attention points "

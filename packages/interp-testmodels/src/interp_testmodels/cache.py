@@ -1,9 +1,10 @@
 """How does a cached model folder come into being so that no reader ever sees half of it?
 
-`publish_folder(target, manifest, write)` writes into a private temporary folder beside the
-target and renames it into place; a folder that exists with its manifest is complete. Threads of
-one process are serialised by the caller's lock; processes race only on the rename, and the loser
-discards its copy and uses the winner's.
+`cache_root(cache_dir, variable, leaf)` is where a kind of cached folder lives (the test
+families, the converted real models). `publish_folder(target, manifest, write)` writes into a
+private temporary folder beside the target and renames it into place; a folder that exists with
+its manifest is complete. Threads of one process are serialised by the caller's lock; processes
+race only on the rename, and the loser discards its copy and uses the winner's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,18 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["publish_folder"]
+__all__ = ["cache_root", "publish_folder"]
+
+
+def cache_root(cache_dir: str | os.PathLike[str] | None, variable: str, leaf: str) -> Path:
+    """`cache_dir`, else the folder the environment variable `variable` names, else
+    `~/.cache/interp-engine/<leaf>`."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get(variable)
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "interp-engine" / leaf
 
 
 def _umask() -> int:

@@ -26,9 +26,9 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_testmodels.cache import publish_folder
+from interp_testmodels.cache import cache_root, publish_folder
 from interp_testmodels.configs import FAMILIES, FAMILY_NAMES, UNAVAILABLE, FamilySpec
-from interp_testmodels.tokenizer import build_tokenizer, tokenizer_fingerprint
+from interp_testmodels.tokenizer import build_tokenizer, pin_tokenizer_class, tokenizer_fingerprint
 
 if TYPE_CHECKING:
     import torch
@@ -66,12 +66,7 @@ _BUILD_LOCK = threading.Lock()
 
 def family_cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Where built families live: `cache_dir`, else `$INTERP_TEST_CACHE`, else the user cache."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("INTERP_TEST_CACHE")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "interp-engine" / "test-models"
+    return cache_root(cache_dir, "INTERP_TEST_CACHE", "test-models")
 
 
 def _spec(name: str) -> FamilySpec:
@@ -181,20 +176,11 @@ def _write_family(spec: FamilySpec, dtype: str, folder: Path) -> None:
 
     tokenizer = build_tokenizer()
     tokenizer.save_pretrained(folder)
-    _pin_tokenizer_class(folder)
+    pin_tokenizer_class(folder)
 
     manifest = {**_provenance(spec, dtype), "notes": spec.notes, "traits": list(spec.traits)}
     # Written last: its presence is what marks a folder complete.
     (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-def _pin_tokenizer_class(folder: Path) -> None:
-    # transformers 5 records the class as `TokenizersBackend`, which transformers 4 and some
-    # reference engines cannot import; `PreTrainedTokenizerFast` loads in both majors.
-    path = folder / "tokenizer_config.json"
-    data = json.loads(path.read_text())
-    data["tokenizer_class"] = "PreTrainedTokenizerFast"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _perturb(model: torch.nn.Module) -> None:

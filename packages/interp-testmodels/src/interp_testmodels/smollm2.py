@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interp_testmodels.cache import publish_folder
+from interp_testmodels.cache import cache_root, publish_folder
+from interp_testmodels.tokenizer import pin_tokenizer_class
 
 __all__ = [
     "INSTALL_HINT",
@@ -57,12 +58,7 @@ class RealModelUnavailable(RuntimeError):
 def model_cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Where converted real models live: `cache_dir`, else `$INTERP_MODEL_CACHE`, else the user
     cache."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("INTERP_MODEL_CACHE")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "interp-engine" / "models"
+    return cache_root(cache_dir, "INTERP_MODEL_CACHE", "models")
 
 
 def smollm2_gguf() -> Path:
@@ -207,7 +203,7 @@ def _convert(gguf_file: Path, folder: Path, *, progress: bool) -> None:
         stages.start(3)
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        _pin_tokenizer_class(folder)
+        pin_tokenizer_class(folder)
         stages.done()
     finally:
         seconds = stages.close()
@@ -224,11 +220,3 @@ def _convert(gguf_file: Path, folder: Path, *, progress: bool) -> None:
     }
     # Written last: its presence is what marks the folder complete.
     (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-def _pin_tokenizer_class(folder: Path) -> None:
-    # As for the test families: `PreTrainedTokenizerFast` loads in transformers 4 and 5 alike.
-    path = folder / "tokenizer_config.json"
-    data = json.loads(path.read_text())
-    data["tokenizer_class"] = "PreTrainedTokenizerFast"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from transformers import PreTrainedTokenizerFast
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "TEST_PROMPT",
     "TOKENIZER_VOCAB_SIZE",
     "build_tokenizer",
+    "pin_tokenizer_class",
     "tokenizer_fingerprint",
 ]
 
@@ -164,3 +168,13 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
+
+
+def pin_tokenizer_class(folder: Path) -> None:
+    """Name the tokenizer class of a saved folder `PreTrainedTokenizerFast`, which loads in
+    transformers 4 and 5 alike: transformers 5 records `TokenizersBackend`, which transformers 4
+    and some reference engines cannot import (the test families and the SmolLM2 conversion)."""
+    path = folder / "tokenizer_config.json"
+    data = json.loads(path.read_text())
+    data["tokenizer_class"] = "PreTrainedTokenizerFast"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -10,7 +10,10 @@ capture, or carry someone else's steering) nor lend its own.
 
 How a request is packed for the workers and its rows reassembled is `interp_vllm.wire`; how the
 engine is configured, started and stopped, `interp_vllm.engine`; what vLLM serves per family,
-`interp_vllm.support`.
+`interp_vllm.support`. The identity and the read-outs over `capture` and `generate` are
+`interp_core.model_base.ModelBase`'s; the static tier, SAE features, decoding in the workers and
+the tokenizer conveniences are collaborators that receive the model's `ModelCalls`
+(`interp_vllm.calls`), and the model delegates its public methods to them.
 
 Three modes share this class (`interp_vllm.backend` registers one backend per mode):
 
@@ -32,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from interp_core.address import Address, to_address, to_addresses
@@ -46,6 +48,7 @@ from interp_core.errors import (
 )
 from interp_core.facts import ModelFacts
 from interp_core.known_models import bundled_first
+from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, get_point, point_names
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
@@ -56,13 +59,15 @@ from interp_core.sampling import (
     check_sampling,
 )
 from interp_core.steering import active_steering
+from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes, spec_to_wire
-from interp_vllm.conveniences import VLLMConveniences
+from interp_vllm.calls import Installed, ModelCalls
+from interp_vllm.decoding import WorkerDecoding
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.layout import check_layout
 from interp_vllm.prompts import all_ones, check_prompts
 from interp_vllm.readouts_client import VLLMReadouts
-from interp_vllm.sae_client import VLLMSAEs
+from interp_vllm.sae_client import WorkerSAEs
 from interp_vllm.static_client import StaticTier
 from interp_vllm.support import (
     INSTEAD,
@@ -73,7 +78,7 @@ from interp_vllm.support import (
     point_support,
     write_refusal,
 )
-from interp_vllm.tokens import VLLMTokens
+from interp_vllm.tokens import PromptTokens
 from interp_vllm.wire import (
     address_key,
     as_generation,
@@ -98,20 +103,11 @@ def _read_config(model_id: str) -> dict[str, Any]:
     return model_config(model_id, fetch=bundled_first(fetch))  # known ids work offline
 
 
-@dataclass(frozen=True)
-class _Installed:
-    """What the workers resolved at start: the site keys they serve and why others are not."""
-
-    sites: frozenset[str]
-    writable: frozenset[str]
-    write_refusals: dict[str, str]
-    refused: dict[str, str]
-
-
-class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences):
+class VLLMModel(VLLMReadouts, ModelBase):
     """A causal LM served by a vLLM engine; see `InterpModel` and the module docstring."""
 
     binds_event_loop = True  # AsyncLLM's output handler belongs to the loop that started it
+    graph_refusal = "vLLM runs its forward without autograd"
 
     def __init__(
         self,
@@ -163,11 +159,34 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
         self._num_gpus = num_gpus
         self._pipeline = check_layout(num_gpus, pipeline_parallel, distributed, self._facts)
         self._tensor_parallel = num_gpus // self._pipeline  # GPUs each layer is split across
-        self._installed: _Installed | None = None
-        self._static_reads: frozenset[str] = frozenset()
-        self._static_writes: frozenset[str] = frozenset()
-        self._static_reads, self._static_writes = self._declare_static(static_points, static_writes)
-        self._static_entries = self._declare_entries(static_write_slots)
+        self._installed: Installed | None = None
+        self._calls = ModelCalls(
+            facts=self._facts,
+            config=self._config,
+            tokenizer=lambda: self.tokenizer,
+            ready=self._ready,
+            installed=lambda: self._installed,
+            request=self._request,
+            sampling=self._sampling,
+            prompts=self._prompts,
+            require_hooks=self._require_hooks,
+            may_write=self._may_write,
+            addresses=self._addresses,
+            writes=self._writes,
+            has_site=self._has_site,
+        )
+        self._tokens = PromptTokens(self._calls.tokenizer, self._prompts)
+        self._saes = WorkerSAEs(self._calls)
+        self._decoding = WorkerDecoding(self._calls)
+        self._static = StaticTier()  # none declared yet: supports() below reads it
+        self._static = StaticTier.declare(
+            mode,
+            self.n_layers,
+            self.supports,
+            static_points,
+            static_writes,
+            static_write_slots,
+        )
         self._settings = EngineSettings(
             model_id=self._model_id,
             mode=mode,
@@ -180,7 +199,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
             quantization=quantization,
             kv_cache_dtype=kv_cache_dtype,
             extra=dict(extra_vllm_kwargs or {}),
-            static=self._static_taps() if mode == "static" else None,
+            static=self._static.taps(self._config) if mode == "static" else None,
         )
         self._engine: Any = None
         self._model_dtype: Any = None  # the torch dtype the engine runs (known once started)
@@ -189,30 +208,14 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
         self._shut_down = False  # set by shutdown(), cleared by warmup()
         self._tokenizer: Any = None
 
-    # --- identity and facts ---------------------------------------------------------------------
+    # --- identity and facts (model_id, facts, n_layers, d_model: ModelBase) ----------------------
     @property
     def backend_name(self) -> str:
         return {"hooked": "vllm", "static": "vllm-static", "generate": "vllm-generate"}[self._mode]
 
     @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def facts(self) -> ModelFacts:
-        return self._facts
-
-    @property
     def config(self) -> dict[str, Any]:
         return self._config
-
-    @property
-    def n_layers(self) -> int:
-        return self._facts.n_layers
-
-    @property
-    def d_model(self) -> int:
-        return self._facts.d_model
 
     @property
     def hooks_available(self) -> bool:
@@ -220,11 +223,11 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
 
     @property
     def static_points(self) -> tuple[str, ...] | None:
-        return None if self._mode != "static" else tuple(sorted(self._static_reads))
+        return None if self._mode != "static" else tuple(sorted(self._static.reads))
 
     @property
     def static_writes(self) -> tuple[str, ...] | None:
-        return None if self._mode != "static" else tuple(sorted(self._static_writes))
+        return None if self._mode != "static" else tuple(sorted(self._static.writes))
 
     @property
     def execution(self) -> str:
@@ -288,7 +291,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
                 self._engine = engine
         return self._engine
 
-    async def _install(self, engine: Any) -> _Installed:
+    async def _install(self, engine: Any) -> Installed:
         answers = await engine.collective_rpc("interp_install", args=(self._config, None))
         first = answers[0]
         failed = next((a["static_error"] for a in answers if a.get("static_error")), None)
@@ -304,7 +307,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
         sites = frozenset(k for a in answers for k in a["sites"])
         served = {k.partition(".")[0] for k in sites}
         refused = {n: r for a in reversed(answers) for n, r in a["refused"].items()}
-        return _Installed(
+        return Installed(
             sites=sites,
             writable=frozenset(k for a in answers for k in a["writable"]),
             write_refusals={k: r for a in answers for k, r in a["write_refusals"].items()},
@@ -315,7 +318,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
         self._shut_down = False
         await self._ready()
         if self._mode == "static":
-            await self._self_test()
+            await self._static.self_test(self._calls)
 
     async def shutdown(self) -> None:
         """Stop the engine; later calls are refused until `warmup()` (idempotent)."""
@@ -353,14 +356,11 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
         if not verdict:
             return verdict
         address = to_address(point)
-        if (
-            self._mode == "static"
-            and self._static_reads
-            and address_key(address) not in self._static_reads
-        ):
+        reads = self._static.reads
+        if self._mode == "static" and reads and address_key(address) not in reads:
             return Support.no(
                 f"{address} is not in this vllm-static model's declared tap set "
-                f"({', '.join(sorted(self._static_reads))})",
+                f"({', '.join(sorted(reads))})",
                 f"load with static_points=[..., {str(address)!r}], or use backend='vllm'",
             )
         if address.name in RECOMPUTED:
@@ -419,11 +419,11 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
         site = WriteSite(
             mode=self._mode,
             num_gpus=self._tensor_parallel,
-            static_writes=self._static_writes,
+            static_writes=self._static.writes,
             writable=None if installed is None else installed.writable,
             refusals={} if installed is None else installed.write_refusals,
             supports=self.supports,
-            entries=self._static_entries,
+            entries=self._static.entries,
         )
         facts = self._facts
         specs = admit_writes(
@@ -433,7 +433,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
             (length, call),
             lambda spec, specs: write_refusal(spec, specs, site, facts),
             prompts,
-            self._special_ids() if prompts is not None else (),
+            special_token_ids(self.tokenizer) if prompts is not None else (),
         )
         wire = [spec_to_wire(spec) for spec in specs]  # reads and checks the values
         for spec in specs:
@@ -665,7 +665,7 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
             # then the last stage decodes them (top-k only comes back).
             spec = {"capture": keys, "steer": steer}
             _, captured = await self._request(prompt, self._sampling(1, 0.0), spec)
-            payload = {"lens": await self._decode_top_k(captured, keys, top_k)}
+            payload = {"lens": await self._decoding.top_k(captured, keys, top_k)}
         else:
             spec = {"capture": [], "steer": steer, "lens": keys}
             _, payload = await self._request(prompt, self._sampling(1, 0.0), spec, lens_top_k=top_k)
@@ -684,31 +684,32 @@ class VLLMModel(StaticTier, VLLMTokens, VLLMSAEs, VLLMReadouts, VLLMConveniences
             )
         return LensResult(point, chosen, top_k, predictions)
 
-    async def _decode_top_k(
-        self, payload: dict[str, Any], keys: list[str], top_k: int
-    ) -> dict[str, Any]:
-        """The lens blocks of captured residual rows, decoded by the stage with the final norm."""
-        import torch
+    # --- delegated to the collaborators (interp_vllm.calls) ----------------------------------
+    def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> Any:
+        return self._tokens.to_tokens(text, prepend_bos=prepend_bos)
 
-        from interp_vllm.worker import encode_tensor
+    def to_str_tokens(self, text: Any, *, prepend_bos: bool = True) -> list[str]:
+        return self._tokens.to_str_tokens(text, prepend_bos=prepend_bos)
 
-        rows = [payload["captured"][k] for k in keys]
-        answers = await self._engine.collective_rpc(
-            "interp_decode_rows", args=(encode_tensor(torch.cat(rows)), top_k)
-        )
-        decoded = next((a for a in answers if a is not None), None)
-        if decoded is None:
-            return {}
-        blocks, start = {}, 0
-        for key, block in zip(keys, rows, strict=True):
-            stop = start + block.shape[0]
-            blocks[key] = {
-                "positions": payload["positions"][key],
-                "ids": decoded["ids"][start:stop],
-                "probs": decoded["probs"][start:stop],
-            }
-            start = stop
-        return blocks
+    def to_string(self, tokens: Any) -> str | list[str]:
+        return self._tokens.to_string(tokens)
+
+    def apply_chat_template(self, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
+        return self._tokens.apply_chat_template(messages, **kwargs)
+
+    async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
+        from interp_torch import readouts  # on call: importing this package stays torch-free
+
+        return await readouts.capture_attention(self, tokens, layers)
+
+    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
+        return await self._decoding.decode_residuals(residuals, raw=raw)
+
+    async def worker_features(
+        self, tokens: Any, saes: Sequence[dict[str, Any]], *, top_k: int, steering: Any = None
+    ) -> list[dict[str, Any]]:
+        """Top-k features per token of each SAE, encoded in the workers (`WorkerSAEs`)."""
+        return await self._saes.features(tokens, saes, top_k=top_k, steering=steering)
 
     async def pending_requests(self) -> list[str]:
         """Request ids whose rows the workers still hold (should be empty when idle)."""

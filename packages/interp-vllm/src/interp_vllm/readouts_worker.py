@@ -30,6 +30,7 @@ import torch
 from interp_torch.lens import transport
 from interp_vllm.module_tree import TOKEN_EMBEDDINGS, find_module
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
+from interp_vllm.worker_state import HoldsWorkerState
 
 __all__ = ["ReadoutsWorkerMixin"]
 
@@ -82,15 +83,12 @@ def _in_order(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int
     return order, rows.index_select(0, pick)
 
 
-class ReadoutsWorkerMixin:
-    """Read-outs of one worker; the lens sets live in `_interp_lens_sets` (name -> layer -> J)."""
+class ReadoutsWorkerMixin(HoldsWorkerState):
+    """Read-outs of one worker; the lens sets live in the worker state's `lens_sets`
+    (name -> layer -> J)."""
 
     def _interp_lens_table(self) -> dict[str, dict[int, torch.Tensor]]:
-        table = getattr(self, "_interp_lens_sets", None)
-        if table is None:
-            table = {}
-            self._interp_lens_sets = table
-        return table
+        return self._interp.lens_sets
 
     def interp_weight_rows(self, which: str, ids: list[int]) -> dict[str, Any] | None:
         model = self.model_runner.model  # type: ignore[attr-defined]
@@ -108,9 +106,9 @@ class ReadoutsWorkerMixin:
         if matrices is None:
             table.pop(name, None)
             return {"held": False, "layers": [], "bytes": 0}
-        if "final_norm" not in self._interp_sites:  # type: ignore[attr-defined]
+        if "final_norm" not in self._interp.sites:  # type: ignore[attr-defined]
             return {"held": False, "layers": [], "bytes": 0}  # not the last pipeline stage
-        norm = self._interp_sites["final_norm"].module  # type: ignore[attr-defined]
+        norm = self._interp.sites["final_norm"].module  # type: ignore[attr-defined]
         device = next(
             iter(norm.parameters()), next(iter(self.model_runner.model.parameters()))
         ).device  # type: ignore[attr-defined]
@@ -124,9 +122,9 @@ class ReadoutsWorkerMixin:
     ) -> list[dict[str, Any]] | None:
         """Per (layer, rows) block: the top-k of `decode(J_bar[layer] @ h)` for each row."""
         model = self.model_runner.model  # type: ignore[attr-defined]
-        if "final_norm" not in self._interp_sites:  # type: ignore[attr-defined]
+        if "final_norm" not in self._interp.sites:  # type: ignore[attr-defined]
             return None
-        norm = self._interp_sites["final_norm"].module  # type: ignore[attr-defined]
+        norm = self._interp.sites["final_norm"].module  # type: ignore[attr-defined]
         lens = self._interp_lens_table().get(name)
         if lens is None:
             message = f"no lens set {name!r} is held in this worker; install it again"
@@ -154,7 +152,7 @@ class ReadoutsWorkerMixin:
         return self._interp_fitted_top_k(decoded, top_k, name)
 
     def interp_collect_fitted_lens(self, rid: str, top_k: int, name: str) -> dict[str, Any]:
-        request = self._interp_requests.get(rid)  # type: ignore[attr-defined]
+        request = self._interp.requests.get(rid)  # type: ignore[attr-defined]
         held: dict[str, tuple[list[int], torch.Tensor]] = {}
         if request is not None and request.refusal is None:
             held = {key: _in_order(chunks) for key, chunks in request.lens_rows.items()}
@@ -177,7 +175,7 @@ class ReadoutsWorkerMixin:
         return answer
 
     def interp_collect_projected(self, rid: str, sets: list[dict[str, Any]]) -> dict[str, Any]:
-        request = self._interp_requests.get(rid)  # type: ignore[attr-defined]
+        request = self._interp.requests.get(rid)  # type: ignore[attr-defined]
         rows: dict[str, tuple[list[int], torch.Tensor]] = {}
         if request is not None and request.refusal is None:
             rows = {key: _in_order(chunks) for key, chunks in request.rows.items()}

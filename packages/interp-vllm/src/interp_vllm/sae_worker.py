@@ -9,7 +9,8 @@ site as the forward reads them, keeping only `k` indices (int32) and values (flo
 The methods are written as a mixin of the worker extension (`interp_vllm.worker`); every public
 one is called by name over `collective_rpc`, as the extension's own methods are. Wiring it into
 the worker takes three lines there (kept out of this module so that the worker stays the one
-owner of its request state):
+owner of its request state); the SAEs themselves are part of the worker's one state
+(`interp_vllm.worker_state.WorkerState.saes`):
 
     class InterpWorkerExtension(SAEWorkerMixin): ...            # the RPCs below
     # in the capture loop, beside request.rows for key in request.capture:
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_vllm.worker_state import HoldsWorkerState
 
 if TYPE_CHECKING:
     from interp_sae import SAE
@@ -54,15 +56,11 @@ def _interp_sae() -> Any:
     return interp_sae
 
 
-class SAEWorkerMixin:
-    """SAE state of one worker (`_interp_saes`: name -> SAE on the worker's device)."""
+class SAEWorkerMixin(HoldsWorkerState):
+    """The SAE RPCs of one worker; its SAEs are the `saes` of its `WorkerState`."""
 
     def _interp_sae_table(self) -> dict[str, SAE]:
-        table = getattr(self, "_interp_saes", None)
-        if table is None:
-            table = {}
-            self._interp_saes = table
-        return table
+        return self._interp.saes
 
     def interp_sae_load(self, specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Load SAEs by name onto this worker's device; a name already loaded from the same

@@ -8,9 +8,11 @@ model, they install the declared taps (`interp_vllm.static_taps`). The declarati
 config, and the op table's size, `entries`), which also makes vLLM's compilation hash differ
 per tap set.
 
-A failure while installing is not raised there (vLLM would report only that the engine core
-failed to start): it is kept and `interp_install` returns it, so the client refuses with the
-failing point and the reason.
+What the install leaves is one typed part of the worker's state, `_interp_compiled`
+(`interp_vllm.worker_state.CompiledTaps`: the taps, the sites they were resolved from, or the
+error). A failure while installing is not raised there (vLLM would report only that the engine
+core failed to start): it is kept there and `interp_install` returns it, so the client refuses
+with the failing point and the reason.
 
 Per step, on the host, around the compiled forward (`wrap_runner`):
 
@@ -37,6 +39,7 @@ from interp_core.steering import STATIC_WRITER_SLOTS
 from interp_vllm.engine import STATIC_CONFIG_KEY
 from interp_vllm.site_kinds import site_groups, watch_group
 from interp_vllm.static_taps import StaticTaps
+from interp_vllm.worker_state import CompiledTaps, local_part, non_finite
 
 # Also CPUStaticWorker and GPUStaticWorker, built on first use (module __getattr__).
 __all__ = [
@@ -98,7 +101,7 @@ def install_static_taps(worker: Any) -> None:
     declared = (worker.vllm_config.additional_config or {}).get(STATIC_CONFIG_KEY)
     if not declared:
         return
-    worker._interp_static_error = None
+    worker._interp_compiled = compiled = CompiledTaps()
     try:
         runner = worker.model_runner
         model = runner.model
@@ -111,7 +114,7 @@ def install_static_taps(worker: Any) -> None:
         shapes = _probe(runner, model, {k: sites[k] for k in reads | writes})
         missing = sorted((reads | writes) - set(shapes))
         if missing:
-            worker._interp_static_error = (
+            compiled.error = (
                 f"the static taps {missing} saw no tensor in a probe forward before compilation"
             )
             return
@@ -120,11 +123,11 @@ def install_static_taps(worker: Any) -> None:
         taps = StaticTaps(capacity=capacity, slots=int(declared["slots"]), entries=entries)
         taps.allocate(shapes, reads, writes)
         taps.install(sites)
-        worker._interp_taps = taps
-        worker._interp_resolution = resolution
-        wrap_runner(worker, runner)
+        compiled.taps, compiled.resolution = taps, resolution
+        wrap_runner(worker, runner, taps)
     except Exception as exc:  # reported by interp_install, where the client can refuse
-        worker._interp_static_error = f"{type(exc).__name__}: {exc}"
+        compiled.taps = None
+        compiled.error = f"{type(exc).__name__}: {exc}"
 
 
 def _probe(runner: Any, model: Any, sites: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +165,7 @@ def _probe(runner: Any, model: Any, sites: dict[str, Any]) -> dict[str, Any]:
     return shapes
 
 
-def wrap_runner(worker: Any, runner: Any) -> None:
+def wrap_runner(worker: Any, runner: Any, taps: StaticTaps) -> None:
     """Plan each step after vLLM lays out its batch, collect after the forward ran.
 
     Until `interp_install` has set up the request state (the client calls it once the engine is
@@ -170,33 +173,34 @@ def wrap_runner(worker: Any, runner: Any) -> None:
     """
     prepare = runner._prepare_inputs
     execute = runner.execute_model
-    taps: StaticTaps = worker._interp_taps
 
     def prepare_inputs(scheduler_output: Any, num_scheduled_tokens: Any, *a: Any, **k: Any) -> Any:
         result = prepare(scheduler_output, num_scheduled_tokens, *a, **k)
-        if not getattr(worker, "_interp_ready", False):
+        state = worker._interp_state
+        if state is None:
             return result
         try:
             counts = [int(n) for n in num_scheduled_tokens]
-            worker._interp_layout = (list(runner.input_batch.req_ids[: len(counts)]), counts)
+            state.layout = (list(runner.input_batch.req_ids[: len(counts)]), counts)
             plan_step(worker, taps, runner.positions[: sum(counts)])
         except Exception as exc:  # never let bookkeeping take the engine down
-            worker._interp_step = None
+            state.step = None
             for params in taps.writes.values():
                 params.reset()
-            worker._interp_orphan_errors.append(f"step plan: {type(exc).__name__}: {exc}")
+            state.orphan_errors.append(f"step plan: {type(exc).__name__}: {exc}")
         return result
 
     def execute_model(*a: Any, **k: Any) -> Any:
         try:
             return execute(*a, **k)
         finally:
-            if getattr(worker, "_interp_ready", False):
+            state = worker._interp_state
+            if state is not None:
                 try:
                     collect_step(worker, taps)
                 except Exception as exc:  # never let bookkeeping take the engine down
-                    worker._interp_orphan_errors.append(f"collect: {type(exc).__name__}: {exc}")
-                worker._interp_step = None
+                    state.orphan_errors.append(f"collect: {type(exc).__name__}: {exc}")
+                state.step = None
 
     runner._prepare_inputs = prepare_inputs
     runner.execute_model = execute_model
@@ -204,16 +208,15 @@ def wrap_runner(worker: Any, runner: Any) -> None:
 
 def plan_step(worker: Any, taps: StaticTaps, positions: torch.Tensor) -> None:
     """This step's plan (as the hooked backend's), and its steered rows' parameters filled."""
-    from interp_vllm.worker import _local
-
+    state = worker._interp
     for params in taps.writes.values():
         params.reset()
-    worker._interp_step = None
+    state.step = None
     segments = worker._interp_segments()
     if not segments:
         return
     step = worker._interp_build_step(segments, (), {"positions": positions})
-    worker._interp_step = step
+    state.step = step
     for key, params in taps.writes.items():
         width = params.add.shape[-1]
         for segment in step.by_key.get(key, ()):
@@ -227,7 +230,7 @@ def plan_step(worker: Any, taps: StaticTaps, positions: torch.Tensor) -> None:
                     message = f"{len(ops)} operations at {key}; the static taps hold {taps.slots}"
                     raise ValueError(message)
                 for level, write in enumerate(ops):
-                    local = _local(write, width)
+                    local = local_part(write, width)
                     mask = None if local.positions is None else torch.isin(rows, local.positions)
                     taps.fill(key, level, segment.start, segment.stop, mask, local, write.spec)
             except Exception as exc:  # this request alone: its rows go back to neutral
@@ -243,9 +246,7 @@ def plan_step(worker: Any, taps: StaticTaps, positions: torch.Tensor) -> None:
 
 def collect_step(worker: Any, taps: StaticTaps) -> None:
     """After the forward: refuse requests whose steered rows overflowed, keep everyone's rows."""
-    from interp_vllm.worker import _non_finite
-
-    step = worker._interp_step
+    step = worker._interp.step
     if step is None:
         return
     for key, segments in step.by_key.items():
@@ -261,7 +262,7 @@ def collect_step(worker: Any, taps: StaticTaps) -> None:
                 if not ok:
                     written = torch.zeros(1, dtype=taps.dtypes[key])
                     request = segment.request
-                    request.refuse(_non_finite(key, request.writes[key][-1], written))
+                    request.refuse(non_finite(key, request.writes[key][-1], written))
         if key not in taps.reads:
             continue
         readers = [s for s in segments if s.request.refusal is None and s.request.reads(key)]

@@ -1,21 +1,29 @@
-"""The vLLM model's tokenizer conveniences (to_tokens and friends), kept out of `model.py`.
+"""The vLLM model's tokenizer conveniences (to_tokens and friends), which it delegates to.
 
 vLLM runs prompts unpadded, so strings of different token lengths are refused rather than padded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from interp_core.chat import check_chat_template
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 
-__all__ = ["VLLMTokens"]
+__all__ = ["PromptTokens"]
 
 
-class VLLMTokens:
-    """Mixed into `VLLMModel`; relies on its `tokenizer` and `_prompts`."""
+class PromptTokens:
+    """A collaborator of `VLLMModel`: its tokenizer (loaded on first use) and its prompt check."""
+
+    def __init__(self, tokenizer: Callable[[], Any], prompts: Callable[[Any], list[list[int]]]):
+        self._tokenizer = tokenizer
+        self._prompts = prompts
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer()
 
     def to_tokens(self, text: str | list[str], *, prepend_bos: bool = True) -> Any:
         import torch

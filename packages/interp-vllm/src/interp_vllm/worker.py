@@ -42,30 +42,33 @@ client raises it as that `interp_core.errors` class.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from interp_core.errors import (
     CapabilityUnsupported,
-    InterpError,
     InvalidArgument,
-    SteeringSpecError,
 )
 from interp_core.family_conventions import conventions_for
-from interp_core.steering import SteeringSpec
-from interp_core.writes import spec_from_wire
-from interp_torch.steering import check_steered_finite, compute_dtype, spec_delta
+from interp_torch.steering import compute_dtype
 from interp_vllm.keys import site_key
 from interp_vllm.readouts_worker import ReadoutsWorkerMixin
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
-from interp_vllm.site_kinds import site_groups
+from interp_vllm.site_kinds import site_groups, watch_group
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
+from interp_vllm.worker_state import (
+    Request,
+    Segment,
+    Step,
+    WorkerState,
+    local_part,
+    non_finite,
+    parse_request,
+)
 
 __all__ = [
     "InterpWorkerExtension",
@@ -76,131 +79,6 @@ __all__ = [
 ]
 
 SPEC_KEY = "interp"  # the extra_args entry carrying a request's interp spec
-
-
-# --- per-request state ----------------------------------------------------------------------------
-@dataclass
-class _Write:
-    """One steering operation of one request, decoded once from the wire, as tensors."""
-
-    spec: SteeringSpec  # the operation as the client sent it (`interp_core.writes`)
-    op: str
-    vector: torch.Tensor  # float32, flat [width]; cast by interp_torch's dtype rule when applied
-    scale: float
-    lower: float | None
-    upper: float | None
-    positions: torch.Tensor | None  # absolute positions it applies to; None = all
-    encoder: torch.Tensor | None = None  # clamp: the feature's encoder row, bias, threshold
-    bias: float = 0.0
-    threshold: float = 0.0
-
-    @classmethod
-    def of(cls, spec: SteeringSpec) -> _Write:
-        encoder = spec.encoder
-        return cls(
-            spec=spec,
-            op=spec.op,
-            vector=torch.tensor(spec.values(), dtype=torch.float32),
-            scale=spec.scale,
-            lower=spec.min,
-            upper=spec.max,
-            positions=None
-            if spec.positions is None
-            else torch.tensor(spec.positions, dtype=torch.long),
-            encoder=None
-            if encoder is None
-            else torch.tensor(spec.encoder_values(), dtype=torch.float32),
-            bias=spec.bias,
-            threshold=spec.threshold,
-        )
-
-    def delta(self, rows: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-        """`interp_torch.spec_delta` of this operation on `rows` at positions `where`."""
-        return spec_delta(
-            rows,
-            self.spec,
-            self.vector,
-            row_positions=where,
-            positions=self.positions,
-            encoder=self.encoder,
-        )
-
-
-@dataclass
-class _Request:
-    """What one request asked for, and what it has produced so far."""
-
-    rid: str
-    capture: set[str]
-    writes: dict[str, list[_Write]]
-    lens: set[str]  # site keys whose rows stay on device for the lens read-out
-    # site key -> [(SAE name, k)]: rows encoded in the worker, only top-k kept (sae_worker)
-    features: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
-    feature_rows: dict[str, list[Any]] = field(default_factory=dict)
-    rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
-    lens_rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    # A library error that fails this request alone: {"error": class name, "message": text}.
-    refusal: dict[str, str] | None = None
-
-    def keys(self) -> set[str]:
-        return self.capture | self.lens | set(self.writes) | set(self.features)
-
-    def reads(self, key: str) -> bool:
-        return key in self.capture or key in self.lens or key in self.features
-
-    def refuse(self, error: InterpError) -> None:
-        """Fail this request alone with `error` (the first refusal wins); it runs hook-free on."""
-        if self.refusal is None:
-            self.refusal = {"error": type(error).__name__, "message": str(error)}
-
-    def keep(
-        self, key: str, where: torch.Tensor, rows: torch.Tensor, copied: torch.Tensor | None
-    ) -> None:
-        """Keep rows read at `key` (at absolute positions `where`) for capture and/or the lens.
-
-        `copied` is this request's CPU copy of `rows` (the step's capturing requests share one
-        copy per key), given whenever `key` is captured; the lens keeps `rows` on the device.
-        """
-        if key in self.capture:
-            self.rows.setdefault(key, []).append((where, copied))
-        if key in self.lens:
-            self.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
-
-
-def _parse_request(spec: dict[str, Any]) -> _Request:
-    writes: dict[str, list[_Write]] = {}
-    for item in spec.get("steer", ()):
-        # The client's own decoder: every field, and SteeringSpec's checks (int64 positions...).
-        write = spec_from_wire(item)
-        key = site_key(write.address.name, write.address.layer)
-        writes.setdefault(key, []).append(_Write.of(write))
-    return _Request(
-        rid=str(spec["id"]),
-        capture={str(k) for k in spec.get("capture", ())},
-        writes=writes,
-        lens={str(k) for k in spec.get("lens", ())},
-        features={
-            str(k): [(str(name), int(top)) for name, top in wanted]
-            for k, wanted in spec.get("features", {}).items()
-        },
-    )
-
-
-@dataclass
-class _Segment:
-    request: _Request
-    start: int
-    stop: int
-
-
-@dataclass
-class _Step:
-    """The plan of one forward: which request owns which rows, and who needs which site."""
-
-    positions: torch.Tensor  # [num_tokens] absolute positions (cpu, long)
-    segments: list[_Segment]
-    by_key: dict[str, list[_Segment]]
 
 
 class _TanhGelu(torch.nn.Module):
@@ -234,7 +112,8 @@ def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
 class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
     """Methods vLLM adds to its Worker; every one is called by name over `collective_rpc`.
 
-    State lives on the worker object (`_interp_*` attributes), so it persists between RPCs.
+    Their state is one `WorkerState` on the worker object, created by `interp_install`, so it
+    persists between RPCs (its lifecycle: `interp_vllm.worker_state`).
     """
 
     # --- set-up ---------------------------------------------------------------------------------
@@ -249,41 +128,35 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
         runner = self.model_runner  # type: ignore[attr-defined]
         model = runner.model
         # vllm-static: taps traced into the compiled forward at load (interp_vllm.static_worker).
-        taps = getattr(self, "_interp_taps", None)
-        failed = getattr(self, "_interp_static_error", None)
-        if not getattr(self, "_interp_ready", False):
+        compiled = self._interp_compiled
+        taps = None if compiled is None else compiled.taps
+        failed = None if compiled is None else compiled.error
+        if self._interp_state is None:
             if taps is None:
                 faithful_activations(model, config)
                 resolution = resolve_sites(model, config)
             else:
-                resolution = self._interp_resolution
-            self._interp_sites = {
-                site_key(name, layer): site for (name, layer), site in resolution.sites.items()
-            }
-            self._interp_refused = dict(resolution.refused)
-            self._interp_requests: dict[str, _Request] = {}
-            self._interp_layout: tuple[list[str], list[int]] | None = None
-            self._interp_step: _Step | None = None
-            self._interp_hooks: dict[tuple[int, str], tuple[Any, list[str]]] = {}
-            self._interp_static: set[str] = set()
-            self._interp_orphan_errors: list[str] = []
+                resolution = compiled.resolution  # type: ignore[union-attr]
+            self._interp_state = WorkerState(
+                sites={site_key(n, layer): site for (n, layer), site in resolution.sites.items()},
+                refused=dict(resolution.refused),
+            )
             if taps is None and failed is None:
                 self._interp_wrap_prepare(runner)
-                self._interp_model_hook = model.register_forward_pre_hook(
+                self._interp.model_hook = model.register_forward_pre_hook(
                     self._interp_plan, with_kwargs=True
                 )
-            self._interp_ready = True
         _pipeline_buffers(runner)
         if static is not None and taps is None:
-            self._interp_static = set(static)
-            self._interp_sync_hooks(self._interp_static)
-        writable = sorted(k for k, s in self._interp_sites.items() if s.add is not None)
-        refusals = {k: s.refusal for k, s in self._interp_sites.items() if s.refusal}
+            self._interp.static = set(static)
+            self._interp_sync_hooks(self._interp.static)
+        writable = sorted(k for k, s in self._interp.sites.items() if s.add is not None)
+        refusals = {k: s.refusal for k, s in self._interp.sites.items() if s.refusal}
         return {
-            "sites": sorted(self._interp_sites),
+            "sites": sorted(self._interp.sites),
             "writable": writable,
             "write_refusals": refusals,
-            "refused": self._interp_refused,
+            "refused": self._interp.refused,
             "static_error": failed,
             "compiled_taps": None if taps is None else sorted(set(taps.reads) | set(taps.writes)),
         }
@@ -294,41 +167,41 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
         def prepare(scheduler_output: Any, num_scheduled_tokens: Any, *args: Any, **kw: Any) -> Any:
             try:
                 counts = [int(n) for n in num_scheduled_tokens]
-                self._interp_layout = (list(runner.input_batch.req_ids[: len(counts)]), counts)
+                self._interp.layout = (list(runner.input_batch.req_ids[: len(counts)]), counts)
             except Exception as exc:  # never let bookkeeping take the engine down
-                self._interp_layout = None
-                self._interp_orphan_errors.append(f"batch layout: {type(exc).__name__}: {exc}")
+                self._interp.layout = None
+                self._interp.orphan_errors.append(f"batch layout: {type(exc).__name__}: {exc}")
             return original(scheduler_output, num_scheduled_tokens, *args, **kw)
 
         runner._prepare_inputs = prepare
 
     # --- the step plan --------------------------------------------------------------------------
     def _interp_plan(self, module: Any, args: Any, kwargs: Any) -> None:
-        self._interp_step = None
-        segments: list[_Segment] = []
+        self._interp.step = None
+        segments: list[Segment] = []
         try:
             segments = self._interp_segments()
             step = self._interp_build_step(segments, args, kwargs) if segments else None
-            needed = set(self._interp_static)
+            needed = set(self._interp.static)
             if step is not None:
                 needed.update(step.by_key)
-                self._interp_step = step
+                self._interp.step = step
             self._interp_sync_hooks(needed)
         except Exception as exc:  # never let a hook take the engine down
-            self._interp_step = None
+            self._interp.step = None
             message = f"step plan: {type(exc).__name__}: {exc}"
             if not segments:
-                self._interp_orphan_errors.append(message)
+                self._interp.orphan_errors.append(message)
             for segment in segments:  # the step ran without hooks for each of them
                 segment.request.errors.append(message)
 
-    def _interp_segments(self) -> list[_Segment]:
+    def _interp_segments(self) -> list[Segment]:
         """The rows of this step's interpreted requests; a refused request has none."""
-        layout = self._interp_layout
+        layout = self._interp.layout
         if layout is None:
             return []
         runner = self.model_runner  # type: ignore[attr-defined]
-        segments: list[_Segment] = []
+        segments: list[Segment] = []
         start = 0
         for req_id, count in zip(*layout, strict=True):
             state = runner.requests.get(req_id)
@@ -338,100 +211,82 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
             if spec is not None:
                 request = self._interp_request(spec)
                 if request is not None and request.refusal is None:
-                    segments.append(_Segment(request, start, start + count))
+                    segments.append(Segment(request, start, start + count))
             start += count
         return segments
 
-    def _interp_request(self, spec: Any) -> _Request | None:
+    def _interp_request(self, spec: Any) -> Request | None:
         """The state of the request carrying `spec`, read once; an unreadable spec refuses it."""
         rid = spec.get("id") if isinstance(spec, dict) else None
         if rid is None:
-            self._interp_orphan_errors.append(f"a request spec without an id: {spec!r:.200}")
+            self._interp.orphan_errors.append(f"a request spec without an id: {spec!r:.200}")
             return None
-        request = self._interp_requests.get(str(rid))
+        request = self._interp.requests.get(str(rid))
         if request is not None:
             return request
         try:
-            request = _parse_request(spec)
+            request = parse_request(spec)
         except Exception as exc:  # this request alone: the step runs for the others
-            request = _Request(rid=str(rid), capture=set(), writes={}, lens=set())
+            request = Request(rid=str(rid), capture=set(), writes={}, lens=set())
             error = InvalidArgument.build(
                 "the vLLM workers could not read this request's interp spec",
                 f"{type(exc).__name__}: {exc}",
                 "the client checks every value before sending; report this as a bug",
             )
             request.refuse(error)
-        self._interp_requests[request.rid] = request
+        self._interp.requests[request.rid] = request
         return request
 
-    def _interp_build_step(self, segments: list[_Segment], args: Any, kwargs: Any) -> _Step | None:
+    def _interp_build_step(self, segments: list[Segment], args: Any, kwargs: Any) -> Step | None:
         positions = kwargs.get("positions")
         if positions is None:
             positions = args[1]
-        by_key: dict[str, list[_Segment]] = {}
+        by_key: dict[str, list[Segment]] = {}
         for segment in segments:
             for key in segment.request.keys():
                 by_key.setdefault(key, []).append(segment)
         # A copy: the runner refills its positions buffer in place for the next step.
         where = positions.detach().to("cpu", torch.long, copy=True)
-        return _Step(where, segments, by_key)
+        return Step(where, segments, by_key)
 
     def _interp_sync_hooks(self, needed: set[str]) -> None:
         """Hook exactly the (module, phase) groups that some needed site key lives on."""
-        groups = site_groups(self._interp_sites, needed)
-        for gid in list(self._interp_hooks):
+        groups = site_groups(self._interp.sites, needed)
+        for gid in list(self._interp.hooks):
             if gid not in groups:
-                self._interp_hooks.pop(gid)[0].remove()
+                self._interp.hooks.pop(gid)[0].remove()
         for gid, (module, phase, keys) in groups.items():
-            held = self._interp_hooks.get(gid)
+            held = self._interp.hooks.get(gid)
             if held is not None:
                 held[1][:] = keys
                 continue
-            if phase == "pre":
-                handle = module.register_forward_pre_hook(
-                    self._interp_pre_hook(keys), with_kwargs=True
-                )
-            else:
-                handle = module.register_forward_hook(
-                    self._interp_post_hook(keys), with_kwargs=True
-                )
-            self._interp_hooks[gid] = (handle, keys)
+            handle = watch_group(module, phase, self._interp_hook(keys, phase))
+            self._interp.hooks[gid] = (handle, keys)
 
     # --- the hooks ------------------------------------------------------------------------------
-    def _interp_pre_hook(self, keys: list[str]) -> Callable[..., Any]:
-        def hook(module: Any, args: Any, kwargs: Any) -> Any:
-            step = self._interp_step
+    def _interp_hook(self, keys: list[str], phase: str) -> Callable[[Any, Any, Any], Any]:
+        """The body of the hook on one (module, phase) group (`watch_group` registers it)."""
+
+        def body(args: Any, kwargs: Any, out: Any) -> Any:
+            step = self._interp.step
             if step is None:
                 return None
             try:
-                return self._interp_visit(step, keys, "pre", args, kwargs, None)
+                return self._interp_visit(step, keys, phase, args, kwargs, out)
             except Exception as exc:  # never let a hook take the engine down
                 self._interp_fail(step, keys, exc)
                 return None
 
-        return hook
+        return body
 
-    def _interp_post_hook(self, keys: list[str]) -> Callable[..., Any]:
-        def hook(module: Any, args: Any, kwargs: Any, out: Any) -> Any:
-            step = self._interp_step
-            if step is None:
-                return None
-            try:
-                return self._interp_visit(step, keys, "post", args, kwargs, out)
-            except Exception as exc:  # never let a hook take the engine down
-                self._interp_fail(step, keys, exc)
-                return None
-
-        return hook
-
-    def _interp_fail(self, step: _Step, keys: list[str], exc: BaseException) -> None:
+    def _interp_fail(self, step: Step, keys: list[str], exc: BaseException) -> None:
         message = f"{', '.join(keys)}: {type(exc).__name__}: {exc}"
         touched = {id(s.request): s.request for k in keys for s in step.by_key.get(k, ())}
         for request in touched.values():
             request.errors.append(message)
 
     def _interp_visit(
-        self, step: _Step, keys: list[str], phase: str, args: Any, kwargs: Any, out: Any
+        self, step: Step, keys: list[str], phase: str, args: Any, kwargs: Any, out: Any
     ) -> Any:
         changed = False
         for key in keys:
@@ -442,7 +297,7 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
             ]
             if not segments:
                 continue
-            site = self._interp_sites[key]
+            site = self._interp.sites[key]
             value = site.read(args, kwargs, out)
             delta = self._interp_deltas(step, key, segments, value)
             if delta is None:
@@ -460,14 +315,14 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
             wanted = [s for s in segments if s.request.reads(key)]
             if not wanted:
                 continue
-            value = self._interp_sites[key].read(args, kwargs, out)
+            value = self._interp.sites[key].read(args, kwargs, out)
             self._interp_keep_step(step, key, wanted, value)
         if not changed:
             return None
         return out if phase == "post" else (args, kwargs)
 
     def _interp_keep_step(
-        self, step: _Step, key: str, readers: list[_Segment], value: torch.Tensor
+        self, step: Step, key: str, readers: list[Segment], value: torch.Tensor
     ) -> None:
         """Keep each reading request's rows of this step's `value` at `key`: raw (capture, lens)
         and SAE top-k (features).
@@ -493,7 +348,7 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
                 request.feature_rows.setdefault(key, []).append((where.clone(), encoded))
 
     def _interp_deltas(
-        self, step: _Step, key: str, segments: list[_Segment], value: torch.Tensor
+        self, step: Step, key: str, segments: list[Segment], value: torch.Tensor
     ) -> torch.Tensor | None:
         flat = value.reshape(value.shape[0], -1)
         # interp_torch's dtype rule: deltas in compute_dtype, cast to the site's dtype once.
@@ -507,7 +362,7 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
                 for write in segment.request.writes[key]:
                     # Each operation sees the rows as the previous ones left them (specs in order).
                     current = rows + delta[part]
-                    delta[part] += _local(write, flat.shape[-1]).delta(current, where)
+                    delta[part] += local_part(write, flat.shape[-1]).delta(current, where)
             except Exception as exc:  # this request alone: the others' rows are untouched
                 delta[part] = 0
                 error = CapabilityUnsupported.build(
@@ -526,7 +381,7 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
         self,
         site: Any,
         key: str,
-        segments: list[_Segment],
+        segments: list[Segment],
         delta: torch.Tensor,
         seen: tuple[Any, Any, Any],
     ) -> Any:
@@ -547,7 +402,7 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
         bad = [s for s, ok in zip(segments, flags.tolist(), strict=True) if not ok]
         for segment in bad:
             written = after[segment.start : segment.stop]
-            segment.request.refuse(_non_finite(key, segment.request.writes[key][-1], written))
+            segment.request.refuse(non_finite(key, segment.request.writes[key][-1], written))
             delta[segment.start : segment.stop] = 0
         if all(s.request.refusal is not None for s in segments):
             return None
@@ -564,8 +419,8 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
         `route` (`row_transfer.client_route`) lets the rows go through shared memory when the
         client runs on this host.
         """
-        request = self._interp_requests.pop(rid, None)
-        orphans, self._interp_orphan_errors = self._interp_orphan_errors, []
+        request = self._interp.requests.pop(rid, None)
+        orphans, self._interp.orphan_errors = self._interp.orphan_errors, []
         if request is None:
             return {"captured": {}, "positions": {}, "lens": {}, "errors": orphans, "seen": False}
         if request.refusal is not None:
@@ -595,17 +450,17 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
 
     def interp_drop(self, rid: str) -> None:
         """Forget request `rid` (aborted or failed) without sending anything back."""
-        self._interp_requests.pop(rid, None)
+        self._interp.requests.pop(rid, None)
 
     def interp_pending(self) -> list[str]:
         """Ids of requests whose rows are held here; a test proves none leaks."""
-        return sorted(self._interp_requests)
+        return sorted(self._interp.requests)
 
     def interp_hooked(self) -> int:
         """How many (module, phase) hooks are installed right now."""
-        return len(self._interp_hooks)
+        return len(self._interp.hooks)
 
-    def _interp_lens(self, request: _Request, top_k: int) -> dict[str, Any]:
+    def _interp_lens(self, request: Request, top_k: int) -> dict[str, Any]:
         """Decode `request`'s lens rows through the plain final norm and unembedding.
 
         The norm and the head are vLLM's own modules and may carry this worker's hooks; the last
@@ -621,14 +476,15 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
     def _interp_parked(self) -> Iterator[None]:
         """No hook of this worker acts while the block runs: the step plan is parked, and the
         static tier's traced taps are disarmed for eager calls (the compiled code keeps them)."""
-        step, self._interp_step = self._interp_step, None
-        taps = getattr(self, "_interp_taps", None)
+        step, self._interp.step = self._interp.step, None
+        compiled = self._interp_compiled
+        taps = None if compiled is None else compiled.taps
         if taps is not None:
             taps.armed = False
         try:
             yield
         finally:
-            self._interp_step = step
+            self._interp.step = step
             if taps is not None:
                 taps.armed = True
 
@@ -641,9 +497,9 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
         the final norm. With `top_k`, only the top-k ids and probabilities per row travel back
         (the logit lens under pipeline parallelism decodes this way)."""
         model = self.model_runner.model  # type: ignore[attr-defined]
-        if "final_norm" not in self._interp_sites:  # not the last pipeline stage
+        if "final_norm" not in self._interp.sites:  # not the last pipeline stage
             return None
-        norm = self._interp_sites["final_norm"].module
+        norm = self._interp.sites["final_norm"].module
         like = next(iter(norm.parameters()), None)
         like = next(iter(model.parameters())) if like is None else like
         rows = decode_tensor(*encoded).to(device=like.device, dtype=like.dtype)
@@ -659,11 +515,11 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
         values, indices = probs.topk(min(int(top_k), probs.shape[-1]), dim=-1)
         return {"ids": indices.cpu().tolist(), "probs": values.cpu().tolist()}
 
-    def _interp_lens_decode(self, request: _Request, top_k: int) -> dict[str, Any]:
+    def _interp_lens_decode(self, request: Request, top_k: int) -> dict[str, Any]:
         model = self.model_runner.model  # type: ignore[attr-defined]
-        if "final_norm" not in self._interp_sites:  # pipeline parallel: the client decodes
+        if "final_norm" not in self._interp.sites:  # pipeline parallel: the client decodes
             return {}
-        norm = self._interp_sites["final_norm"].module
+        norm = self._interp.sites["final_norm"].module
         out: dict[str, Any] = {}
         with torch.no_grad():
             for key, chunks in request.lens_rows.items():
@@ -703,43 +559,6 @@ def _seen_after(phase: str, replaced: Any, args: Any, kwargs: Any) -> tuple[Any,
         return args, kwargs, replaced
     new_args, new_kwargs = replaced
     return new_args, new_kwargs, None
-
-
-def _non_finite(key: str, write: _Write, written: torch.Tensor) -> InterpError:
-    """The refusal of a request whose steering at `key` left `written` non-finite.
-
-    Worded by interp_torch's `check_steered_finite` from the spec the write came from (its
-    point, op, scale and the activation dtype).
-    """
-    try:
-        check_steered_finite(written, write.spec)
-    except InterpError as error:
-        return error
-    return SteeringSpecError.build(
-        f"cannot steer at {key}: the steered activations are not finite",
-        f"the result overflowed the model dtype ({str(written.dtype).removeprefix('torch.')})",
-        "lower the scale (or the vector's size), or load the model in a wider dtype",
-    )
-
-
-def _local(write: _Write, width: int) -> _Write:
-    """The part of a write this rank holds: under tensor parallelism a head- or neuron-sharded
-    site is a contiguous column slice per rank, in rank order (the client sends only `add` there:
-    a projection needs the whole row)."""
-    full = write.vector.numel()
-    if full == width:
-        return write
-    from vllm.distributed import (
-        get_tensor_model_parallel_rank,
-        get_tensor_model_parallel_world_size,
-    )
-
-    ranks = get_tensor_model_parallel_world_size()
-    if full != width * ranks or write.op != "add":
-        message = f"a {full}-wide {write.op} write cannot apply to a {width}-wide site"
-        raise ValueError(message)
-    rank = get_tensor_model_parallel_rank()
-    return dataclasses.replace(write, vector=write.vector[rank * width : (rank + 1) * width])
 
 
 def _by_position(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], Any]:

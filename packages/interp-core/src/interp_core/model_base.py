@@ -1,0 +1,153 @@
+"""What is the same in every backend's model, whatever runs its forward?
+
+`ModelBase` is the shared half of an `interp_core.protocol.InterpModel`, written once for the
+eager, vLLM and remote backends and the core's test fake (a third-party backend may derive it
+too). It needs no tensor library: what it reads of a tensor is `.shape`, `[0]`, `.tolist()` and,
+for a flat row, `.unsqueeze(0)` (torch) or `[None]` (numpy).
+
+* **Identity**: `model_id`, `facts`, `n_layers` and `d_model`, read from the `_model_id` and
+  `_facts` a subclass sets in its `__init__`.
+* **Conveniences** written over the subclass's own `capture` and `generate` (so steering made
+  active with `steer(model, ...)` applies to them as to those calls): `generate_text`,
+  `capture_residuals`, and the chat spans (`message_spans`, `message_partition`) of its
+  `tokenizer`. `capture_attention` is refused here; the torch backends serve it from
+  `interp_torch.readouts`. Their blocking forms are the twins of `interp_core.sync`.
+
+A subclass states, as the class attribute `graph_refusal`, why `capture_residuals(detach=False)`
+cannot keep an autograd graph on it; None (eager) passes `detach=False` on to its `capture`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from interp_core.address import Address
+from interp_core.chat import ChatSpans, message_spans
+from interp_core.errors import CapabilityUnsupported, GradientsUnsupported, InvalidArgument
+from interp_core.sampling import check_lens_layers
+
+if TYPE_CHECKING:
+    from interp_core.facts import ModelFacts
+
+__all__ = ["ModelBase", "one_prompt"]
+
+
+def one_prompt(model: Any, tokens: Any, method: str) -> Any:
+    """`tokens` as one prompt (`[1, seq]` or a flat list); a string is tokenized with the model's
+    `to_tokens`, and a batch of several rows is refused."""
+    if isinstance(tokens, str):
+        tokens = model.to_tokens(tokens)
+    shape = getattr(tokens, "shape", None)
+    if shape is not None:
+        rows = 1 if len(shape) < 2 else int(shape[0])
+        if len(shape) == 1:
+            unsqueeze = getattr(tokens, "unsqueeze", None)  # torch; numpy takes [None]
+            tokens = unsqueeze(0) if unsqueeze is not None else tokens[None]
+    elif isinstance(tokens, (list, tuple)) and tokens and isinstance(tokens[0], (list, tuple)):
+        rows = len(tokens)
+    else:
+        rows = 1
+    if rows != 1:
+        message = f"{method} reads one prompt; got a batch of {rows} rows"
+        why = "its results are per prompt (no batch dimension), as the protocol documents them"
+        instead = f"call {method} once per row, or capture() for a batched forward"
+        raise InvalidArgument.build(message, why, instead)
+    return tokens
+
+
+class ModelBase:
+    """Identity and the conveniences of an `InterpModel`; see the module docstring."""
+
+    _model_id: str
+    _facts: ModelFacts
+    backend_name: Any  # a class attribute or a property of the subclass
+    tokenizer: Any
+    # Why capture_residuals(detach=False) keeps no graph here; None: capture takes detach=.
+    graph_refusal: ClassVar[str | None] = "this backend runs its forward without autograd"
+
+    # --- identity and facts ---------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def facts(self) -> ModelFacts:
+        return self._facts
+
+    @property
+    def n_layers(self) -> int:
+        return self._facts.n_layers
+
+    @property
+    def d_model(self) -> int:
+        return self._facts.d_model
+
+    # --- conveniences over capture and generate -------------------------------------------------
+    async def generate_text(
+        self,
+        prompt: Any,
+        *,
+        max_tokens: int = 200,
+        temperature: float = 1.0,
+        seed: int | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        steering: Any = None,
+    ) -> str:
+        """The generated text (prompt excluded) of one generation of up to `max_tokens` tokens;
+        a string prompt is tokenized first (with BOS)."""
+        generation = await self.generate(  # type: ignore[attr-defined]
+            one_prompt(self, prompt, "generate_text"),
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            steering=steering,
+        )
+        return str(generation.text)
+
+    async def capture_residuals(
+        self, tokens: Any, layers: Sequence[int] | None = None, *, detach: bool = True
+    ) -> dict[int, Any]:
+        """`{layer: resid_post [seq, d_model]}` at `layers` (default: all) for one prompt."""
+        if not detach and self.graph_refusal is not None:
+            what = f"capture_residuals(detach=False) on backend={self.backend_name!r}"
+            why = f"{self.graph_refusal}, so there is no graph to keep"
+            instead = "the eager backend with requires_grad=True (backend='eager')"
+            raise GradientsUnsupported.build(what, why, instead)
+        streams = self._facts.n_streams
+        if streams > 1:
+            message = f"capture_residuals on a trunk of {streams} residual streams"
+            why = "resid_post there is a stack of streams, not one d_model-wide residual"
+            instead = "capture resid_streams.L (or resid_post.L.stream-K) with capture()"
+            raise CapabilityUnsupported.build(message, why, instead)
+        prompt = one_prompt(self, tokens, "capture_residuals")
+        chosen = check_lens_layers(layers, self.n_layers)
+        points = [Address("resid_post", layer) for layer in chosen]
+        kwargs = {} if detach else {"detach": False}
+        cache = await self.capture(prompt, points, **kwargs)  # type: ignore[attr-defined]
+        return {layer: cache[point][0] for layer, point in zip(chosen, points, strict=True)}
+
+    async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
+        """Refused here; a torch backend serves it from `interp_torch.readouts`."""
+        what = f"capture_attention on backend={self.backend_name!r}"
+        why = "this backend has no read-out that lays attention out per head"
+        instead = "capture attn_scores, attn_probs, value and z with capture()"
+        raise CapabilityUnsupported.build(what, why, instead)
+
+    # --- chat -----------------------------------------------------------------------------------
+    def message_spans(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = False
+    ) -> ChatSpans:
+        """The chat rendered with the template, each token labelled with its message, role and
+        section (header / content / footer); see `interp_core.chat.message_spans`."""
+        return message_spans(self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
+
+    def message_partition(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = False
+    ) -> tuple[tuple[int, int], ...]:
+        """Each message's contiguous `[start, end)` token range; the ranges cover every token."""
+        spans = self.message_spans(messages, add_generation_prompt=add_generation_prompt)
+        return spans.partition

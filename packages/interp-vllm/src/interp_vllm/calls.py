@@ -1,0 +1,68 @@
+"""What does `VLLMModel` lend the objects it delegates to, and what did its workers install?
+
+`VLLMModel` serves the protocol's request path itself and hands the rest to collaborators: the
+static tier's declaration and warm-up proof (`interp_vllm.static_client.StaticTier`), SAE features
+encoded in the workers (`interp_vllm.sae_client.WorkerSAEs`), residuals decoded in the workers
+(`interp_vllm.decoding.WorkerDecoding`) and the tokenizer conveniences
+(`interp_vllm.tokens.PromptTokens`). Each receives one `ModelCalls`: the model's facts and the
+calls of its request path, named, so a collaborator never reaches into the model (a test holds
+them to that) and the import picture shows what depends on what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from interp_core.address import Address
+from interp_core.facts import ModelFacts
+
+__all__ = ["Installed", "ModelCalls"]
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the workers resolved at start: the site keys they serve and why others are not."""
+
+    sites: frozenset[str]
+    writable: frozenset[str]
+    write_refusals: dict[str, str]
+    refused: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ModelCalls:
+    """The facts and request-path calls of one `VLLMModel`, as its collaborators use them.
+
+    Every call checks or runs exactly as the model's own methods do (they are those methods):
+    `ready` starts the engine on first need and returns it; `installed` is what its workers
+    installed (None until started); `request` runs one request to its end and returns the final
+    output and the payload the workers collected; the checks refuse before anything reaches a
+    worker.
+    """
+
+    facts: ModelFacts
+    config: dict[str, Any]
+    tokenizer: Callable[[], Any]
+    ready: Callable[[], Awaitable[Any]]
+    installed: Callable[[], Installed | None]
+    request: Callable[..., Awaitable[tuple[Any, dict[str, Any]]]]
+    sampling: Callable[..., Any]
+    prompts: Callable[[Any], list[list[int]]]
+    require_hooks: Callable[[str], None]
+    may_write: Callable[[Any], None]
+    addresses: Callable[[Sequence[Any]], list[Address]]
+    # (steering, length, call, prompts=None): the prompts resolve the specs' scopes.
+    writes: Callable[..., list[dict[str, Any]]]
+    has_site: Callable[[str], bool]
+
+    async def rpc(self, method: str, *args: Any) -> list[Any]:
+        """Every worker's answer to `method(*args)`, called by name over `collective_rpc`."""
+        engine = await self.ready()
+        return list(await engine.collective_rpc(method, args=args))
+
+    def served(self) -> frozenset[str]:
+        """The site keys the workers serve (none before the engine started)."""
+        installed = self.installed()
+        return frozenset() if installed is None else installed.sites
