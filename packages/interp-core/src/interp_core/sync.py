@@ -270,13 +270,15 @@ def generate(
     tokens: Tokens,
     *,
     max_new_tokens: int = 64,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
     steering: Steering = None,
+    **options: Any,
 ) -> Generation:
-    """Blocking `model.generate(...)`."""
+    """Blocking `model.generate(...)`; `options` are the further sampling keywords
+    (`min_p`, the penalties, `n_logprobs`, `prompt_logprobs`, `use_generation_config`)."""
     return cast(
         "Generation",
         _guarded(
@@ -291,6 +293,7 @@ def generate(
                 top_p=top_p,
                 seed=seed,
                 steering=steering,
+                **options,
             ),
         ),
     )
@@ -301,11 +304,12 @@ def generate_stream(
     tokens: Tokens,
     *,
     max_new_tokens: int = 64,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
     steering: Steering = None,
+    **options: Any,
 ) -> Iterator[GenerationStep]:
     """Blocking iterator over `model.generate_stream(...)`.
 
@@ -326,6 +330,7 @@ def generate_stream(
         top_p=top_p,
         seed=seed,
         steering=steering,
+        **options,
     )
     return _iterate(model, stream, context)
 
@@ -457,7 +462,7 @@ def generate_text(
     prompt: str | Tokens,
     *,
     max_tokens: int = 200,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     seed: int | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
