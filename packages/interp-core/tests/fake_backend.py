@@ -23,7 +23,7 @@ from interp_core.facts import ModelFacts
 from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, absence_reason, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.sampling import Sampling, check_lens_top_k, check_sampling
+from interp_core.sampling import Sampling, check_lens_top_k
 from interp_core.steering import (
     SteeringSpec,
     active_steering,
@@ -52,7 +52,7 @@ FAMILIES = {
 # InterpModel.generate's sampling defaults, which the fake's generations start from.
 GENERATE_DEFAULTS = {
     "max_new_tokens": 64,
-    "temperature": 1.0,
+    "temperature": None,  # unset: resolve_sampling decides (checkpoint, else library default)
     "top_k": None,
     "top_p": None,
     "seed": None,
@@ -244,9 +244,9 @@ class FakeModel(ModelBase):
 
     def _sampling(self, **arguments: Any) -> Sampling:
         temperature = arguments["temperature"]
-        if self.flaw == "own_refusals" and temperature < 0:
+        if self.flaw == "own_refusals" and isinstance(temperature, int | float) and temperature < 0:
             raise CapabilityUnsupported("the fake backend samples only at temperature >= 0")
-        return check_sampling(**arguments)
+        return self.resolve_sampling(**arguments)
 
     # --- the forward pass -----------------------------------------------------------------------
     def _forward(
@@ -393,7 +393,7 @@ class FakeModel(ModelBase):
         prompt = self._rows(tokens)[0]
         generated = [t async for t, _ in self._steps(tokens, sampling, specs)]
         text = "".join(self._piece(t) for t in generated)
-        return Generation(text, generated, prompt, "length")
+        return Generation(text, generated, prompt, "length", sampling=sampling)
 
     async def generate_stream(
         self, tokens: Any, *, steering: Any = None, **arguments: Any

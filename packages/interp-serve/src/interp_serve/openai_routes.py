@@ -1,8 +1,11 @@
 """The OpenAI-compatible routes: /v1/models, /v1/completions, /v1/chat/completions.
 
 Existing OpenAI clients work unchanged: same request fields, same response and stream-chunk
-shapes, errors in the `{"error": {...}}` form. Fields the engine does not serve (`n` > 1, `stop`,
-`logprobs`, `echo`, penalties) are refused with a reason instead of silently ignored. The
+shapes, errors in the `{"error": {...}}` form. Penalties, `min_p`, `repetition_penalty` and
+`logprobs` / `top_logprobs` are served (logprobs in OpenAI's shape, `interp_serve.openai_logprobs`);
+a sampling field left out follows the checkpoint's generation_config.json, and the settings used
+are in the response's `interp.sampling`. Fields the engine does not serve (`n` > 1, `stop`, `echo`,
+logprobs on a stream) are refused with a reason instead of silently ignored. The
 optional `interp` object adds capture (over prompt and generated tokens), steering and a logit
 lens; the response then carries an `interp` object with the generated token ids, the capture's
 handle and metadata, and the lens.
@@ -22,6 +25,7 @@ from fastapi.responses import StreamingResponse
 from interp_core.chat import check_chat_template
 from interp_core.errors import CapabilityUnsupported
 from interp_serve.errors import status_of
+from interp_serve.openai_logprobs import chat_logprobs, completion_logprobs, requested_logprobs
 from interp_serve.schemas import ChatRequest, CompletionRequest
 from interp_serve.service import Service
 from interp_serve.wire import (
@@ -48,12 +52,10 @@ def _refuse_unserved(body: Any) -> None:
         unserved.append(f"n={body.n} (one completion per request; send n requests)")
     if body.stop:
         unserved.append("stop (stop sequences; cut the text client-side)")
-    if body.logprobs not in (None, False):
-        unserved.append("logprobs (stream with an interp object: each step carries its logprob)")
     if body.echo:
         unserved.append("echo (the prompt's token ids are in the interp object)")
-    if body.presence_penalty or body.frequency_penalty:
-        unserved.append("presence_penalty/frequency_penalty")
+    if body.stream and body.logprobs not in (None, False):
+        unserved.append("logprobs with stream: true (each step's interp.step has top_logprobs)")
     if unserved:
         message = f"this server does not serve {'; '.join(unserved)}; leave those fields out"
         raise CapabilityUnsupported(message)
@@ -65,14 +67,34 @@ def _refuse_unserved(body: Any) -> None:
         raise CapabilityUnsupported(message)
 
 
-def _sampling(body: Any) -> dict[str, Any]:
-    return {
+def _sampling(body: Any, *, chat: bool) -> dict[str, Any]:
+    options = body.interp
+    top = requested_logprobs(body, chat=chat)
+    extra = options.n_logprobs if options is not None else 0
+    # The sampled token's own logprob comes with the alternatives, so ask for at least one;
+    # a malformed interp.n_logprobs goes on as given, for the core to refuse in its words.
+    wanted = max(top or 0, 0 if top is None else 1)
+    n_logprobs = max(wanted, extra) if _int(extra) else extra
+    chosen = {
         "max_new_tokens": body.max_tokens,
         "temperature": body.temperature,
         "top_k": body.top_k,
         "top_p": body.top_p,
+        "min_p": body.min_p,
+        "presence_penalty": body.presence_penalty,
+        "frequency_penalty": body.frequency_penalty,
+        "repetition_penalty": body.repetition_penalty,
+        "use_generation_config": body.use_generation_config,
         "seed": body.seed,
+        "n_logprobs": n_logprobs,
     }
+    if options is not None and options.prompt_logprobs is not None:
+        chosen["prompt_logprobs"] = options.prompt_logprobs
+    return chosen
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @router.get("/v1/models", summary="The served model")
@@ -120,8 +142,8 @@ async def _answer(
         if options is not None
         else []
     )
-    sampling = _sampling(body)
-    meta: dict[str, Any] | None = {} if options is not None else None
+    sampling = _sampling(body, chat=chat)
+    meta: dict[str, Any] = {}
     if options is not None and options.lens is not None:
         lens = options.lens
         result = await service.engine.call(
@@ -133,15 +155,20 @@ async def _answer(
         )
         meta["lens"] = lens_to_json(result)
     if body.stream:
-        return await _stream(service, body, tokens, specs, sampling, meta, chat=chat)
+        shown = meta if options is not None else None
+        return await _stream(service, body, tokens, specs, sampling, shown, chat=chat)
     if options is not None and options.capture:
-        for key in ("top_k", "top_p"):
-            if sampling.pop(key) is not None:
+        for key in list(sampling):
+            if key in ("max_new_tokens", "temperature", "seed"):
+                continue
+            if sampling.pop(key) not in (None, 0, True):
                 message = (
                     f"{key} with interp.capture is not served: a captured generation samples "
                     f"with temperature and seed only; leave {key} out"
                 )
                 raise CapabilityUnsupported(message)
+        if sampling["temperature"] is None:
+            sampling.pop("temperature")  # capture_generation's own default: greedy
         generation, cache = await service.capture_generation(
             tokens, options.capture, specs, request.is_disconnected, **sampling
         )
@@ -158,12 +185,15 @@ async def _answer(
             request.is_disconnected,
         )
     service.metrics.tokens.inc(len(generation.token_ids))
-    if meta is not None:
-        meta.update(generation_to_json(generation))
-    return _completion_body(service, generation, meta, chat=chat)
+    meta.update(generation_to_json(generation))  # with `sampling`: the settings used
+    top = requested_logprobs(body, chat=chat)
+    return _completion_body(service, generation, meta, chat=chat, top=top)
 
 
-def _completion_body(service: Service, generation: Any, meta: Any, *, chat: bool) -> dict:
+def _completion_body(
+    service: Service, generation: Any, meta: Any, *, chat: bool, top: int | None = None
+) -> dict:
+    tokenizer = service.model.tokenizer
     prompt_n = len(generation.prompt_token_ids)
     usage = {
         "prompt_tokens": prompt_n,
@@ -175,6 +205,7 @@ def _completion_body(service: Service, generation: Any, meta: Any, *, chat: bool
             "index": 0,
             "message": {"role": "assistant", "content": generation.text},
             "finish_reason": generation.finish_reason,
+            "logprobs": None if top is None else chat_logprobs(tokenizer, generation, top),
         }
         kind, prefix = "chat.completion", "chatcmpl-"
     else:
@@ -182,7 +213,7 @@ def _completion_body(service: Service, generation: Any, meta: Any, *, chat: bool
             "index": 0,
             "text": generation.text,
             "finish_reason": generation.finish_reason,
-            "logprobs": None,
+            "logprobs": None if top is None else completion_logprobs(tokenizer, generation, top),
         }
         kind, prefix = "text_completion", "cmpl-"
     body: dict[str, Any] = {
