@@ -151,3 +151,20 @@ def test_openai_chat_logprobs(client: Any, local: Any) -> None:
             values.tolist(), abs=1e-5
         )
         assert entry.logprob == pytest.approx(float(row[meta["token_ids"][step]]), abs=1e-5)
+
+
+def test_n_completions_are_n_seeded_samples(client: Any, remote: Any, local: Any) -> None:
+    name = client.models.list().data[0].id
+    answer = client.completions.create(
+        model=name, prompt=PROMPT, max_tokens=6, temperature=1.0, seed=11, n=3
+    )
+    assert [c.index for c in answer.choices] == [0, 1, 2]
+    ids = local.to_tokens(PROMPT)
+    # Sample i is the seed + i generation, so each is repeatable in-process.
+    for index, choice in enumerate(answer.choices):
+        alone = sync.generate(local, ids, max_new_tokens=6, temperature=1.0, seed=11 + index)
+        assert choice.text == alone.text
+    assert len({c.text for c in answer.choices}) > 1
+    assert answer.usage.completion_tokens == sum(
+        len(c["token_ids"]) for c in answer.model_extra["interp"]["choices"]
+    )

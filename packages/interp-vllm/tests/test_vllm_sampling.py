@@ -62,8 +62,21 @@ def test_unset_knobs_follow_the_checkpoint(engine: Any, tokens: Any) -> None:
         RECOMMENDED["repetition_penalty"],
     )
     assert used.sources["top_k"] == "generation_config"
-    params = sync.generate(engine, tokens, max_new_tokens=3, seed=2).output  # vLLM's output
-    assert params is not None
+    # What vLLM's sampler ran with is the recommendation: the same seed with those knobs passed
+    # gives the same tokens, and the library defaults give others.
+    followed = sync.generate(engine, tokens, max_new_tokens=8, seed=2)
+    explicit = sync.generate(
+        engine,
+        tokens,
+        max_new_tokens=8,
+        seed=2,
+        temperature=0.7,
+        top_k=5,
+        repetition_penalty=1.3,
+        use_generation_config=False,
+    )
+    defaults = sync.generate(engine, tokens, max_new_tokens=8, seed=2, use_generation_config=False)
+    assert followed.token_ids == explicit.token_ids != defaults.token_ids
     set_ = sync.generate(engine, tokens, max_new_tokens=3, temperature=0.0, top_k=50).sampling
     assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
     plain = sync.generate(engine, tokens, max_new_tokens=3, use_generation_config=False).sampling
@@ -83,11 +96,11 @@ def test_unset_knobs_follow_the_checkpoint(engine: Any, tokens: Any) -> None:
 def test_penalised_greedy_generation_equals_eager(
     engine: Any, eager: Any, tokens: Any, penalties: dict[str, float]
 ) -> None:
-    got = sync.generate(engine, tokens, max_new_tokens=32, temperature=0.0, **penalties)
-    want = sync.generate(eager, tokens, max_new_tokens=32, temperature=0.0, **penalties)
+    got = sync.generate(engine, tokens, max_new_tokens=64, temperature=0.0, **penalties)
+    want = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0, **penalties)
     assert got.token_ids == want.token_ids
     plain = sync.generate(
-        eager, tokens, max_new_tokens=32, temperature=0.0, use_generation_config=False
+        eager, tokens, max_new_tokens=64, temperature=0.0, use_generation_config=False
     )
     assert want.token_ids != plain.token_ids  # each penalty changes this generation
 

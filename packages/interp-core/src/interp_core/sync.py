@@ -275,10 +275,15 @@ def generate(
     top_p: float | None = None,
     seed: int | None = None,
     steering: Steering = None,
-    **options: Any,
+    min_p: float | None = None,
+    presence_penalty: float | None = None,
+    frequency_penalty: float | None = None,
+    repetition_penalty: float | None = None,
+    n_logprobs: int = 0,
+    prompt_logprobs: int | None = None,
+    use_generation_config: bool = True,
 ) -> Generation:
-    """Blocking `model.generate(...)`; `options` are the further sampling keywords
-    (`min_p`, the penalties, `n_logprobs`, `prompt_logprobs`, `use_generation_config`)."""
+    """Blocking `model.generate(...)`."""
     return cast(
         "Generation",
         _guarded(
@@ -293,7 +298,13 @@ def generate(
                 top_p=top_p,
                 seed=seed,
                 steering=steering,
-                **options,
+                min_p=min_p,
+                presence_penalty=presence_penalty,
+                frequency_penalty=frequency_penalty,
+                repetition_penalty=repetition_penalty,
+                n_logprobs=n_logprobs,
+                prompt_logprobs=prompt_logprobs,
+                use_generation_config=use_generation_config,
             ),
         ),
     )
@@ -309,7 +320,13 @@ def generate_stream(
     top_p: float | None = None,
     seed: int | None = None,
     steering: Steering = None,
-    **options: Any,
+    min_p: float | None = None,
+    presence_penalty: float | None = None,
+    frequency_penalty: float | None = None,
+    repetition_penalty: float | None = None,
+    n_logprobs: int = 0,
+    prompt_logprobs: int | None = None,
+    use_generation_config: bool = True,
 ) -> Iterator[GenerationStep]:
     """Blocking iterator over `model.generate_stream(...)`.
 
@@ -330,7 +347,13 @@ def generate_stream(
         top_p=top_p,
         seed=seed,
         steering=steering,
-        **options,
+        min_p=min_p,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        repetition_penalty=repetition_penalty,
+        n_logprobs=n_logprobs,
+        prompt_logprobs=prompt_logprobs,
+        use_generation_config=use_generation_config,
     )
     return _iterate(model, stream, context)
 

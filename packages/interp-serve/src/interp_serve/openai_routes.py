@@ -23,7 +23,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from interp_core.chat import check_chat_template
-from interp_core.errors import CapabilityUnsupported
+from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_core.sampling import SEED_LIMIT
 from interp_serve.errors import status_of
 from interp_serve.openai_logprobs import chat_logprobs, completion_logprobs, requested_logprobs
 from interp_serve.schemas import ChatRequest, CompletionRequest
@@ -40,6 +41,9 @@ __all__ = ["router"]
 
 router = APIRouter()
 
+# Completions one request may ask for; each is a full generation on the backend.
+_MAX_N = 16
+
 
 def _service(request: Request) -> Service:
     return request.app.state.service
@@ -48,8 +52,8 @@ def _service(request: Request) -> Service:
 def _refuse_unserved(body: Any) -> None:
     """Refuse OpenAI fields the engine does not serve, naming each."""
     unserved = []
-    if body.n != 1:
-        unserved.append(f"n={body.n} (one completion per request; send n requests)")
+    if body.n != 1 and (body.stream or (body.interp is not None and body.interp.capture)):
+        unserved.append(f"n={body.n} with a stream or a capture (send n requests)")
     if body.stop:
         unserved.append("stop (stop sequences; cut the text client-side)")
     if body.echo:
@@ -178,16 +182,51 @@ async def _answer(
             "generated": [prompt, prompt + len(generation.token_ids) - 1],
         }
         meta.update(await service.keep(cache, options.inline, positions))
+        generations = [generation]
     else:
-        generation = await service.engine.call(
-            "the generation",
-            lambda: service.model.generate(tokens, steering=specs, **sampling),
-            request.is_disconnected,
-        )
-    service.metrics.tokens.inc(len(generation.token_ids))
+        generations = [
+            await service.engine.call(
+                "the generation",
+                lambda options=options: service.model.generate(tokens, steering=specs, **options),
+                request.is_disconnected,
+            )
+            for options in _samples(body, sampling)
+        ]
+        generation = generations[0]
+    for one in generations:
+        service.metrics.tokens.inc(len(one.token_ids))
     meta.update(generation_to_json(generation))  # with `sampling`: the settings used
     top = requested_logprobs(body, chat=chat)
-    return _completion_body(service, generation, meta, chat=chat, top=top)
+    body_json = _completion_body(service, generation, meta, chat=chat, top=top)
+    if len(generations) > 1:
+        _more_choices(service, body_json, generations, meta, chat=chat, top=top)
+    return body_json
+
+
+def _samples(body: Any, sampling: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sampling of each of `n` completions: sample i runs with seed + i when a seed is
+    given (so the n differ and the request stays repeatable), fresh randomness otherwise."""
+    if not isinstance(body.n, int) or isinstance(body.n, bool) or not 1 <= body.n <= _MAX_N:
+        message = f"n={body.n!r} must be an int in [1, {_MAX_N}]: completions per prompt"
+        raise InvalidArgument(message)
+    seed = sampling.get("seed")
+    if body.n > 1 and seed is not None and isinstance(seed, int):
+        return [{**sampling, "seed": (seed + i) % SEED_LIMIT} for i in range(body.n)]
+    return [dict(sampling) for _ in range(body.n)]
+
+
+def _more_choices(
+    service: Service, answer: dict, generations: list[Any], meta: Any, *, chat: bool, top: Any
+) -> None:
+    # Choices 1..n-1 in the same shape as choice 0; each one's ids and settings in interp.choices.
+    for index, generation in enumerate(generations[1:], start=1):
+        extra = _completion_body(service, generation, None, chat=chat, top=top)["choices"][0]
+        extra["index"] = index
+        answer["choices"].append(extra)
+    meta["choices"] = [generation_to_json(g) for g in generations]
+    usage = answer["usage"]
+    usage["completion_tokens"] = sum(len(g.token_ids) for g in generations)
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
 
 
 def _completion_body(

@@ -1,7 +1,7 @@
 """The request bodies the server accepts, as pydantic models (they also make the OpenAPI schema).
 
 Unknown fields are refused, not ignored: a client asking for something the server does not do
-(`n: 4`, `logprobs`, a misspelt option) is told so. Sampling arguments are typed loosely here on
+(`n: 4`, `stop`, a misspelt option) is told so. Sampling arguments are typed loosely here on
 purpose: the core's own checks (`interp_core.sampling`) refuse bad values with the same words
 the library uses, so a request over HTTP and a call in-process fail alike.
 """
@@ -105,7 +105,7 @@ class _Sampling(BaseModel):
     )
     seed: Any = None
     stream: bool = Field(False, description="answer as server-sent events")
-    n: int = Field(1, description="completions per prompt; only 1 is served")
+    n: Any = Field(1, description="completions per prompt (1 to 16; 1 with stream or capture)")
     stop: str | list[str] | None = Field(None, description="not served: must be absent")
     logprobs: Any = Field(
         None, description="completions: alternatives per token (int); chat: true for logprobs"
