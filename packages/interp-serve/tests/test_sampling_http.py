@@ -168,3 +168,23 @@ def test_n_completions_are_n_seeded_samples(client: Any, remote: Any, local: Any
     assert answer.usage.completion_tokens == sum(
         len(c["token_ids"]) for c in answer.model_extra["interp"]["choices"]
     )
+
+
+def test_unserved_combinations_are_refused(server: Any, client: Any) -> None:
+    name = client.models.list().data[0].id
+    refusals = [
+        ({"prompt": "x", "logprobs": 2, "stream": True}, "logprobs with stream"),
+        ({"prompt": "x", "logprobs": 21}, "logprobs=21"),
+        ({"prompt": "x", "top_logprobs": 2}, "top_logprobs is a chat field"),
+        ({"prompt": "x", "presence_penalty": 5}, "presence_penalty=5"),
+        ({"prompt": "x", "n": 0}, "n=0"),
+    ]
+    with server.client() as http:
+        for fields, words in refusals:
+            answer = http.post("/v1/completions", json={"model": name, "max_tokens": 2, **fields})
+            assert answer.status_code == 400, fields
+            assert words in answer.json()["error"]["message"], (fields, answer.json())
+        chat = {"model": name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        answer = http.post("/v1/chat/completions", json={**chat, "top_logprobs": 2})
+        assert answer.status_code == 400
+        assert "logprobs: true" in answer.json()["error"]["message"]

@@ -132,3 +132,12 @@ def test_logprobs_equal_log_softmax_of_eager_logits(engine: Any, eager: Any, tok
     )
     assert [s.top_logprobs for s in streamed] == list(got.top_logprobs)
     assert streamed[0].sampling is not None and streamed[0].sampling.n_logprobs == 5
+
+
+def test_capture_generation_samples_as_generate(engine: Any, eager: Any, tokens: Any) -> None:
+    # The checkpoint's repetition penalty applies to a captured generation on both backends.
+    got, _ = sync.capture_generation(engine, tokens, ["resid_post.0"], max_new_tokens=16)
+    want, _ = sync.capture_generation(eager, tokens, ["resid_post.0"], max_new_tokens=16)
+    assert got.sampling.repetition_penalty == RECOMMENDED["repetition_penalty"]
+    assert got.sampling.sources["temperature"] == "caller"  # capture_generation's greedy default
+    assert got.token_ids == want.token_ids

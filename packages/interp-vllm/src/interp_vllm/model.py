@@ -593,14 +593,18 @@ class VLLMModel(ModelBase):
         self._require_hooks("capture_generation")
         prompt = self._one_prompt(tokens, "capture_generation")
         points = to_addresses(points)  # the form before any engine starts; support after
-        params = self._sampling(max_new_tokens, temperature, None, None, seed)
+        # Unset knobs follow the checkpoint, as in generate (and as eager's capture_generation).
+        sampling = self.resolve_sampling(
+            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        )
+        params = sampling_params.params(sampling)
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens))
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         final, payload = await self._request(prompt, params, spec)
-        generation = as_generation(final, prompt)
+        generation = as_generation(final, prompt, sampling)
         # The last sampled token is never fed back, so rows cover prompt + generated - 1.
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)
