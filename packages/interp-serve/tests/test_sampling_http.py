@@ -178,6 +178,14 @@ def test_unserved_combinations_are_refused(server: Any, client: Any) -> None:
         ({"prompt": "x", "top_logprobs": 2}, "top_logprobs is a chat field"),
         ({"prompt": "x", "presence_penalty": 5}, "presence_penalty=5"),
         ({"prompt": "x", "n": 0}, "n=0"),
+        (
+            {
+                "prompt": "x",
+                "use_generation_config": False,
+                "interp": {"capture": ["resid_post.0"]},
+            },
+            "use_generation_config with interp.capture",
+        ),
     ]
     with server.client() as http:
         for fields, words in refusals:

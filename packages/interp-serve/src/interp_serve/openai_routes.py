@@ -4,11 +4,11 @@ Existing OpenAI clients work unchanged: same request fields, same response and s
 shapes, errors in the `{"error": {...}}` form. Penalties, `min_p`, `repetition_penalty` and
 `logprobs` / `top_logprobs` are served (logprobs in OpenAI's shape, `interp_serve.openai_logprobs`);
 a sampling field left out follows the checkpoint's generation_config.json, and the settings used
-are in the response's `interp.sampling`. Fields the engine does not serve (`n` > 1, `stop`, `echo`,
-logprobs on a stream) are refused with a reason instead of silently ignored. The
-optional `interp` object adds capture (over prompt and generated tokens), steering and a logit
-lens; the response then carries an `interp` object with the generated token ids, the capture's
-handle and metadata, and the lens.
+are in the response's `interp.sampling`; `n` > 1 gives n choices. Fields the engine does not
+serve (`stop`, `echo`, logprobs or `n` > 1 on a stream) are refused with a reason instead of
+silently ignored. The optional `interp` object adds capture (over prompt and generated
+tokens), steering and a logit lens; the response then carries an `interp` object with the
+generated token ids, the capture's handle and metadata, and the lens.
 """
 
 from __future__ import annotations
@@ -165,7 +165,10 @@ async def _answer(
         for key in list(sampling):
             if key in ("max_new_tokens", "temperature", "seed"):
                 continue
-            if sampling.pop(key) not in (None, 0, True):
+            # Each other knob must be left at its "not asked for" value.
+            unasked = {"n_logprobs": 0, "use_generation_config": True}.get(key)
+            value = sampling.pop(key)
+            if value != unasked or type(value) is not type(unasked):
                 message = (
                     f"{key} with interp.capture is not served: a captured generation samples "
                     f"with temperature and seed only; leave {key} out"
