@@ -192,6 +192,19 @@ def _check_logprobs(n_logprobs: object, prompt_logprobs: object) -> None:
         raise InvalidArgument(message)
 
 
+def _check_recommended(knob: str, value: Any) -> None:
+    # A checkpoint's unsound value is the checkpoint's fault: say so, and how to get past it.
+    alone: dict[str, Any] = {"max_new_tokens": 1, "temperature": 1.0, knob: value}
+    try:
+        check_sampling(**alone)
+    except InvalidArgument as error:
+        message = (
+            f"the checkpoint's generation_config.json recommends {knob}={value!r}, which is not "
+            f"sound ({error}); pass {knob}= yourself, or use_generation_config=False"
+        )
+        raise InvalidArgument(message) from error
+
+
 def resolve_sampling(
     recommended: Mapping[str, Any] | None,
     *,
@@ -232,6 +245,9 @@ def resolve_sampling(
             chosen[knob], sources[knob] = stated[knob], "generation_config"
         else:
             chosen[knob], sources[knob] = default, "default"
+    for knob, source in sources.items():
+        if source == "generation_config":
+            _check_recommended(knob, chosen[knob])
     checked = check_sampling(
         max_new_tokens=max_new_tokens,
         seed=seed,
