@@ -246,7 +246,14 @@ class FakeModel(ModelBase):
         temperature = arguments["temperature"]
         if self.flaw == "own_refusals" and isinstance(temperature, int | float) and temperature < 0:
             raise CapabilityUnsupported("the fake backend samples only at temperature >= 0")
-        return self.resolve_sampling(**arguments)
+        sampling = self.resolve_sampling(**arguments)
+        unserved = sampling.n_logprobs or sampling.prompt_logprobs is not None
+        neutral = (sampling.presence_penalty, sampling.frequency_penalty) == (0.0, 0.0)
+        if unserved or not neutral or sampling.repetition_penalty != 1.0 or sampling.min_p:
+            # The fake samples from its own scores only; it refuses what it would ignore.
+            message = "the fake backend serves no logprobs, penalties or min_p"
+            raise CapabilityUnsupported(message)
+        return sampling
 
     # --- the forward pass -----------------------------------------------------------------------
     def _forward(
