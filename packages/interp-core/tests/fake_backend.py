@@ -23,7 +23,7 @@ from interp_core.facts import ModelFacts
 from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, absence_reason, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
-from interp_core.sampling import Sampling, check_lens_top_k, check_sampling
+from interp_core.sampling import Sampling, check_lens_top_k
 from interp_core.steering import (
     SteeringSpec,
     active_steering,
@@ -52,7 +52,7 @@ FAMILIES = {
 # InterpModel.generate's sampling defaults, which the fake's generations start from.
 GENERATE_DEFAULTS = {
     "max_new_tokens": 64,
-    "temperature": 1.0,
+    "temperature": None,  # unset: resolve_sampling decides (checkpoint, else library default)
     "top_k": None,
     "top_p": None,
     "seed": None,
@@ -244,9 +244,16 @@ class FakeModel(ModelBase):
 
     def _sampling(self, **arguments: Any) -> Sampling:
         temperature = arguments["temperature"]
-        if self.flaw == "own_refusals" and temperature < 0:
+        if self.flaw == "own_refusals" and isinstance(temperature, int | float) and temperature < 0:
             raise CapabilityUnsupported("the fake backend samples only at temperature >= 0")
-        return check_sampling(**arguments)
+        sampling = self.resolve_sampling(**arguments)
+        unserved = sampling.n_logprobs or sampling.prompt_logprobs is not None
+        neutral = (sampling.presence_penalty, sampling.frequency_penalty) == (0.0, 0.0)
+        if unserved or not neutral or sampling.repetition_penalty != 1.0 or sampling.min_p:
+            # The fake samples from its own scores only; it refuses what it would ignore.
+            message = "the fake backend serves no logprobs, penalties or min_p"
+            raise CapabilityUnsupported(message)
+        return sampling
 
     # --- the forward pass -----------------------------------------------------------------------
     def _forward(
@@ -393,7 +400,7 @@ class FakeModel(ModelBase):
         prompt = self._rows(tokens)[0]
         generated = [t async for t, _ in self._steps(tokens, sampling, specs)]
         text = "".join(self._piece(t) for t in generated)
-        return Generation(text, generated, prompt, "length")
+        return Generation(text, generated, prompt, "length", sampling=sampling)
 
     async def generate_stream(
         self, tokens: Any, *, steering: Any = None, **arguments: Any

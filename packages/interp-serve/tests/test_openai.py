@@ -136,7 +136,7 @@ def test_inline_activations(server: Any, local: Any, client: Any) -> None:
 
 def test_unserved_fields_are_refused_not_ignored(client: Any) -> None:
     with pytest.raises(openai.BadRequestError) as error:
-        client.completions.create(model=_name(client), prompt="x", max_tokens=2, n=2)
+        client.completions.create(model=_name(client), prompt="x", max_tokens=2, n=2, stream=True)
     assert "n=2" in str(error.value)
     with pytest.raises(openai.BadRequestError) as error:
         client.completions.create(model="other-model", prompt="x", max_tokens=2)

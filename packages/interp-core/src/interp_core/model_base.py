@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from interp_core.address import Address
 from interp_core.chat import ChatSpans, message_spans
 from interp_core.errors import CapabilityUnsupported, GradientsUnsupported, InvalidArgument
-from interp_core.sampling import check_lens_layers
+from interp_core.generation_config import read_generation_config, recommended_sampling
+from interp_core.sampling import Sampling, check_lens_layers, resolve_sampling
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -83,13 +84,36 @@ class ModelBase:
     def d_model(self) -> int:
         return self._facts.d_model
 
+    # --- the checkpoint's sampling ---------------------------------------------------------------
+    def _generation_config_source(self) -> Any:
+        """Where the checkpoint's generation_config.json is looked for: the model id or folder.
+        A backend whose checkpoint lies elsewhere (a server's, on remote) overrides this."""
+        return self._model_id
+
+    @property
+    def recommended_sampling(self) -> dict[str, Any]:
+        """The sampling knobs the checkpoint's generation_config.json states (see
+        `interp_core.generation_config`); empty when it has no such file on disk."""
+        cached = self.__dict__.get("_recommended")
+        if cached is None:
+            source = self._generation_config_source()
+            cached = recommended_sampling(read_generation_config(source)) if source else {}
+            self.__dict__["_recommended"] = cached
+        return dict(cached)
+
+    def resolve_sampling(self, **arguments: Any) -> Sampling:
+        """A generation's keywords (max_new_tokens, seed, the knobs, n_logprobs,
+        prompt_logprobs, use_generation_config) checked and decided against this checkpoint's
+        recommendation; every backend's generation calls this before any work."""
+        return resolve_sampling(self.recommended_sampling, **arguments)
+
     # --- conveniences over capture and generate -------------------------------------------------
     async def generate_text(
         self,
         prompt: Any,
         *,
         max_tokens: int = 200,
-        temperature: float = 1.0,
+        temperature: float | None = None,
         seed: int | None = None,
         top_k: int | None = None,
         top_p: float | None = None,

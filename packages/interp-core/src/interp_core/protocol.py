@@ -141,23 +141,42 @@ class InterpModel(Protocol):
         tokens: Tokens,
         *,
         max_new_tokens: int = 64,
-        temperature: float = 1.0,
+        temperature: float | None = None,
         top_k: int | None = None,
         top_p: float | None = None,
         seed: int | None = None,
         steering: Steering = None,
-    ) -> Generation: ...
+        min_p: float | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        repetition_penalty: float | None = None,
+        n_logprobs: int = 0,
+        prompt_logprobs: int | None = None,
+        use_generation_config: bool = True,
+    ) -> Generation:
+        """One completion. A sampling knob left None takes the checkpoint's generation_config.json
+        value unless `use_generation_config=False`, else the library default
+        (`interp_core.sampling.resolve_sampling`); the result's `.sampling` reports the settings
+        used. `n_logprobs` alternatives per generated token, `prompt_logprobs` per prompt token."""
+        ...
 
     def generate_stream(
         self,
         tokens: Tokens,
         *,
         max_new_tokens: int = 64,
-        temperature: float = 1.0,
+        temperature: float | None = None,
         top_k: int | None = None,
         top_p: float | None = None,
         seed: int | None = None,
         steering: Steering = None,
+        min_p: float | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        repetition_penalty: float | None = None,
+        n_logprobs: int = 0,
+        prompt_logprobs: int | None = None,
+        use_generation_config: bool = True,
     ) -> AsyncIterator[GenerationStep]:
         """Async iterator of steps whose texts concatenate to what `generate` returns."""
         ...
@@ -195,7 +214,7 @@ class InterpModel(Protocol):
         prompt: str | Tokens,
         *,
         max_tokens: int = 200,
-        temperature: float = 1.0,
+        temperature: float | None = None,
         seed: int | None = None,
         top_k: int | None = None,
         top_p: float | None = None,

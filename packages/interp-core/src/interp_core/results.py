@@ -14,7 +14,43 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Generation", "GenerationStep", "LensPrediction", "LensResult", "Support"]
+__all__ = [
+    "Generation",
+    "GenerationStep",
+    "LensPrediction",
+    "LensResult",
+    "Support",
+    "TokenLogprobs",
+    "top_pairs",
+]
+
+# (token id, log-probability) pairs, most probable first.
+TopLogprobs = tuple[tuple[int, float], ...]
+
+
+def top_pairs(pairs: Any) -> TopLogprobs:
+    """`pairs` of (token id, log-probability) as plain ints and floats, in the order given."""
+    return tuple((int(token), float(logprob)) for token, logprob in pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprobs:
+    """One position's token and its alternatives, as log-probabilities of the model's own
+    distribution (log_softmax of the raw logits: before penalties, temperature and filtering,
+    vLLM's default "raw_logprobs" meaning).
+
+    `token_id` is the token that was generated (or, for a prompt position, the prompt's token);
+    `logprob` is its log-probability; `top` are the `n` most probable tokens, best first.
+    """
+
+    token_id: int
+    logprob: float
+    top: TopLogprobs = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "token_id", int(self.token_id))
+        object.__setattr__(self, "logprob", float(self.logprob))
+        object.__setattr__(self, "top", top_pairs(self.top))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +99,13 @@ class Generation:
     `token_ids` are the generated tokens only (the prompt is in `prompt_token_ids`); `text` is
     their decoding. `finish_reason` is "length" when `max_new_tokens` ran out, "stop" at an
     end-of-sequence token, or a backend's own word. `output` is the backend's native result.
+
+    `sampling` is the `interp_core.sampling.Sampling` the generation ran with (every knob
+    decided, and `sampling.sources` says whether the caller, the checkpoint's
+    generation_config.json or the library default decided it). `logprobs` holds one
+    `TokenLogprobs` per generated token when `n_logprobs` was asked for (else None);
+    `prompt_logprobs` one per prompt token when `prompt_logprobs` was asked for, None at
+    position 0, which no token predicts.
     """
 
     text: str
@@ -70,11 +113,23 @@ class Generation:
     prompt_token_ids: tuple[int, ...] = ()
     finish_reason: str | None = None
     output: Any = field(default=None, compare=False, repr=False)
+    sampling: Any = field(default=None, compare=False)
+    logprobs: tuple[TokenLogprobs, ...] | None = field(default=None, compare=False)
+    prompt_logprobs: tuple[TokenLogprobs | None, ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # Callers pass lists; a frozen result should not alias their mutable list.
         object.__setattr__(self, "token_ids", tuple(int(t) for t in self.token_ids))
         object.__setattr__(self, "prompt_token_ids", tuple(int(t) for t in self.prompt_token_ids))
+        if self.logprobs is not None:
+            object.__setattr__(self, "logprobs", tuple(self.logprobs))
+        if self.prompt_logprobs is not None:
+            object.__setattr__(self, "prompt_logprobs", tuple(self.prompt_logprobs))
+
+    @property
+    def top_logprobs(self) -> tuple[TopLogprobs, ...]:
+        """Each generated token's alternatives, best first (empty without `n_logprobs`)."""
+        return tuple(entry.top for entry in self.logprobs or ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +146,13 @@ class GenerationStep:
     logprob: float | None = None
     finished: bool = False
     finish_reason: str | None = None
+    # With n_logprobs: the (token id, raw log-probability) alternatives at this step, best first.
+    top_logprobs: TopLogprobs = ()
+    # The settings the stream runs with; set on the first step.
+    sampling: Any = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "top_logprobs", top_pairs(self.top_logprobs))
 
 
 @dataclass(frozen=True, slots=True)

@@ -275,11 +275,18 @@ def generate(
     tokens: Tokens,
     *,
     max_new_tokens: int = 64,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
     steering: Steering = None,
+    min_p: float | None = None,
+    presence_penalty: float | None = None,
+    frequency_penalty: float | None = None,
+    repetition_penalty: float | None = None,
+    n_logprobs: int = 0,
+    prompt_logprobs: int | None = None,
+    use_generation_config: bool = True,
 ) -> Generation:
     """Blocking `model.generate(...)`."""
     return cast(
@@ -296,6 +303,13 @@ def generate(
                 top_p=top_p,
                 seed=seed,
                 steering=steering,
+                min_p=min_p,
+                presence_penalty=presence_penalty,
+                frequency_penalty=frequency_penalty,
+                repetition_penalty=repetition_penalty,
+                n_logprobs=n_logprobs,
+                prompt_logprobs=prompt_logprobs,
+                use_generation_config=use_generation_config,
             ),
         ),
     )
@@ -306,11 +320,18 @@ def generate_stream(
     tokens: Tokens,
     *,
     max_new_tokens: int = 64,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
     steering: Steering = None,
+    min_p: float | None = None,
+    presence_penalty: float | None = None,
+    frequency_penalty: float | None = None,
+    repetition_penalty: float | None = None,
+    n_logprobs: int = 0,
+    prompt_logprobs: int | None = None,
+    use_generation_config: bool = True,
 ) -> Iterator[GenerationStep]:
     """Blocking iterator over `model.generate_stream(...)`.
 
@@ -331,6 +352,13 @@ def generate_stream(
         top_p=top_p,
         seed=seed,
         steering=steering,
+        min_p=min_p,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        repetition_penalty=repetition_penalty,
+        n_logprobs=n_logprobs,
+        prompt_logprobs=prompt_logprobs,
+        use_generation_config=use_generation_config,
     )
     return _iterate(model, stream, context)
 
@@ -462,7 +490,7 @@ def generate_text(
     prompt: str | Tokens,
     *,
     max_tokens: int = 200,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     seed: int | None = None,
     top_k: int | None = None,
     top_p: float | None = None,

@@ -162,20 +162,38 @@ def position_ids(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(dim=-1) - 1).clamp(min=0)
 
 
+# generate()'s keywords beyond the tokens; None for a knob means "unset": the checkpoint's
+# generation_config.json decides it, else the library default (interp_core.sampling).
+GENERATE_KEYWORDS = (
+    "max_new_tokens",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "seed",
+    "n_logprobs",
+    "prompt_logprobs",
+    "use_generation_config",
+    "steering",
+)
+
+
 def gen_defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "steering"}
-    unknown = set(kwargs) - allowed
+    unknown = set(kwargs) - set(GENERATE_KEYWORDS)
     if unknown:
-        message = f"generate() got unknown arguments {sorted(unknown)}; it takes {sorted(allowed)}"
+        message = (
+            f"generate() got unknown arguments {sorted(unknown)}; it takes "
+            f"{sorted(GENERATE_KEYWORDS)}"
+        )
         raise CapabilityUnsupported(message)
-    return {
-        "max_new_tokens": kwargs.get("max_new_tokens", 64),
-        "temperature": kwargs.get("temperature", 1.0),
-        "top_k": kwargs.get("top_k"),
-        "top_p": kwargs.get("top_p"),
-        "seed": kwargs.get("seed"),
-        "steering": kwargs.get("steering"),
-    }
+    chosen = {key: kwargs.get(key) for key in GENERATE_KEYWORDS}
+    chosen["max_new_tokens"] = kwargs.get("max_new_tokens", 64)
+    chosen["n_logprobs"] = kwargs.get("n_logprobs", 0)
+    chosen["use_generation_config"] = kwargs.get("use_generation_config", True)
+    return chosen
 
 
 def _as_ids(tokens: Any) -> torch.Tensor:

@@ -38,12 +38,19 @@ from interp_core.facts import ModelFacts
 from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.readouts import lens_from_layers
-from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
+from interp_core.results import (
+    Generation,
+    GenerationStep,
+    LensPrediction,
+    LensResult,
+    Support,
+    TokenLogprobs,
+)
 from interp_core.sampling import (
+    Sampling,
     check_lens_layers,
     check_lens_point,
     check_lens_top_k,
-    check_sampling,
 )
 from interp_core.steering import SteeringSpec
 from interp_core.steering_lens import special_token_ids
@@ -60,7 +67,8 @@ from interp_eager.arguments import (
     gen_defaults,
     position_ids,
 )
-from interp_eager.generation import decode_steps
+from interp_eager.generation import Step, decode_steps
+from interp_eager.generation import prompt_logprobs as prompt_logprobs_of
 from interp_eager.hooks import HookSession, Write
 from interp_eager.loading import (
     bnb_config,
@@ -466,8 +474,9 @@ class EagerModel(EagerReadouts, ModelBase):
         )
 
     # --- generation -----------------------------------------------------------------------------
-    def _decode_steps(self, tokens: Any, **arguments: Any) -> Iterator[tuple[int, float, bool]]:
-        """Checked decoding steps (see `_prepare_decoding`); checking holds the model."""
+    def _decode_steps(self, tokens: Any, **arguments: Any) -> tuple[Sampling, Iterator[Step]]:
+        """The decided sampling and the checked decoding steps (see `_prepare_decoding`);
+        checking holds the model."""
         with self._serving():
             return self._prepare_decoding(tokens, **arguments)
 
@@ -475,20 +484,11 @@ class EagerModel(EagerReadouts, ModelBase):
         self,
         tokens: Any,
         *,
-        max_new_tokens: int,
-        temperature: float,
-        top_k: int | None,
-        top_p: float | None,
-        seed: int | None,
         steering: Any,
-    ) -> Iterator[tuple[int, float, bool]]:
-        sampling = check_sampling(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
+        on_prompt: Any = None,
+        **arguments: Any,
+    ) -> tuple[Sampling, Iterator[Step]]:
+        sampling = self.resolve_sampling(**arguments)
         ids = self._tokens(tokens)
         if ids.shape[0] != 1:
             message = (
@@ -511,7 +511,7 @@ class EagerModel(EagerReadouts, ModelBase):
             f"{sampling.max_new_tokens} new ones (the last is never fed back)"
         )
         writes = self._writes(steering, (length, call), ids.tolist())
-        return decode_steps(
+        steps = decode_steps(
             self.hf_model,
             ids,
             writes,
@@ -519,20 +519,38 @@ class EagerModel(EagerReadouts, ModelBase):
             eos=self._eos_ids(),
             context=limit,
             guard=self._serving,
+            on_prompt=on_prompt,
         )
+        return sampling, steps
 
     def generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
+        prompt_rows: list[Any] = []
         with self._serving():
             ids = self._tokens(tokens)
-            steps = list(self._decode_steps(ids, **gen_defaults(kwargs)))
-        generated = [token for token, _, _ in steps]
+            sampling, steps_iter = self._decode_steps(
+                ids, on_prompt=prompt_rows.append, **gen_defaults(kwargs)
+            )
+            steps = list(steps_iter)
+        generated = [step.token for step in steps]
         eos = self._eos_ids()
         finish = "stop" if generated and generated[-1] in eos else "length"
+        logprobs = None
+        if sampling.n_logprobs:
+            # The sampled token's entry is its raw logprob, as the alternatives are.
+            logprobs = tuple(TokenLogprobs(s.token, s.raw_logprob, s.top) for s in steps)
+        prompt_logprobs = None
+        if sampling.prompt_logprobs is not None and prompt_rows:
+            prompt_logprobs = prompt_logprobs_of(
+                prompt_rows[0], ids[0].tolist(), sampling.prompt_logprobs
+            )
         return Generation(
             text=self.tokenizer.decode(generated, skip_special_tokens=True),
             token_ids=generated,
             prompt_token_ids=ids[0].tolist(),
             finish_reason=finish,
+            sampling=sampling,
+            logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
         )
 
     async def generate(self, tokens: Any, **kwargs: Any) -> Generation:
@@ -543,22 +561,25 @@ class EagerModel(EagerReadouts, ModelBase):
 
         Step texts concatenate to `generate`'s text. A token that ends inside a multi-byte
         character emits no text yet (decoding it alone gives U+FFFD); its characters arrive
-        with the token that completes them, or with the last step.
+        with the token that completes them, or with the last step. The first step carries the
+        sampling settings used.
         """
-        steps = self._decode_steps(tokens, **gen_defaults(kwargs))
+        sampling, steps = self._decode_steps(tokens, **gen_defaults(kwargs))
         eos = self._eos_ids()
         generated: list[int] = []
         emitted = ""
-        for index, (token, logprob, last) in enumerate(steps):
+        for index, (token, logprob, last, top, _) in enumerate(steps):
             generated.append(token)
             text = self.tokenizer.decode(generated, skip_special_tokens=True)
+            used = sampling if index == 0 else None
             if last:
                 finish = "stop" if token in eos else "length"
-                yield GenerationStep(index, token, text[len(emitted) :], logprob, True, finish)
+                delta = text[len(emitted) :]
+                yield GenerationStep(index, token, delta, logprob, True, finish, top, used)
                 return
             delta = "" if text.endswith("\ufffd") else text[len(emitted) :]
             emitted += delta
-            yield GenerationStep(index, token, delta, logprob)
+            yield GenerationStep(index, token, delta, logprob, top_logprobs=top, sampling=used)
             await asyncio.sleep(0)
 
     async def capture_generation(

@@ -1,11 +1,14 @@
 """The OpenAI-compatible routes: /v1/models, /v1/completions, /v1/chat/completions.
 
 Existing OpenAI clients work unchanged: same request fields, same response and stream-chunk
-shapes, errors in the `{"error": {...}}` form. Fields the engine does not serve (`n` > 1, `stop`,
-`logprobs`, `echo`, penalties) are refused with a reason instead of silently ignored. The
-optional `interp` object adds capture (over prompt and generated tokens), steering and a logit
-lens; the response then carries an `interp` object with the generated token ids, the capture's
-handle and metadata, and the lens.
+shapes, errors in the `{"error": {...}}` form. Penalties, `min_p`, `repetition_penalty` and
+`logprobs` / `top_logprobs` are served (logprobs in OpenAI's shape, `interp_serve.openai_logprobs`);
+a sampling field left out follows the checkpoint's generation_config.json, and the settings used
+are in the response's `interp.sampling`; `n` > 1 gives n choices. Fields the engine does not
+serve (`stop`, `echo`, logprobs or `n` > 1 on a stream) are refused with a reason instead of
+silently ignored. The optional `interp` object adds capture (over prompt and generated
+tokens), steering and a logit lens; the response then carries an `interp` object with the
+generated token ids, the capture's handle and metadata, and the lens.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from interp_core.errors import CapabilityUnsupported
+from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_core.sampling import SEED_LIMIT
 from interp_serve.errors import status_of
+from interp_serve.openai_logprobs import chat_logprobs, completion_logprobs, requested_logprobs
 from interp_serve.schemas import ChatRequest, CompletionRequest
 from interp_serve.service import Service
 from interp_serve.wire import (
@@ -34,6 +39,9 @@ __all__ = ["router"]
 
 router = APIRouter()
 
+# Completions one request may ask for; each is a full generation on the backend.
+_MAX_N = 16
+
 
 def _service(request: Request) -> Service:
     return request.app.state.service
@@ -42,16 +50,14 @@ def _service(request: Request) -> Service:
 def _refuse_unserved(body: Any) -> None:
     """Refuse OpenAI fields the engine does not serve, naming each."""
     unserved = []
-    if body.n != 1:
-        unserved.append(f"n={body.n} (one completion per request; send n requests)")
+    if body.n != 1 and (body.stream or (body.interp is not None and body.interp.capture)):
+        unserved.append(f"n={body.n} with a stream or a capture (send n requests)")
     if body.stop:
         unserved.append("stop (stop sequences; cut the text client-side)")
-    if body.logprobs not in (None, False):
-        unserved.append("logprobs (stream with an interp object: each step carries its logprob)")
     if body.echo:
         unserved.append("echo (the prompt's token ids are in the interp object)")
-    if body.presence_penalty or body.frequency_penalty:
-        unserved.append("presence_penalty/frequency_penalty")
+    if body.stream and body.logprobs not in (None, False):
+        unserved.append("logprobs with stream: true (each step's interp.step has top_logprobs)")
     if unserved:
         message = f"this server does not serve {'; '.join(unserved)}; leave those fields out"
         raise CapabilityUnsupported(message)
@@ -63,14 +69,34 @@ def _refuse_unserved(body: Any) -> None:
         raise CapabilityUnsupported(message)
 
 
-def _sampling(body: Any) -> dict[str, Any]:
-    return {
+def _sampling(body: Any, *, chat: bool) -> dict[str, Any]:
+    options = body.interp
+    top = requested_logprobs(body, chat=chat)
+    extra = options.n_logprobs if options is not None else 0
+    # The sampled token's own logprob comes with the alternatives, so ask for at least one;
+    # a malformed interp.n_logprobs goes on as given, for the core to refuse in its words.
+    wanted = max(top or 0, 0 if top is None else 1)
+    n_logprobs = max(wanted, extra) if _int(extra) else extra
+    chosen = {
         "max_new_tokens": body.max_tokens,
         "temperature": body.temperature,
         "top_k": body.top_k,
         "top_p": body.top_p,
+        "min_p": body.min_p,
+        "presence_penalty": body.presence_penalty,
+        "frequency_penalty": body.frequency_penalty,
+        "repetition_penalty": body.repetition_penalty,
+        "use_generation_config": body.use_generation_config,
         "seed": body.seed,
+        "n_logprobs": n_logprobs,
     }
+    if options is not None and options.prompt_logprobs is not None:
+        chosen["prompt_logprobs"] = options.prompt_logprobs
+    return chosen
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @router.get("/v1/models", summary="The served model")
@@ -113,8 +139,8 @@ async def _answer(
         if options is not None
         else []
     )
-    sampling = _sampling(body)
-    meta: dict[str, Any] | None = {} if options is not None else None
+    sampling = _sampling(body, chat=chat)
+    meta: dict[str, Any] = {}
     if options is not None and options.lens is not None:
         lens = options.lens
         result = await service.logit_lens(
@@ -122,15 +148,23 @@ async def _answer(
         )
         meta["lens"] = lens_to_json(result)
     if body.stream:
-        return await _stream(service, body, tokens, specs, sampling, meta, chat=chat)
+        shown = meta if options is not None else None
+        return await _stream(service, body, tokens, specs, sampling, shown, chat=chat)
     if options is not None and options.capture:
-        for key in ("top_k", "top_p"):
-            if sampling.pop(key) is not None:
+        for key in list(sampling):
+            if key in ("max_new_tokens", "temperature", "seed"):
+                continue
+            # Each other knob must be left at its "not asked for" value.
+            unasked = {"n_logprobs": 0, "use_generation_config": True}.get(key)
+            value = sampling.pop(key)
+            if value != unasked or type(value) is not type(unasked):
                 message = (
                     f"{key} with interp.capture is not served: a captured generation samples "
                     f"with temperature and seed only; leave {key} out"
                 )
                 raise CapabilityUnsupported(message)
+        if sampling["temperature"] is None:
+            sampling.pop("temperature")  # capture_generation's own default: greedy
         generation, cache = await service.capture_generation(
             tokens, options.capture, specs, request.is_disconnected, **sampling
         )
@@ -140,15 +174,53 @@ async def _answer(
             "generated": [prompt, prompt + len(generation.token_ids) - 1],
         }
         meta.update(await service.keep(cache, options.inline, positions, request.state.owner))
+        generations = [generation]
     else:
-        generation = await service.generate(tokens, specs, request.is_disconnected, **sampling)
-    service.metrics.tokens.inc(len(generation.token_ids))
-    if meta is not None:
-        meta.update(generation_to_json(generation))
-    return _completion_body(service, generation, meta, chat=chat)
+        generations = [
+            await service.generate(tokens, specs, request.is_disconnected, **options)
+            for options in _samples(body, sampling)
+        ]
+        generation = generations[0]
+    for one in generations:
+        service.metrics.tokens.inc(len(one.token_ids))
+    meta.update(generation_to_json(generation))  # with `sampling`: the settings used
+    top = requested_logprobs(body, chat=chat)
+    body_json = _completion_body(service, generation, meta, chat=chat, top=top)
+    if len(generations) > 1:
+        _more_choices(service, body_json, generations, meta, chat=chat, top=top)
+    return body_json
 
 
-def _completion_body(service: Service, generation: Any, meta: Any, *, chat: bool) -> dict:
+def _samples(body: Any, sampling: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sampling of each of `n` completions: sample i runs with seed + i when a seed is
+    given (so the n differ and the request stays repeatable), fresh randomness otherwise."""
+    if not isinstance(body.n, int) or isinstance(body.n, bool) or not 1 <= body.n <= _MAX_N:
+        message = f"n={body.n!r} must be an int in [1, {_MAX_N}]: completions per prompt"
+        raise InvalidArgument(message)
+    seed = sampling.get("seed")
+    if body.n > 1 and seed is not None and isinstance(seed, int):
+        return [{**sampling, "seed": (seed + i) % SEED_LIMIT} for i in range(body.n)]
+    return [dict(sampling) for _ in range(body.n)]
+
+
+def _more_choices(
+    service: Service, answer: dict, generations: list[Any], meta: Any, *, chat: bool, top: Any
+) -> None:
+    # Choices 1..n-1 in the same shape as choice 0; each one's ids and settings in interp.choices.
+    for index, generation in enumerate(generations[1:], start=1):
+        extra = _completion_body(service, generation, None, chat=chat, top=top)["choices"][0]
+        extra["index"] = index
+        answer["choices"].append(extra)
+    meta["choices"] = [generation_to_json(g) for g in generations]
+    usage = answer["usage"]
+    usage["completion_tokens"] = sum(len(g.token_ids) for g in generations)
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+def _completion_body(
+    service: Service, generation: Any, meta: Any, *, chat: bool, top: int | None = None
+) -> dict:
+    tokenizer = service.model.tokenizer
     prompt_n = len(generation.prompt_token_ids)
     usage = {
         "prompt_tokens": prompt_n,
@@ -160,6 +232,7 @@ def _completion_body(service: Service, generation: Any, meta: Any, *, chat: bool
             "index": 0,
             "message": {"role": "assistant", "content": generation.text},
             "finish_reason": generation.finish_reason,
+            "logprobs": None if top is None else chat_logprobs(tokenizer, generation, top),
         }
         kind, prefix = "chat.completion", "chatcmpl-"
     else:
@@ -167,7 +240,7 @@ def _completion_body(service: Service, generation: Any, meta: Any, *, chat: bool
             "index": 0,
             "text": generation.text,
             "finish_reason": generation.finish_reason,
-            "logprobs": None,
+            "logprobs": None if top is None else completion_logprobs(tokenizer, generation, top),
         }
         kind, prefix = "text_completion", "cmpl-"
     body: dict[str, Any] = {

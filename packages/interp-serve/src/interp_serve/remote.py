@@ -42,6 +42,21 @@ from interp_serve.wire import (
     support_from_json,
 )
 
+# generate()'s sampling keywords that travel as top-level completion fields.
+_GENERATE_KNOBS = frozenset(
+    {
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "use_generation_config",
+    }
+)
+
 __all__ = ["KEY_ENV", "RemoteBackend", "RemoteModel"]
 
 KEY_ENV = "INTERP_API_KEY"
@@ -336,14 +351,14 @@ class RemoteModel(RemoteReadouts, ModelBase):
         stream: bool,
         *,
         max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
         steering: Any = None,
+        n_logprobs: int = 0,
+        prompt_logprobs: int | None = None,
+        **knobs: Any,
     ) -> dict:
         """The completions request of one generation; its keywords are `InterpModel.generate`'s,
-        which `generate` and `generate_stream` pass on."""
+        which `generate` and `generate_stream` pass on. Only the knobs the caller set travel:
+        an unset one is decided on the server, against the checkpoint it serves."""
         ids = nested_ids(tokens)
         if ids and isinstance(ids[0], list):
             if len(ids) != 1:
@@ -353,16 +368,24 @@ class RemoteModel(RemoteReadouts, ModelBase):
                 )
                 raise CapabilityUnsupported(message)
             ids = ids[0]
+        unknown = sorted(set(knobs) - _GENERATE_KNOBS)
+        if unknown:
+            message = (
+                f"generate() got unknown arguments {unknown}; it takes {sorted(_GENERATE_KNOBS)}"
+            )
+            raise CapabilityUnsupported(message)
+        interp: dict[str, Any] = {"steering": self._steering(steering)}
+        if n_logprobs:
+            interp["n_logprobs"] = n_logprobs
+        if prompt_logprobs is not None:
+            interp["prompt_logprobs"] = prompt_logprobs
         return {
             "model": self._served_name,
             "prompt": ids,
             "max_tokens": max_new_tokens,
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "seed": seed,
+            **{key: value for key, value in knobs.items() if value is not None},
             "stream": stream,
-            "interp": {"steering": self._steering(steering)},
+            "interp": interp,
         }
 
     async def generate(self, tokens: Any, **sampling: Any) -> Generation:

@@ -1,7 +1,7 @@
 """The request bodies the server accepts, as pydantic models (they also make the OpenAPI schema).
 
 Unknown fields are refused, not ignored: a client asking for something the server does not do
-(`n: 4`, `logprobs`, a misspelt option) is told so. Sampling arguments are typed loosely here on
+(`n: 4`, `stop`, a misspelt option) is told so. Sampling arguments are typed loosely here on
 purpose: the core's own checks (`interp_core.sampling`) refuse bad values with the same words
 the library uses, so a request over HTTP and a call in-process fail alike.
 """
@@ -81,23 +81,41 @@ class InterpOptions(BaseModel):
     )
     lens: LensOptions | None = Field(None, description="a logit lens over the prompt")
     inline: bool = Field(False, description="also return small captures as nested lists")
+    n_logprobs: Any = Field(
+        0, description="alternatives per generated token, by id, in interp.logprobs (0 to 20)"
+    )
+    prompt_logprobs: Any = Field(
+        None, description="alternatives per prompt token, in interp.prompt_logprobs (0 to 20)"
+    )
 
 
 class _Sampling(BaseModel):
     model_config = _STRICT
     model: str = Field(description="the served model name (GET /v1/models)")
     max_tokens: Any = Field(16, description="tokens to generate at most")
-    temperature: Any = Field(1.0, description="0 is greedy")
+    temperature: Any = Field(
+        None, description="0 is greedy; unset: the checkpoint's generation_config.json, else 1"
+    )
     top_p: Any = None
     top_k: Any = None
+    min_p: Any = None
+    repetition_penalty: Any = Field(
+        None, description="HF's and vLLM's: seen tokens' logits divided (>0) or multiplied (<0)"
+    )
+    use_generation_config: Any = Field(
+        True, description="unset knobs follow the checkpoint's generation_config.json"
+    )
     seed: Any = None
     stream: bool = Field(False, description="answer as server-sent events")
-    n: int = Field(1, description="completions per prompt; only 1 is served")
+    n: Any = Field(1, description="completions per prompt (1 to 16; 1 with stream or capture)")
     stop: str | list[str] | None = Field(None, description="not served: must be absent")
-    logprobs: Any = Field(None, description="not served: must be absent")
+    logprobs: Any = Field(
+        None, description="completions: alternatives per token (int); chat: true for logprobs"
+    )
+    top_logprobs: Any = Field(None, description="chat: alternatives per token (0 to 20)")
     echo: bool = Field(False, description="not served: must be false")
-    presence_penalty: float = Field(0.0, description="not served: must be 0")
-    frequency_penalty: float = Field(0.0, description="not served: must be 0")
+    presence_penalty: Any = Field(None, description="minus this once per generated token id")
+    frequency_penalty: Any = Field(None, description="minus this times its count so far")
     user: str | None = Field(None, description="accepted for compatibility; not used")
     stream_options: dict[str, Any] | None = Field(None, description="accepted; not used")
     interp: InterpOptions | None = Field(None, description="capture, steering and lens")

@@ -18,7 +18,15 @@ from typing import Any
 import interp_core.errors as library_errors
 from interp_core.errors import InterpError
 from interp_core.facts import ModelFacts
-from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
+from interp_core.results import (
+    Generation,
+    GenerationStep,
+    LensPrediction,
+    LensResult,
+    Support,
+    TokenLogprobs,
+)
+from interp_core.sampling import Sampling
 from interp_core.steering import as_specs
 from interp_core.writes import spec_from_wire, spec_to_wire
 from interp_serve import errors as serve_errors
@@ -34,6 +42,8 @@ __all__ = [
     "lens_from_json",
     "lens_to_json",
     "nested_ids",
+    "sampling_from_json",
+    "sampling_to_json",
     "spec_from_json",
     "spec_to_json",
     "specs_to_json",
@@ -90,21 +100,79 @@ def specs_to_json(steering: Any) -> list[dict[str, Any]]:
 
 
 # --- results ------------------------------------------------------------------------------------
-def generation_to_json(generation: Generation) -> dict[str, Any]:
+def _finite(value: float) -> float | None:
+    # JSON has no -inf; a zero-probability token keeps its meaning as null.
+    return value if math.isfinite(value) else None
+
+
+def _entry_to_json(entry: TokenLogprobs | None) -> Any:
+    if entry is None:
+        return None
+    top = [[token, _finite(logprob)] for token, logprob in entry.top]
+    return {"token_id": entry.token_id, "logprob": _finite(entry.logprob), "top": top}
+
+
+def _entry_from_json(data: Any) -> TokenLogprobs | None:
+    if data is None:
+        return None
+    minus_inf = float("-inf")
+
+    def value(v: Any) -> float:
+        return minus_inf if v is None else float(v)
+
+    top = [(int(t), value(lp)) for t, lp in data.get("top", ())]
+    return TokenLogprobs(int(data["token_id"]), value(data.get("logprob")), top)
+
+
+def sampling_to_json(sampling: Sampling | None) -> dict[str, Any] | None:
+    """The settings a generation ran with (and where each came from); null when unknown."""
+    if sampling is None:
+        return None
     return {
+        **sampling.as_dict(),
+        "max_new_tokens": sampling.max_new_tokens,
+        "n_logprobs": sampling.n_logprobs,
+        "prompt_logprobs": sampling.prompt_logprobs,
+    }
+
+
+def sampling_from_json(data: Mapping[str, Any] | None) -> Sampling | None:
+    if data is None:
+        return None
+    known = {f.name for f in dataclasses.fields(Sampling)} - {"sources"}
+    return Sampling(
+        **{k: v for k, v in data.items() if k in known}, sources=dict(data.get("sources") or {})
+    )
+
+
+def generation_to_json(generation: Generation) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "text": generation.text,
         "token_ids": list(generation.token_ids),
         "prompt_token_ids": list(generation.prompt_token_ids),
         "finish_reason": generation.finish_reason,
+        "sampling": sampling_to_json(generation.sampling),
     }
+    if generation.logprobs is not None:
+        body["logprobs"] = [_entry_to_json(entry) for entry in generation.logprobs]
+    if generation.prompt_logprobs is not None:
+        body["prompt_logprobs"] = [_entry_to_json(entry) for entry in generation.prompt_logprobs]
+    return body
 
 
 def generation_from_json(data: Mapping[str, Any]) -> Generation:
+    logprobs = data.get("logprobs")
+    prompt_logprobs = data.get("prompt_logprobs")
     return Generation(
         text=data["text"],
         token_ids=data["token_ids"],
         prompt_token_ids=data.get("prompt_token_ids", ()),
         finish_reason=data.get("finish_reason"),
+        sampling=sampling_from_json(data.get("sampling")),
+        logprobs=None if logprobs is None else tuple(_entry_from_json(e) for e in logprobs),
+        prompt_logprobs=(
+            None if prompt_logprobs is None else tuple(_entry_from_json(e) for e in prompt_logprobs)
+        ),
     )
 
 
@@ -120,6 +188,8 @@ def step_to_json(step: GenerationStep) -> dict[str, Any]:
         "logprob": logprob,
         "finished": step.finished,
         "finish_reason": step.finish_reason,
+        "top_logprobs": [[token, _finite(lp)] for token, lp in step.top_logprobs],
+        "sampling": sampling_to_json(step.sampling),
     }
 
 
@@ -131,6 +201,11 @@ def step_from_json(data: Mapping[str, Any]) -> GenerationStep:
         logprob=data.get("logprob"),
         finished=bool(data.get("finished", False)),
         finish_reason=data.get("finish_reason"),
+        top_logprobs=[
+            (int(t), float("-inf") if lp is None else float(lp))
+            for t, lp in data.get("top_logprobs") or ()
+        ],
+        sampling=sampling_from_json(data.get("sampling")),
     )
 
 

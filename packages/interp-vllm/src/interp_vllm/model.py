@@ -61,6 +61,7 @@ from interp_core.sampling import (
 from interp_core.steering import active_steering
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes, spec_to_wire
+from interp_vllm import sampling_params
 from interp_vllm.calls import Installed, ModelCalls
 from interp_vllm.decoding import WorkerDecoding
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
@@ -451,25 +452,12 @@ class VLLMModel(VLLMReadouts, ModelBase):
         *,
         stream: bool = False,
     ) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
+        """The params of an internal request (a capture's one token), decided as given: the
+        checkpoint's recommendations are for generations a caller asks for, not for these."""
         checked = check_sampling(
             max_new_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
         )
-        kwargs: dict[str, Any] = {
-            "max_tokens": checked.max_new_tokens,
-            "temperature": checked.temperature,
-        }
-        if checked.top_k is not None:
-            kwargs["top_k"] = checked.top_k
-        if checked.top_p is not None:
-            kwargs["top_p"] = checked.top_p
-        if checked.seed is not None:
-            kwargs["seed"] = checked.seed
-        if stream:
-            kwargs["output_kind"] = RequestOutputKind.DELTA
-        return SamplingParams(**kwargs)
+        return sampling_params.params(checked, stream=stream)
 
     async def _request(
         self,
@@ -537,20 +525,19 @@ class VLLMModel(VLLMReadouts, ModelBase):
         tokens: Any,
         *,
         max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
         steering: Any = None,
+        **options: Any,
     ) -> Generation:
+        """One generation; unset knobs follow the checkpoint (`ModelBase.resolve_sampling`)."""
         prompt = self._one_prompt(tokens, "generate")
-        params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed)
+        sampling = self.resolve_sampling(max_new_tokens=max_new_tokens, **options)
+        params = sampling_params.params(sampling)
         self._may_write(steering)
         engine = await self._ready()
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         # Straight to the wire: the admitted writes leave this module once, as the request.
         final, _ = await run_request(engine, prompt, params, request_spec([], writes), self._facts)
-        return as_generation(final, prompt)
+        return as_generation(final, prompt, sampling)
 
     def _one_prompt(self, tokens: Any, what: str) -> list[int]:
         prompts = self._prompts(tokens)
@@ -567,15 +554,14 @@ class VLLMModel(VLLMReadouts, ModelBase):
         tokens: Any,
         *,
         max_new_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
         steering: Any = None,
+        **options: Any,
     ) -> AsyncIterator[GenerationStep]:
-        """One step per generated token, texts as vLLM's incremental detokenizer emits them."""
+        """One step per generated token, texts as vLLM's incremental detokenizer emits them;
+        the first step carries the sampling used, each its `n_logprobs` alternatives."""
         prompt = self._one_prompt(tokens, "generate_stream")
-        params = self._sampling(max_new_tokens, temperature, top_k, top_p, seed, stream=True)
+        sampling = self.resolve_sampling(max_new_tokens=max_new_tokens, **options)
+        params = sampling_params.params(sampling, stream=True)
         self._may_write(steering)
         engine = await self._ready()
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
@@ -590,11 +576,14 @@ class VLLMModel(VLLMReadouts, ModelBase):
                     await collect(engine, rid, self._facts)
                 completion = output.outputs[0]
                 ids = list(completion.token_ids)
+                alternatives = sampling_params.token_logprobs(completion, sampling.n_logprobs)
                 for n, token in enumerate(ids):
                     last = output.finished and n == len(ids) - 1
                     text = completion.text if n == len(ids) - 1 else ""
                     reason = completion.finish_reason if last else None
-                    yield GenerationStep(index, int(token), text, None, last, reason)
+                    top = alternatives[n].top if alternatives else ()
+                    used = sampling if index == 0 else None
+                    yield GenerationStep(index, int(token), text, None, last, reason, top, used)
                     index += 1
         except Exception as exc:
             died = engine_death(engine, exc)
@@ -619,14 +608,18 @@ class VLLMModel(VLLMReadouts, ModelBase):
         self._require_hooks("capture_generation")
         prompt = self._one_prompt(tokens, "capture_generation")
         points = to_addresses(points)  # the form before any engine starts; support after
-        params = self._sampling(max_new_tokens, temperature, None, None, seed)
+        # Unset knobs follow the checkpoint, as in generate (and as eager's capture_generation).
+        sampling = self.resolve_sampling(
+            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        )
+        params = sampling_params.params(sampling)
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         final, payload = await self._request(prompt, params, spec)
-        generation = as_generation(final, prompt)
+        generation = as_generation(final, prompt, sampling)
         # The last sampled token is never fed back, so rows cover prompt + generated - 1.
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)

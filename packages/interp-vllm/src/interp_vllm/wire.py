@@ -272,8 +272,11 @@ def _pattern(
     return probs_from_scores(scores, sinks)
 
 
-def as_generation(final: Any, prompt: list[int]) -> Generation:
-    """A finished vLLM `RequestOutput` as the protocol's `Generation`."""
+def as_generation(final: Any, prompt: list[int], sampling: Any = None) -> Generation:
+    """A finished vLLM `RequestOutput` as the protocol's `Generation`, run with `sampling`
+    (an `interp_core.sampling.Sampling`; its logprobs are read when it asked for them)."""
+    from interp_vllm.sampling_params import prompt_logprobs, token_logprobs
+
     completion = final.outputs[0]
     return Generation(
         text=completion.text,
@@ -281,4 +284,9 @@ def as_generation(final: Any, prompt: list[int]) -> Generation:
         prompt_token_ids=tuple(prompt),
         finish_reason=completion.finish_reason,
         output=final,
+        sampling=sampling,
+        logprobs=None if sampling is None else token_logprobs(completion, sampling.n_logprobs),
+        prompt_logprobs=(
+            None if sampling is None else prompt_logprobs(final, prompt, sampling.prompt_logprobs)
+        ),
     )

@@ -405,6 +405,17 @@ def check_generation(
     if not isinstance(generation, Generation):
         problems.add(f"generate returned a {type(generation).__name__}, not a Generation")
         problems.raise_if_any()
+    used = generation.sampling
+    # Every result reports the settings it ran with, and who decided each (the caller here).
+    if (
+        getattr(used, "temperature", None) != 0.0
+        or getattr(used, "sources", {}).get("temperature") != "caller"
+    ):
+        problems.add(
+            f"generate(temperature=0.0).sampling is {used!r}; it must report the settings used "
+            f"(interp_core.sampling.Sampling, from ModelBase.resolve_sampling) with "
+            f"sources['temperature'] == 'caller'"
+        )
     produced = len(generation.token_ids)
     if not 1 <= produced <= max_new_tokens:
         problems.add(f"generate(max_new_tokens={max_new_tokens}) produced {produced} tokens")
