@@ -167,3 +167,43 @@ def test_the_worker_state_is_declared_not_probed(module: str) -> None:
         and str(node.args[1].value).startswith("_interp")
     ]
     assert not probes, f"{module} probes the worker's state: {probes}"
+
+
+def _keywords(function: object) -> dict[str, object]:
+    """A method's parameters after `self`, by name, with their defaults."""
+    import inspect
+
+    parameters = list(inspect.signature(function).parameters.values())[1:]  # type: ignore[arg-type]
+    return {
+        p.name: p.default for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+
+
+def _forwards_keywords(function: object) -> bool:
+    import inspect
+
+    parameters = inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+    return any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+@pytest.mark.parametrize("backend", ["eager", "vllm", "remote"])
+def test_every_delegated_method_keeps_the_protocols_parameters(backend: str) -> None:
+    """A delegate written by hand can drop a keyword the collaborator takes (vLLM's
+    `decode_residuals` once lost `top_k`): each protocol method must accept every parameter
+    the protocol names, with the protocol's default (one that forwards `**kwargs` passes
+    them on unread, so it is left to the conformance kit)."""
+    from interp_core.protocol import ReadoutModel
+
+    cls = _model_classes()[backend]
+    lost = []
+    for name, declared in vars(ReadoutModel).items() | vars(ReadoutModel.__mro__[1]).items():
+        if name.startswith("_") or not callable(declared):
+            continue
+        method = getattr(cls, name)
+        if _forwards_keywords(method):
+            continue
+        accepted = _keywords(method)
+        for parameter, default in _keywords(declared).items():
+            if parameter not in accepted or accepted[parameter] != default:
+                lost.append(f"{name}({parameter}={default!r})")
+    assert not lost, f"{cls.__name__} lost protocol parameters: {sorted(lost)}"

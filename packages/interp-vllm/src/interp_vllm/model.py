@@ -705,8 +705,10 @@ class VLLMModel(ModelBase):
 
         return await readouts.capture_attention(self, tokens, layers)
 
-    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
-        return await self._decoding.decode_residuals(residuals, raw=raw)
+    async def decode_residuals(
+        self, residuals: Any, *, raw: bool = False, top_k: int | None = None
+    ) -> Any:
+        return await self._decoding.decode_residuals(residuals, raw=raw, top_k=top_k)
 
     async def worker_features(
         self, tokens: Any, saes: Sequence[dict[str, Any]], *, top_k: int, steering: Any = None
