@@ -5,8 +5,8 @@ Read from the classes and, for the vLLM collaborators and workers, from the sour
 - Eager, vLLM, remote and the core's fake model derive `interp_core.model_base.ModelBase` and
   redefine none of what it holds (the identity block and the conveniences are written once).
 - `VLLMModel` mixes nothing in: its collaborators (the static tier, the worker SAEs, decoding in
-  the workers, the tokenizer conveniences) are objects it holds, each given a `ModelCalls`; none
-  of them imports the model or touches a private member of it.
+  the workers, the tokenizer conveniences, the read-outs in the workers) are objects it holds,
+  each given a `ModelCalls`; none of them imports the model or touches a private member of it.
 - The vLLM worker's state is one declared object: nothing in the worker modules probes an
   `_interp_*` attribute with getattr/hasattr.
 """
@@ -25,13 +25,21 @@ from interp_core.model_base import ModelBase
 
 ROOT = Path(__file__).resolve().parent.parent
 VLLM = ROOT / "packages/interp-vllm/src/interp_vllm"
-COLLABORATORS = ("static_client.py", "sae_client.py", "decoding.py", "tokens.py", "calls.py")
+COLLABORATORS = (
+    "static_client.py",
+    "sae_client.py",
+    "decoding.py",
+    "tokens.py",
+    "readouts_client.py",
+    "calls.py",
+)
 WORKER_MODULES = (
     "worker.py",
     "worker_state.py",
     "static_worker.py",
     "static_taps.py",
     "sae_worker.py",
+    "readouts_worker.py",
 )
 SHARED = ("model_id", "facts", "n_layers", "d_model")  # the identity block
 SHARED += ("generate_text", "capture_residuals", "message_spans", "message_partition")
@@ -139,7 +147,8 @@ def test_the_model_holds_its_collaborators_rather_than_mixing_them_in() -> None:
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "VLLMModel")
     assert [ast.unparse(b) for b in cls.bases] == ["ModelBase"]
     built = {ast.unparse(n.func) for n in ast.walk(cls) if isinstance(n, ast.Call)}
-    for collaborator in ("ModelCalls", "PromptTokens", "WorkerSAEs", "WorkerDecoding"):
+    collaborators = ("ModelCalls", "PromptTokens", "WorkerSAEs", "WorkerDecoding", "VLLMReadouts")
+    for collaborator in collaborators:
         assert collaborator in built, f"VLLMModel no longer builds its {collaborator}"
     assert "StaticTier.declare" in built
 
@@ -158,3 +167,43 @@ def test_the_worker_state_is_declared_not_probed(module: str) -> None:
         and str(node.args[1].value).startswith("_interp")
     ]
     assert not probes, f"{module} probes the worker's state: {probes}"
+
+
+def _keywords(function: object) -> dict[str, object]:
+    """A method's parameters after `self`, by name, with their defaults."""
+    import inspect
+
+    parameters = list(inspect.signature(function).parameters.values())[1:]  # type: ignore[arg-type]
+    return {
+        p.name: p.default for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+
+
+def _forwards_keywords(function: object) -> bool:
+    import inspect
+
+    parameters = inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+    return any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+@pytest.mark.parametrize("backend", ["eager", "vllm", "remote"])
+def test_every_delegated_method_keeps_the_protocols_parameters(backend: str) -> None:
+    """A delegate written by hand can drop a keyword the collaborator takes (vLLM's
+    `decode_residuals` once lost `top_k`): each protocol method must accept every parameter
+    the protocol names, with the protocol's default (one that forwards `**kwargs` passes
+    them on unread, so it is left to the conformance kit)."""
+    from interp_core.protocol import ReadoutModel
+
+    cls = _model_classes()[backend]
+    lost = []
+    for name, declared in vars(ReadoutModel).items() | vars(ReadoutModel.__mro__[1]).items():
+        if name.startswith("_") or not callable(declared):
+            continue
+        method = getattr(cls, name)
+        if _forwards_keywords(method):
+            continue
+        accepted = _keywords(method)
+        for parameter, default in _keywords(declared).items():
+            if parameter not in accepted or accepted[parameter] != default:
+                lost.append(f"{name}({parameter}={default!r})")
+    assert not lost, f"{cls.__name__} lost protocol parameters: {sorted(lost)}"

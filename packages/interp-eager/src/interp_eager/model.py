@@ -103,7 +103,7 @@ _OWN_FROM_PRETRAINED = frozenset(
 _ATTENTION_MATRICES = {"attn_scores", "attn_probs"}
 
 
-class EagerModel(EagerReadouts, ModelBase):
+class EagerModel(ModelBase):
     """A HF causal LM served in-process; see `interp_core.protocol.InterpModel`.
 
     One model serves one call at a time: every call that runs the model holds its lock for its
@@ -167,6 +167,10 @@ class EagerModel(EagerReadouts, ModelBase):
         self.capture_budget_bytes = check_budget_option(capture_budget_bytes)
         self._lock = threading.RLock()
         self._shut_down = False
+        # Weight rows, probes and fitted lenses (interp_eager.readouts): given what they use.
+        self._readouts = EagerReadouts(
+            self._facts, tree=lambda: self.tree, serving=self._serving, capture=self.capture
+        )
         for issue in known_issues_for(
             self._facts.model_type, transformers_version(), backend="eager"
         ):
@@ -709,7 +713,7 @@ class EagerModel(EagerReadouts, ModelBase):
         point = check_lens_point(point)
         layers, fitted = lens_from_layers(layers)
         chosen = check_lens_layers(layers, self.n_layers)
-        self.check_fitted(fitted, chosen)
+        self._readouts.check_fitted(fitted, chosen)
         read = point
         if self._facts.n_streams > 1 and point == "resid_post":
             read = "resid_streams"
@@ -719,7 +723,7 @@ class EagerModel(EagerReadouts, ModelBase):
         rows = []
         with torch.no_grad():
             for layer, address in zip(chosen, addresses, strict=True):
-                residual = self.fitted_rows(fitted, address, cache[address])
+                residual = self._readouts.fitted_rows(fitted, address, cache[address])
                 logits = self._decode_residuals(residual, raw=False)[0]
                 rows.append(logits)
                 probs = torch.softmax(logits.float(), dim=-1)
@@ -748,6 +752,29 @@ class EagerModel(EagerReadouts, ModelBase):
         self, tokens: Any, layers: Sequence[int]
     ) -> dict[int, dict[str, torch.Tensor]]:
         return await readouts.capture_attention(self, tokens, layers)
+
+    # --- weight rows, probes, fitted lenses: delegated to interp_eager.readouts ---------------
+    async def unembed_rows(self, token_ids: Sequence[int]) -> torch.Tensor:
+        """`W_U[token_ids]`: the `[k, d_model]` rows of the unembedding (lm_head's weight)."""
+        return await self._readouts.unembed_rows(token_ids)
+
+    async def embed_rows(self, token_ids: Sequence[int]) -> torch.Tensor:
+        """`W_E[token_ids]`: the `[k, d_model]` token-embedding rows, as stored."""
+        return await self._readouts.embed_rows(token_ids)
+
+    async def project(
+        self, tokens: Any, directions: Sequence[Any], *, steering: Any = None
+    ) -> list[torch.Tensor]:
+        """Per `DirectionSet`, `[batch, seq, k]` float32 values at its point."""
+        return await self._readouts.project(tokens, directions, steering=steering)
+
+    async def set_lens_jacobians(self, jacobians: Any, *, name: str = "default") -> int:
+        """Hold a fitted lens set `name` on the model's device (None removes it); its bytes."""
+        return await self._readouts.set_lens_jacobians(jacobians, name=name)
+
+    def lens_sets(self) -> dict[str, list[int]]:
+        """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
+        return self._readouts.lens_sets()
 
     def __repr__(self) -> str:
         state = "loaded" if self._tree is not None else "not loaded"

@@ -120,7 +120,7 @@ class _RemoteTokenizer:
         return str(self._model.to_string(list(ids)))
 
 
-class RemoteModel(RemoteReadouts, ModelBase):
+class RemoteModel(ModelBase):
     """An `InterpModel` whose work runs on an interp-serve server."""
 
     binds_event_loop = True  # its async connections belong to the loop that opened them
@@ -154,6 +154,14 @@ class RemoteModel(RemoteReadouts, ModelBase):
         self._served_name = str(info["model"])
         self._server_model_id = str(info["model_id"])
         self._server_backend = str(info["backend"])
+        # Weight rows, decoding, probes and fitted lenses (interp_serve.remote_readouts).
+        self._readouts = RemoteReadouts(
+            self._facts,
+            send=self._asend,
+            get=self._get,
+            steering=self._steering,
+            tensor_type=self._tensor_type,
+        )
 
     # --- identity and facts (model_id: the URL, facts, n_layers, d_model: ModelBase) ------------
     @property
@@ -230,15 +238,19 @@ class RemoteModel(RemoteReadouts, ModelBase):
             self._async[loop] = client
         return client
 
-    async def _apost(self, path: str, body: dict[str, Any]) -> Any:
+    async def _asend(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One async request; an error answer or an unreachable server raised as ours."""
         import httpx
 
         try:
-            response = await self._aclient().post(path, content=_dumps(body), headers=_JSON)
+            response = await self._aclient().request(method, path, **kwargs)
         except httpx.TransportError as error:
             raise self._unreachable(error) from error
         self._raise_for(response)
-        return response.json()
+        return response
+
+    async def _apost(self, path: str, body: dict[str, Any]) -> Any:
+        return (await self._asend("POST", path, content=_dumps(body), headers=_JSON)).json()
 
     async def _direct(self, body: dict[str, Any]) -> tuple[ActivationCache, dict[str, Any]]:
         """A capture answered with the safetensors bytes themselves: one round trip, nothing
@@ -432,7 +444,7 @@ class RemoteModel(RemoteReadouts, ModelBase):
     ) -> LensResult:
         plain, fitted = lens_from_layers(layers)
         if fitted is not None:  # remote_readouts: POST /v1/lens/fitted
-            return await self.fitted_logit_lens(tokens, fitted, top_k, point)
+            return await self._readouts.fitted_logit_lens(tokens, fitted, top_k, point)
         layers = plain
         body = {
             "tokens": nested_ids(tokens),
@@ -449,6 +461,40 @@ class RemoteModel(RemoteReadouts, ModelBase):
             "(attn_scores, attn_probs, v) with capture(), or load the model in-process"
         )
         raise CapabilityUnsupported(message)
+
+    # --- weight rows, decoding, probes, fitted lenses: delegated to remote_readouts -------------
+    async def unembed_rows(self, token_ids: Sequence[int]) -> Any:
+        """`W_U[token_ids]` `[k, d_model]`, read on the server."""
+        return await self._readouts.unembed_rows(token_ids)
+
+    async def embed_rows(self, token_ids: Sequence[int]) -> Any:
+        """`W_E[token_ids]` `[k, d_model]`, read on the server."""
+        return await self._readouts.embed_rows(token_ids)
+
+    async def decode_residuals(
+        self, residuals: Any, *, raw: bool = False, top_k: int | None = None
+    ) -> Any:
+        """Logits (or `TopTokens` with `top_k`) of residuals decoded on the server."""
+        return await self._readouts.decode_residuals(residuals, raw=raw, top_k=top_k)
+
+    async def project(
+        self, tokens: Any, directions: Sequence[Any], *, steering: Any = None
+    ) -> list[Any]:
+        """Per `DirectionSet`, `[batch, seq, k]` float32 values computed on the server."""
+        return await self._readouts.project(tokens, directions, steering=steering)
+
+    async def set_lens_jacobians(
+        self, jacobians: Any, *, name: str = "default", server_file: str | None = None
+    ) -> int:
+        """Install a fitted lens set `name` on the server (None removes it): a mapping, a local
+        path, or `server_file=` naming a file in its `--lens-dir`. Returns the bytes held."""
+        return await self._readouts.set_lens_jacobians(
+            jacobians, name=name, server_file=server_file
+        )
+
+    def lens_sets(self) -> dict[str, list[int]]:
+        """The fitted lens sets installed on the server, and their layers."""
+        return self._readouts.lens_sets()
 
     # --- SAEs loaded on the server (interp serve --sae) ---------------------------------------
     def saes(self) -> list[dict[str, Any]]:

@@ -1,6 +1,8 @@
 """The remote backend's read-outs: weight rows, residual decoding, probes, fitted lenses.
 
-`RemoteReadouts` is mixed into `RemoteModel`. Tensors go up and come back as safetensors bytes
+`RemoteReadouts` is a collaborator `RemoteModel` holds and delegates to; it is given the model's
+HTTP calls (`send`, `get`), its steering admission and its tensor type, never the model itself.
+Tensors go up and come back as safetensors bytes
 (`interp_serve.readout_routes`), never as JSON lists; a fitted lens mapping is uploaded in our
 lens layout; a path is read here without executing code (safetensors, or
 `torch.load(weights_only=True)` for the `.pt` layouts) and checked against the server's model
@@ -11,11 +13,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_core.facts import ModelFacts
 from interp_core.readouts import (
     DirectionSet,
     LensSpec,
@@ -35,35 +38,42 @@ _BINARY = {"Content-Type": "application/octet-stream"}
 
 
 class RemoteReadouts:
-    """Mixed into `RemoteModel`; relies on its HTTP helpers (`_aclient`, `_raise_for`, ...)."""
+    """The read-outs of one `RemoteModel`: `send(method, path, **kwargs)` is its async HTTP
+    request (an error answer or an unreachable server raised as the library's error), `get(path)`
+    its sync JSON GET, `steering` turns a call's steering into the wire's specs."""
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
-        import httpx
-
-        try:
-            response = await self._aclient().request(method, path, **kwargs)  # type: ignore[attr-defined]
-        except httpx.TransportError as error:
-            raise self._unreachable(error) from error  # type: ignore[attr-defined]
-        self._raise_for(response)  # type: ignore[attr-defined]
-        return response
+    def __init__(
+        self,
+        facts: ModelFacts,
+        *,
+        send: Callable[..., Awaitable[Any]],
+        get: Callable[[str], Any],
+        steering: Callable[[Any], list[dict[str, Any]]],
+        tensor_type: str,
+    ) -> None:
+        self._facts = facts
+        self._send = send
+        self._get = get
+        self._steering = steering
+        self._tensor_type = tensor_type
 
     async def _tensors_from(self, path: str, **kwargs: Any) -> dict[str, Any]:
         response = await self._send("POST", path, **kwargs)
-        return tensor_io.decode(response.content, self._tensor_type)  # type: ignore[attr-defined]
+        return tensor_io.decode(response.content, self._tensor_type)
 
     def _upload(self, tensors: dict[str, Any], meta: dict[str, Any]) -> bytes:
         return tensor_io.encode(tensors, {"interp": json.dumps(meta)})
 
     async def unembed_rows(self, token_ids: Sequence[int]) -> Any:
         """`W_U[token_ids]` `[k, d_model]`, read on the server."""
-        ids = check_token_ids(token_ids, self.facts.vocab_size, "unembed_rows")  # type: ignore[attr-defined]
+        ids = check_token_ids(token_ids, self._facts.vocab_size, "unembed_rows")
         body = json.dumps({"token_ids": ids}).encode()
         got = await self._tensors_from("/v1/unembed_rows", content=body, headers=_JSON)
         return got["rows"]
 
     async def embed_rows(self, token_ids: Sequence[int]) -> Any:
         """`W_E[token_ids]` `[k, d_model]`, read on the server."""
-        ids = check_token_ids(token_ids, self.facts.vocab_size, "embed_rows")  # type: ignore[attr-defined]
+        ids = check_token_ids(token_ids, self._facts.vocab_size, "embed_rows")
         body = json.dumps({"token_ids": ids}).encode()
         got = await self._tensors_from("/v1/embed_rows", content=body, headers=_JSON)
         return got["rows"]
@@ -84,7 +94,7 @@ class RemoteReadouts:
         self, tokens: Any, directions: Sequence[Any], *, steering: Any = None
     ) -> list[Any]:
         """Per `DirectionSet`, `[batch, seq, k]` float32 values computed on the server."""
-        sets: list[DirectionSet] = check_direction_sets(directions, self.facts)  # type: ignore[attr-defined]
+        sets: list[DirectionSet] = check_direction_sets(directions, self._facts)
         tensors: dict[str, Any] = {}
         for index, item in enumerate(sets):
             tensors[f"vectors.{index}"] = item.vectors
@@ -93,7 +103,7 @@ class RemoteReadouts:
         meta = {
             "tokens": nested_ids(tokens),
             "sets": [{"point": str(s.point), "nonlinearity": s.nonlinearity} for s in sets],
-            "steering": self._steering(steering),  # type: ignore[attr-defined]
+            "steering": self._steering(steering),
         }
         data = self._upload(tensors, meta)
         got = await self._tensors_from("/v1/project", content=data, headers=_BINARY)
@@ -113,14 +123,14 @@ class RemoteReadouts:
         if jacobians is None:
             await self._send("DELETE", path)
             return 0
-        matrices = _local_lens(jacobians, self.facts)  # type: ignore[attr-defined]
+        matrices = _local_lens(jacobians, self._facts)
         data = tensor_io.encode({f"J.{layer}": m for layer, m in matrices.items()})
         answer = (await self._send("PUT", path, content=data, headers=_BINARY)).json()
         return int(answer["bytes"])
 
     def lens_sets(self) -> dict[str, list[int]]:
         """The fitted lens sets installed on the server, and their layers."""
-        sets = self._get("/v1/lens_jacobians")["sets"]  # type: ignore[attr-defined]
+        sets = self._get("/v1/lens_jacobians")["sets"]
         return {str(k): [int(x) for x in v] for k, v in sets.items()}
 
     async def fitted_logit_lens(

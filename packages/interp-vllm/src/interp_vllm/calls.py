@@ -3,10 +3,11 @@
 `VLLMModel` serves the protocol's request path itself and hands the rest to collaborators: the
 static tier's declaration and warm-up proof (`interp_vllm.static_client.StaticTier`), SAE features
 encoded in the workers (`interp_vllm.sae_client.WorkerSAEs`), residuals decoded in the workers
-(`interp_vllm.decoding.WorkerDecoding`) and the tokenizer conveniences
-(`interp_vllm.tokens.PromptTokens`). Each receives one `ModelCalls`: the model's facts and the
-calls of its request path, named, so a collaborator never reaches into the model (a test holds
-them to that) and the import picture shows what depends on what.
+(`interp_vllm.decoding.WorkerDecoding`), the tokenizer conveniences
+(`interp_vllm.tokens.PromptTokens`) and the weight rows, probes and fitted lenses read out in the
+workers (`interp_vllm.readouts_client.VLLMReadouts`). Each receives one `ModelCalls`: the model's
+facts and the calls of its request path, named, so a collaborator never reaches into the model
+(a test holds them to that) and the import picture shows what depends on what.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from interp_core.address import Address
 from interp_core.facts import ModelFacts
+from interp_vllm.wire import run_and_collect
 
 __all__ = ["Installed", "ModelCalls"]
 
@@ -39,7 +41,7 @@ class ModelCalls:
     `ready` starts the engine on first need and returns it; `installed` is what its workers
     installed (None until started); `request` runs one request to its end and returns the final
     output and the payload the workers collected; the checks refuse before anything reaches a
-    worker.
+    worker. `pipeline` is the number of pipeline stages the layers are split over.
     """
 
     facts: ModelFacts
@@ -56,11 +58,20 @@ class ModelCalls:
     # (steering, length, call, prompts=None): the prompts resolve the specs' scopes.
     writes: Callable[..., list[dict[str, Any]]]
     has_site: Callable[[str], bool]
+    pipeline: int = 1
 
     async def rpc(self, method: str, *args: Any) -> list[Any]:
         """Every worker's answer to `method(*args)`, called by name over `collective_rpc`."""
         engine = await self.ready()
         return list(await engine.collective_rpc(method, args=args))
+
+    async def collected(
+        self, prompt: list[int], spec: dict[str, Any], method: str, *args: Any
+    ) -> list[dict[str, Any]]:
+        """Run one greedy single-step request with `spec`, then collect it with the worker
+        method `method(request_id, *args)`: every worker's answer, a refusal raised."""
+        engine = await self.ready()
+        return await run_and_collect(engine, prompt, self.sampling(1, 0.0), spec, method, args)
 
     def served(self) -> frozenset[str]:
         """The site keys the workers serve (none before the engine started)."""

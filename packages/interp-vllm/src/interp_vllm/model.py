@@ -11,9 +11,10 @@ capture, or carry someone else's steering) nor lend its own.
 How a request is packed for the workers and its rows reassembled is `interp_vllm.wire`; how the
 engine is configured, started and stopped, `interp_vllm.engine`; what vLLM serves per family,
 `interp_vllm.support`. The identity and the read-outs over `capture` and `generate` are
-`interp_core.model_base.ModelBase`'s; the static tier, SAE features, decoding in the workers and
-the tokenizer conveniences are collaborators that receive the model's `ModelCalls`
-(`interp_vllm.calls`), and the model delegates its public methods to them.
+`interp_core.model_base.ModelBase`'s; the static tier, SAE features, decoding in the workers, the
+tokenizer conveniences and the weight rows, probes and fitted lenses are collaborators that
+receive the model's `ModelCalls` (`interp_vllm.calls`), and the model delegates its public
+methods to them.
 
 Three modes share this class (`interp_vllm.backend` registers one backend per mode):
 
@@ -104,7 +105,7 @@ def _read_config(model_id: str) -> dict[str, Any]:
     return model_config(model_id, fetch=bundled_first(fetch))  # known ids work offline
 
 
-class VLLMModel(VLLMReadouts, ModelBase):
+class VLLMModel(ModelBase):
     """A causal LM served by a vLLM engine; see `InterpModel` and the module docstring."""
 
     binds_event_loop = True  # AsyncLLM's output handler belongs to the loop that started it
@@ -175,10 +176,12 @@ class VLLMModel(VLLMReadouts, ModelBase):
             addresses=self._addresses,
             writes=self._writes,
             has_site=self._has_site,
+            pipeline=self._pipeline,
         )
         self._tokens = PromptTokens(self._calls.tokenizer, self._prompts)
         self._saes = WorkerSAEs(self._calls)
         self._decoding = WorkerDecoding(self._calls)
+        self._readouts = VLLMReadouts(self._calls)
         self._static = StaticTier()  # none declared yet: supports() below reads it
         self._static = StaticTier.declare(
             mode,
@@ -642,7 +645,7 @@ class VLLMModel(VLLMReadouts, ModelBase):
         point = check_lens_point(point)
         await self._ready()
         if fitted is not None:  # readouts_client: each layer through its J_bar in the workers
-            return await self.fitted_logit_lens(prompt, chosen, fitted, top_k, point)
+            return await self._readouts.fitted_logit_lens(prompt, chosen, fitted, top_k, point)
         addresses = self._addresses([Address(point, layer) for layer in chosen])
         if self._installed is None or "final_norm" not in self._installed.sites:
             msg = "the logit lens on this model is not served by vLLM"
@@ -695,14 +698,38 @@ class VLLMModel(VLLMReadouts, ModelBase):
 
         return await readouts.capture_attention(self, tokens, layers)
 
-    async def decode_residuals(self, residuals: Any, *, raw: bool = False) -> Any:
-        return await self._decoding.decode_residuals(residuals, raw=raw)
+    async def decode_residuals(
+        self, residuals: Any, *, raw: bool = False, top_k: int | None = None
+    ) -> Any:
+        return await self._decoding.decode_residuals(residuals, raw=raw, top_k=top_k)
 
     async def worker_features(
         self, tokens: Any, saes: Sequence[dict[str, Any]], *, top_k: int, steering: Any = None
     ) -> list[dict[str, Any]]:
         """Top-k features per token of each SAE, encoded in the workers (`WorkerSAEs`)."""
         return await self._saes.features(tokens, saes, top_k=top_k, steering=steering)
+
+    async def unembed_rows(self, token_ids: Sequence[int]) -> Any:
+        """`W_U[token_ids]` `[k, d_model]`, gathered in the workers (`VLLMReadouts`)."""
+        return await self._readouts.unembed_rows(token_ids)
+
+    async def embed_rows(self, token_ids: Sequence[int]) -> Any:
+        """`W_E[token_ids]` `[k, d_model]` as stored, gathered in the workers."""
+        return await self._readouts.embed_rows(token_ids)
+
+    async def project(
+        self, tokens: Any, directions: Sequence[Any], *, steering: Any = None
+    ) -> list[Any]:
+        """Per `DirectionSet`, `[batch, seq, k]` float32 values, computed in the workers."""
+        return await self._readouts.project(tokens, directions, steering=steering)
+
+    async def set_lens_jacobians(self, jacobians: Any, *, name: str = "default") -> int:
+        """Hold a fitted lens set in the workers (None removes it); the bytes per rank."""
+        return await self._readouts.set_lens_jacobians(jacobians, name=name)
+
+    def lens_sets(self) -> dict[str, list[int]]:
+        """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
+        return self._readouts.lens_sets()
 
     async def pending_requests(self) -> list[str]:
         """Request ids whose rows the workers still hold (should be empty when idle)."""

@@ -1,11 +1,13 @@
 """Weight rows, probes and fitted lenses on vLLM: the client side of `readouts_worker`.
 
-`VLLMReadouts` is mixed into `VLLMModel`. Each call validates everything before a request is
-sent, then asks the workers for a small answer: `unembed_rows` / `embed_rows` gather the rows
-each tensor-parallel rank owns; `project` runs a capture request whose rows the workers dot with
-the directions and drop, so `[seq, k]` values cross instead of `[seq, width]` rows; a fitted lens
-(`set_lens_jacobians`, then `logit_lens(tokens, LensSpec(..., jacobian=True))`) is decoded where
-the rows and the held `J_bar` are, and only the top-k travel back.
+`VLLMReadouts` is a collaborator of `VLLMModel` (through its `ModelCalls`, so it never reaches into
+the model) and keeps the names of the fitted-lens sets the workers hold. Each call validates
+everything before a request is sent, then asks the workers for a small answer: `unembed_rows` /
+`embed_rows` gather the rows each tensor-parallel rank owns; `project` runs a capture request
+whose rows the workers dot with the directions and drop, so `[seq, k]` values cross instead of
+`[seq, width]` rows; a fitted lens (`set_lens_jacobians`, then
+`logit_lens(tokens, LensSpec(..., jacobian=True))`) is decoded where the rows and the held `J_bar`
+are, and only the top-k travel back.
 """
 
 from __future__ import annotations
@@ -23,25 +25,23 @@ from interp_core.readouts import (
     check_token_ids,
 )
 from interp_core.results import LensPrediction, LensResult
+from interp_vllm.calls import ModelCalls
 from interp_vllm.support import INSTEAD, RECOMPUTED
-from interp_vllm.wire import address_key, engine_death, needed_keys, submission
+from interp_vllm.wire import address_key, needed_keys
 
 __all__ = ["VLLMReadouts"]
 
 
 class VLLMReadouts:
-    """Mixed into `VLLMModel`; relies on its request plumbing (`_ready`, `_writes`, ...)."""
+    """Weight rows, probes and fitted lenses in the workers, for one model's `ModelCalls`."""
 
-    def _lens_held(self) -> dict[str, list[int]]:
-        held = getattr(self, "_interp_lens_held", None)
-        if held is None:
-            held = {}
-            self._interp_lens_held = held
-        return held
+    def __init__(self, calls: ModelCalls) -> None:
+        self._calls = calls
+        self._lens_held: dict[str, list[int]] = {}  # set name -> its layers, as the workers hold
 
     def lens_sets(self) -> dict[str, list[int]]:
         """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
-        return {name: list(layers) for name, layers in self._lens_held().items()}
+        return {name: list(layers) for name, layers in self._lens_held.items()}
 
     # --- weight rows -------------------------------------------------------------------------
     async def _weight_rows(self, which: str, token_ids: Any, method: str) -> Any:
@@ -49,10 +49,9 @@ class VLLMReadouts:
 
         from interp_vllm.tensor_wire import decode_tensor
 
-        self._require_hooks(method)  # type: ignore[attr-defined]
-        ids = check_token_ids(token_ids, self._facts.vocab_size, method)  # type: ignore[attr-defined]
-        engine = await self._ready()  # type: ignore[attr-defined]
-        answers = await engine.collective_rpc("interp_weight_rows", args=(which, ids))
+        self._calls.require_hooks(method)
+        ids = check_token_ids(token_ids, self._calls.facts.vocab_size, method)
+        answers = await self._calls.rpc("interp_weight_rows", which, ids)
         out, filled = None, [False] * len(ids)
         for answer in answers:
             if answer is None or not answer["where"]:
@@ -78,36 +77,6 @@ class VLLMReadouts:
         return await self._weight_rows("embed", token_ids, "embed_rows")
 
     # --- requests read out in the workers -----------------------------------------------------
-    async def _run_and_collect(
-        self, prompt: list[int], spec: dict[str, Any], method: str, args: tuple
-    ) -> list[dict[str, Any]]:
-        """Run one request, then collect it with the worker method `method` (which answers as
-        `interp_collect` does, plus its own read-out); a worker's refusal is raised here."""
-        from interp_vllm.wire import _REFUSALS
-
-        engine = await self._ready()  # type: ignore[attr-defined]
-        params = self._sampling(1, 0.0)  # type: ignore[attr-defined]
-        rid, request = submission(prompt, params, spec)
-        try:
-            async for _ in engine.generate(request, params, rid):
-                pass
-        except BaseException as exc:
-            died = engine_death(engine, exc)
-            if died is not None:
-                raise died from exc
-            await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
-            raise
-        answers = await engine.collective_rpc(method, args=(rid, *args))
-        refusals = [a["refusal"] for a in answers if a.get("refusal")]
-        if refusals:
-            kind = _REFUSALS.get(refusals[0]["error"], CapabilityUnsupported)
-            raise kind(refusals[0]["message"])
-        errors = [error for answer in answers for error in answer["errors"]]
-        if errors:
-            message = "a vLLM worker failed on this request; its read-out is void"
-            raise CapabilityUnsupported.build(message, "; ".join(errors), INSTEAD)
-        return answers
-
     async def project(
         self, tokens: Any, directions: Sequence[Any], *, steering: Any = None
     ) -> list[Any]:
@@ -116,20 +85,21 @@ class VLLMReadouts:
 
         from interp_vllm.tensor_wire import encode_tensor
 
-        self._require_hooks("project")  # type: ignore[attr-defined]
-        sets = check_direction_sets(directions, self._facts)  # type: ignore[attr-defined]
+        calls = self._calls
+        calls.require_hooks("project")
+        sets = check_direction_sets(directions, calls.facts)
         for item in sets:
             if item.point.name in RECOMPUTED:
                 message = f"project at {item.point} on vLLM"
                 why = "the workers rebuild attention patterns in the client from q and k"
                 raise CapabilityUnsupported.build(message, why, "project at z or attn_out")
-        prompts = self._prompts(tokens)  # type: ignore[attr-defined]
-        self._may_write(steering)  # type: ignore[attr-defined]
-        await self._ready()  # type: ignore[attr-defined]
-        addresses = self._addresses([s.point for s in sets])  # type: ignore[attr-defined]
+        prompts = calls.prompts(tokens)
+        calls.may_write(steering)
+        await calls.ready()
+        addresses = calls.addresses([s.point for s in sets])
         length = len(prompts[0])
-        writes = self._writes(steering, length, f"this call's {length}-token prompt")  # type: ignore[attr-defined]
-        keys = needed_keys(addresses, self._has_site)  # type: ignore[attr-defined]
+        writes = calls.writes(steering, length, f"this call's {length}-token prompt")
+        keys = needed_keys(addresses, calls.has_site)
         vectors = [torch.as_tensor(s.vectors).detach().to("cpu", torch.float32) for s in sets]
         wire = [
             {"key": address_key(a), "vectors": encode_tensor(v.contiguous())}
@@ -137,7 +107,7 @@ class VLLMReadouts:
         ]
         spec = {"capture": sorted(set(keys)), "steer": writes}
         results = await asyncio.gather(
-            *(self._run_and_collect(p, spec, "interp_collect_projected", (wire,)) for p in prompts)
+            *(calls.collected(p, spec, "interp_collect_projected", wire) for p in prompts)
         )
         out = []
         for index, item in enumerate(sets):
@@ -155,23 +125,22 @@ class VLLMReadouts:
         from interp_torch.lens import read_lens
         from interp_vllm.tensor_wire import encode_tensor
 
-        self._require_hooks("set_lens_jacobians")  # type: ignore[attr-defined]
+        self._calls.require_hooks("set_lens_jacobians")
         if not isinstance(name, str) or not name:
             message = f"name={name!r} must be a non-empty string naming the lens set"
             raise InvalidArgument(message)
-        checked = None if jacobians is None else read_lens(jacobians, self._facts)  # type: ignore[attr-defined]
-        engine = await self._ready()  # type: ignore[attr-defined]
+        checked = None if jacobians is None else read_lens(jacobians, self._calls.facts)
         if checked is None:
-            await engine.collective_rpc("interp_set_lens", args=(name, None))
-            self._lens_held().pop(name, None)
+            await self._calls.rpc("interp_set_lens", name, None)
+            self._lens_held.pop(name, None)
             return 0
         payload = {str(layer): encode_tensor(m.contiguous().cpu()) for layer, m in checked.items()}
-        answers = await engine.collective_rpc("interp_set_lens", args=(name, payload))
+        answers = await self._calls.rpc("interp_set_lens", name, payload)
         held = [a for a in answers if a["held"]]
         if not held:
             message = "no vLLM worker holds the final norm to decode a fitted lens through"
             raise CapabilityUnsupported.build(message, None, INSTEAD)
-        self._lens_held()[name] = sorted(checked)
+        self._lens_held[name] = sorted(checked)
         return max(int(a["bytes"]) for a in held)
 
     async def fitted_logit_lens(
@@ -180,22 +149,21 @@ class VLLMReadouts:
         """`logit_lens` with a fitted lens: each layer's rows through its `J_bar` in the workers."""
         from interp_vllm.tensor_wire import encode_tensor
 
-        check_fitted_layers(spec, self._lens_held(), chosen)
-        addresses = self._addresses([Address(point, layer) for layer in chosen])  # type: ignore[attr-defined]
+        calls = self._calls
+        check_fitted_layers(spec, self._lens_held, chosen)
+        addresses = calls.addresses([Address(point, layer) for layer in chosen])
         keys = [address_key(a) for a in addresses]
-        steer = self._writes(None, len(prompt), f"this lens's {len(prompt)}-token prompt")  # type: ignore[attr-defined]
+        steer = calls.writes(None, len(prompt), f"this lens's {len(prompt)}-token prompt")
         name = spec.jacobian_set
-        if self._pipeline > 1:  # type: ignore[attr-defined]
+        if calls.pipeline > 1:
             # The rows live on their layers' stages and the lens on the last: capture, then send.
             request = {"capture": keys, "steer": steer}
-            _, captured = await self._request(prompt, self._sampling(1, 0.0), request)  # type: ignore[attr-defined]
+            _, captured = await calls.request(prompt, calls.sampling(1, 0.0), request)
             blocks = [
                 (a.layer, encode_tensor(captured["captured"][k]))
                 for a, k in zip(addresses, keys, strict=True)
             ]
-            answers = await self._engine.collective_rpc(  # type: ignore[attr-defined]
-                "interp_fitted_decode_rows", args=(blocks, top_k, name)
-            )
+            answers = await calls.rpc("interp_fitted_decode_rows", blocks, top_k, name)
             decoded = next((a for a in answers if a is not None), None) or []
             lens = {
                 key: {"positions": captured["positions"][key], **block}
@@ -203,11 +171,11 @@ class VLLMReadouts:
             }
         else:
             request = {"capture": [], "steer": steer, "lens": keys}
-            answers = await self._run_and_collect(
-                prompt, request, "interp_collect_fitted_lens", (top_k, name)
+            answers = await calls.collected(
+                prompt, request, "interp_collect_fitted_lens", top_k, name
             )
             lens = {key: block for a in reversed(answers) for key, block in a["lens"].items()}
-        tokenizer = self.tokenizer  # type: ignore[attr-defined]
+        tokenizer = calls.tokenizer()
         predictions = {}
         for layer, key in zip(chosen, keys, strict=True):
             block = lens.get(key)

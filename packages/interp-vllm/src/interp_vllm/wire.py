@@ -123,6 +123,33 @@ async def run_request(
     return final, await collect(engine, rid, facts, lens_top_k=lens_top_k)
 
 
+async def run_and_collect(
+    engine: Any, prompt: list[int], params: Any, spec: dict[str, Any], method: str, args: tuple
+) -> list[dict[str, Any]]:
+    """Run one request, then collect it with the worker method `method` (which answers as
+    `interp_collect` does, plus its own read-out); a worker's refusal is raised here."""
+    rid, request = submission(prompt, params, spec)
+    try:
+        async for _ in engine.generate(request, params, rid):
+            pass
+    except BaseException as exc:
+        died = engine_death(engine, exc)
+        if died is not None:
+            raise died from exc
+        await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
+        raise
+    answers = await engine.collective_rpc(method, args=(rid, *args))
+    refusals = [a["refusal"] for a in answers if a.get("refusal")]
+    if refusals:
+        kind = _REFUSALS.get(refusals[0]["error"], CapabilityUnsupported)
+        raise kind(refusals[0]["message"])
+    errors = [error for answer in answers for error in answer["errors"]]
+    if errors:
+        message = "a vLLM worker failed on this request; its read-out is void"
+        raise CapabilityUnsupported.build(message, "; ".join(errors), INSTEAD)
+    return answers
+
+
 # vLLM's own names for "the engine core is gone" (v1's AsyncLLM raises the first; the second
 # wraps it for a request that was in flight).
 _DEATHS = frozenset({"EngineDeadError", "EngineGenerateError"})
