@@ -149,8 +149,23 @@ class Service:
     async def str_tokens(self, source: Any, prepend_bos: bool = True) -> list[Any]:
         if text_chars(source) is not None:
             check_text(source, self.settings.max_text_chars)
-        else:
+            if isinstance(source, list):
+                # One string per token of one sequence, as for a batch of ids.
+                if len(source) != 1:
+                    message = (
+                        f"str_tokens splits one text, got a list of {len(source)}; send one "
+                        f"string (or one per request)"
+                    )
+                    raise CapabilityUnsupported(message)
+                source = source[0]
+        elif isinstance(source, list):
             source = self.ids(source, in_range=True)
+        else:
+            message = (
+                f"str_tokens needs text (a string or a list of strings) or tokens (a list of "
+                f"ids), got {type(source).__name__}; send one of them"
+            )
+            raise InvalidArgument(message)
         return await self._on_text_thread(
             lambda: self.model.to_str_tokens(source, prepend_bos=prepend_bos)
         )
