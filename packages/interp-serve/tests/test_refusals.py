@@ -45,3 +45,23 @@ def test_a_body_that_cannot_be_read_is_400_in_our_shape(server: Any) -> None:
         )
     message = _error(answer, 400)
     assert "could not be read" in message
+
+
+def test_str_tokens_without_one_text_or_ids_is_400(server: Any) -> None:
+    # Both were 500s the fuzzer found: None, and a list of texts, reached the tokenizer.
+    with server.client() as http:
+        for body in (
+            {"str_tokens": True},
+            {"str_tokens": True, "text": None, "tokens": None},
+            {"str_tokens": True, "text": ["a", "b"]},
+        ):
+            answer = http.post("/v1/tokenize", json=body)
+            assert answer.status_code == 400, (body, answer.text)
+            assert "str_tokens" in answer.json()["error"]["message"]
+        one = http.post("/v1/tokenize", json={"str_tokens": True, "text": ["a b"]}).json()
+        assert (
+            one["str_tokens"]
+            == http.post("/v1/tokenize", json={"str_tokens": True, "text": "a b"}).json()[
+                "str_tokens"
+            ]
+        )

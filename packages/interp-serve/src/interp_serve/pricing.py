@@ -28,7 +28,15 @@ from interp_core.shapes import point_shape
 from interp_serve.errors import TooLarge
 from interp_serve.store import check_request_bytes, show_bytes
 
-__all__ = ["capture_bytes", "check_capture", "check_forward", "forward_terms", "value_bytes"]
+__all__ = [
+    "capture_bytes",
+    "check_answer",
+    "check_capture",
+    "check_decode",
+    "check_forward",
+    "forward_terms",
+    "value_bytes",
+]
 
 
 def value_bytes(dtype: object) -> int | None:
@@ -105,3 +113,37 @@ def check_capture(
 ) -> None:
     """Refuse (TooLarge) a capture whose tensors are priced over the per-request cap."""
     check_request_bytes(capture_bytes(points, facts, itemsize, rows, length), cap)
+
+
+def check_answer(what: str, size: int, cap: int) -> None:
+    """Refuse (TooLarge) a read-out whose answer tensors would be over the per-request cap."""
+    if size > cap:
+        message = (
+            f"{what} would answer with {show_bytes(size)} of tensors, over this server's "
+            f"per-request cap of {show_bytes(cap)}; ask for fewer rows, tokens or directions per "
+            f"request, or ask the operator to raise --max-capture-bytes"
+        )
+        raise TooLarge(message)
+
+
+def check_decode(
+    facts: ModelFacts, itemsize: int, rows: int, top_k: int | None, forward_cap: int, cap: int
+) -> None:
+    """Refuse (TooLarge) decoding `rows` residuals whose logits are priced over the forward
+    budget, or whose answer (float32 logits, or top-k int64 ids and float32 probabilities) is
+    over the per-request cap. The upload itself is under the body cap; the logits are not."""
+    terms = {
+        "logits": rows * facts.vocab_size * (itemsize + 4),
+        "hidden": rows * facts.d_model * itemsize,
+    }
+    total = sum(terms.values())
+    if total > forward_cap:
+        shown = ", ".join(f"{name} {show_bytes(n)}" for name, n in terms.items())
+        message = (
+            f"decoding {rows:,} residual rows needs about {show_bytes(total)} ({shown}), over "
+            f"this server's forward budget of {show_bytes(forward_cap)}; send fewer rows per "
+            f"request, or ask the operator to raise --max-forward-bytes"
+        )
+        raise TooLarge(message)
+    answer = rows * (facts.vocab_size * 4 if top_k is None else top_k * 12)
+    check_answer("decode_residuals", answer, cap)

@@ -14,7 +14,11 @@
 * `POST /v1/lens/fitted`: the logit lens through an installed set (`LensSpec(..., jacobian=True)`).
 
 Every tensor body is read with safetensors (nothing in it can run code) and counted against the
-server's body cap before it is read.
+server's body cap before it is read. Every engine call goes through `Service`, which checks the
+token ids (ints in the vocabulary), caps `top_k` (`--max-top-k`) and prices what the call holds
+before it runs: the forward of `project` and of the fitted lens like a capture or a lens
+(`--max-forward-bytes`), the logits `decode_residuals` computes for its rows, and every answer
+(`rows × d_model` weight rows, `[batch, seq, k]` values) against `--max-capture-bytes` (413).
 """
 
 from __future__ import annotations
@@ -95,9 +99,7 @@ async def _answer(tensors: dict[str, Any], meta: dict[str, Any] | None = None) -
 
 
 async def _rows(which: str, body: WeightRowsRequest, request: Request) -> Response:
-    service = _service(request)
-    method = getattr(service.model, which)
-    rows = await service.engine.call(which, lambda: method(body.token_ids), request.is_disconnected)
+    rows = await _service(request).weight_rows(which, body.token_ids, request.is_disconnected)
     return await _answer({"rows": rows}, {"token_ids": body.token_ids})
 
 
@@ -137,14 +139,8 @@ async def decode_residuals(request: Request) -> Response:
     if set(tensors) != {"residuals"}:
         message = f"decode_residuals takes one tensor named 'residuals', got {sorted(tensors)}"
         raise InvalidArgument(message)
-    residuals = tensors["residuals"]
-    kwargs: dict[str, Any] = {"raw": meta.raw}
-    if meta.top_k is not None:
-        kwargs["top_k"] = meta.top_k
-    decoded = await service.engine.call(
-        "decode_residuals",
-        lambda: service.model.decode_residuals(residuals, **kwargs),
-        request.is_disconnected,
+    decoded = await service.decode_residuals(
+        tensors["residuals"], meta.top_k, meta.raw, request.is_disconnected
     )
     if isinstance(decoded, TopTokens):
         return await _answer({"ids": decoded.ids, "probs": decoded.probs})
@@ -178,11 +174,7 @@ async def project(request: Request) -> Response:
         for i, s in enumerate(meta.sets)
     ]
     specs = service.specs(meta.steering)
-    values = await service.engine.call(
-        "project",
-        lambda: service.model.project(meta.tokens, sets, steering=specs or None),
-        request.is_disconnected,
-    )
+    values = await service.project(meta.tokens, sets, specs, request.is_disconnected)
     return await _answer({f"values.{i}": v for i, v in enumerate(values)})
 
 
@@ -232,40 +224,26 @@ async def set_lens(name: str, request: Request) -> dict[str, Any]:
     else:
         tensors, _ = await _read_tensors(request)
         source = tensors
-    held = await service.engine.call(
-        "set_lens_jacobians",
-        lambda: service.model.set_lens_jacobians(source, name=name),
-        request.is_disconnected,
-    )
-    listed = getattr(service.model, "lens_sets", None)
-    layers = listed().get(name, []) if callable(listed) else []
-    return {"name": name, "layers": layers, "bytes": int(held)}
+    held = await service.set_lens(source, name, request.is_disconnected)
+    return {"name": name, "layers": service.lens_sets().get(name, []), "bytes": held}
 
 
 @router.delete("/v1/lens_jacobians/{name}", summary="Remove a fitted lens set")
 async def delete_lens(name: str, request: Request) -> dict[str, Any]:
-    service = _service(request)
-    await service.engine.call(
-        "set_lens_jacobians",
-        lambda: service.model.set_lens_jacobians(None, name=name),
-        request.is_disconnected,
-    )
+    await _service(request).set_lens(None, name, request.is_disconnected)
     return {"removed": name}
 
 
 @router.get("/v1/lens_jacobians", summary="The installed fitted lens sets and their layers")
 async def lens_sets(request: Request) -> dict[str, Any]:
-    listed = getattr(_service(request).model, "lens_sets", None)
-    return {"sets": listed() if callable(listed) else {}}
+    return {"sets": _service(request).lens_sets()}
 
 
 @router.post("/v1/lens/fitted", summary="Logit lens through an installed fitted lens set")
 async def fitted_lens(body: FittedLensRequest, request: Request) -> dict[str, Any]:
     service = _service(request)
     spec = LensSpec(body.layers, jacobian=True, jacobian_set=body.jacobian_set)
-    result = await service.engine.call(
-        "the fitted lens",
-        lambda: service.model.logit_lens(body.tokens, spec, top_k=body.top_k, point=body.point),
-        request.is_disconnected,
+    result = await service.logit_lens(
+        body.tokens, spec, body.top_k, body.point, request.is_disconnected
     )
     return lens_to_json(result)

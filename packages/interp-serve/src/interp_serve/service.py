@@ -13,12 +13,14 @@ import ctypes
 import ctypes.util
 import functools
 import json
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from interp_core.chat import check_chat_template
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.protocol import InterpModel
+from interp_core.readouts import check_token_ids
 from interp_core.results import Generation, GenerationStep, LensResult
 from interp_core.sampling import check_lens_top_k
 from interp_core.steering import SteeringSpec
@@ -26,7 +28,13 @@ from interp_serve import tensors as tensor_io
 from interp_serve.engine import Engine
 from interp_serve.inputs import check_ids, check_text, text_chars
 from interp_serve.metrics import Metrics
-from interp_serve.pricing import check_capture, check_forward, value_bytes
+from interp_serve.pricing import (
+    check_answer,
+    check_capture,
+    check_decode,
+    check_forward,
+    value_bytes,
+)
 from interp_serve.saes import feature_specs, pick
 from interp_serve.settings import ServerSettings
 from interp_serve.store import ActivationStore, check_request_bytes
@@ -141,8 +149,23 @@ class Service:
     async def str_tokens(self, source: Any, prepend_bos: bool = True) -> list[Any]:
         if text_chars(source) is not None:
             check_text(source, self.settings.max_text_chars)
-        else:
+            if isinstance(source, list):
+                # One string per token of one sequence, as for a batch of ids.
+                if len(source) != 1:
+                    message = (
+                        f"str_tokens splits one text, got a list of {len(source)}; send one "
+                        f"string (or one per request)"
+                    )
+                    raise CapabilityUnsupported(message)
+                source = source[0]
+        elif isinstance(source, list):
             source = self.ids(source, in_range=True)
+        else:
+            message = (
+                f"str_tokens needs text (a string or a list of strings) or tokens (a list of "
+                f"ids), got {type(source).__name__}; send one of them"
+            )
+            raise InvalidArgument(message)
         return await self._on_text_thread(
             lambda: self.model.to_str_tokens(source, prepend_bos=prepend_bos)
         )
@@ -249,6 +272,82 @@ class Service:
             lambda: self.model.logit_lens(tokens, layers, top_k=top_k, point=point),
             gone,
         )
+
+    # --- read-outs (readout_routes) ----------------------------------------------------------
+    async def weight_rows(self, which: str, token_ids: Any, gone: Gone | None = None) -> Any:
+        """`unembed_rows` or `embed_rows` of a flat list of in-vocabulary ids, the answer
+        (`[k, d_model]`) priced against the per-request cap before it is gathered."""
+        if which not in ("unembed_rows", "embed_rows"):
+            raise AssertionError(which)  # the routes name one of the two
+        # Ints (not bools, not nested lists) inside the vocabulary, as every backend checks them.
+        ids = check_token_ids(token_ids, self.model.facts.vocab_size, which)
+        size = len(ids) * self.model.facts.d_model * (self.itemsize or 4)
+        check_answer(which, size, self.settings.max_capture_bytes)
+        method = getattr(self.model, which)
+        return await self.engine.call(which, lambda: method(ids), gone)
+
+    async def decode_residuals(
+        self, residuals: Any, top_k: Any, raw: bool, gone: Gone | None = None
+    ) -> Any:
+        """Residuals `[..., d_model]` to logits (or top-k), the logits priced before they run."""
+        facts = self.model.facts
+        shape = tuple(getattr(residuals, "shape", ()))
+        if not shape or shape[-1] != facts.d_model:
+            message = (
+                f"residuals has shape {list(shape)}; decode_residuals takes [..., d_model] with "
+                f"d_model={facts.d_model} (this model's width)"
+            )
+            raise InvalidArgument(message)
+        kwargs: dict[str, Any] = {"raw": raw}
+        if top_k is not None:
+            kwargs["top_k"] = top_k = self.lens_top_k(top_k)
+        rows = math.prod(shape[:-1])
+        check_decode(
+            facts,
+            self.itemsize or 4,
+            rows,
+            top_k,
+            self.settings.max_forward_bytes,
+            self.settings.max_capture_bytes,
+        )
+        return await self.engine.call(
+            "decode_residuals", lambda: self.model.decode_residuals(residuals, **kwargs), gone
+        )
+
+    async def project(
+        self,
+        tokens: list[Any],
+        sets: Sequence[Any],
+        steering: list[SteeringSpec],
+        gone: Gone | None = None,
+    ) -> list[Any]:
+        """Direction sets evaluated where the activations are: the forward and the activations
+        of the sets' points priced like a capture, the `[batch, seq, k]` float32 answer too."""
+        tokens = self.ids(tokens, in_range=True)
+        # A DirectionSet checked its vectors ([k, width]) and bias when it was built.
+        self.price("this projection", tokens, [d.point for d in sets])
+        rows, length = _batch_and_seq(tokens)
+        k = sum(d.k for d in sets)
+        check_answer("this projection", rows * length * k * 4, self.settings.max_capture_bytes)
+        return await self.engine.call(
+            "project",
+            lambda: self.model.project(tokens, sets, steering=steering or None),
+            gone,
+        )
+
+    async def set_lens(self, source: Any, name: str, gone: Gone | None = None) -> int:
+        """Install (or, with None, remove) a fitted lens set; the bytes it holds."""
+        held = await self.engine.call(
+            "set_lens_jacobians",
+            lambda: self.model.set_lens_jacobians(source, name=name),
+            gone,
+        )
+        return int(held or 0)
+
+    def lens_sets(self) -> dict[str, list[int]]:
+        """The installed fitted lens sets and their layers ({} on a model without them)."""
+        listed = getattr(self.model, "lens_sets", None)
+        return dict(listed()) if callable(listed) else {}
 
     # --- activations ----------------------------------------------------------------------------
     async def keep(
