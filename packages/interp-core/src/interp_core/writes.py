@@ -45,7 +45,7 @@ def admit_writes(
     reach: tuple[int, str] | None = None,
     refuse: Refusal | None = None,
     prompts: Sequence[Sequence[int]] | None = None,
-    special: Collection[int] = (),
+    special: Collection[int] | Callable[[], Collection[int]] = (),
     scope: tuple[int, str] | None = None,
 ) -> tuple[SteeringSpec, ...]:
     """The writes a call on `model` makes: the active `steer()` specs, then `steering`, checked.
@@ -61,14 +61,18 @@ def admit_writes(
     A spec's scope (`generated=False`, `skip_special=True`) is resolved here into explicit
     positions against the call (`interp_core.steering_lens.resolve_scope`): `prompts` are the
     call's prompt rows (token ids in position order) and `special` the model's special token
-    ids; `scope` is the (length, call) they are resolved against, `reach` when None (a call
-    that checks no positions still resolves scopes). Without either (a client that forwards the
+    ids, or a function giving them (read only when a spec has `skip_special=True`: a model
+    folder without a tokenizer captures and steers without one); `scope` is the (length, call)
+    they are resolved against, `reach` when None (a call that checks no positions still
+    resolves scopes). Without either (a client that forwards the
     call, as `remote` does) scopes travel as given, for the serving backend to resolve.
     """
     specs = as_specs(steering)
     specs = active_steering(model) + specs  # the enclosing steer() blocks' first
     against = scope if scope is not None else reach
     if against is not None:
+        if callable(special):
+            special = special() if any(s.skip_special for s in specs) else ()
         specs = tuple(resolve_scope(s, *against, prompts, special) for s in specs)
     for spec in specs:
         if reach is not None:

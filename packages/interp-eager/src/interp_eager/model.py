@@ -356,7 +356,9 @@ class EagerModel(ModelBase):
         None not to check: a position beyond them would steer nothing, silently, and is refused
         as an empty positions list is (`interp_core.steering.check_positions_within`).
         """
-        special = special_token_ids(self.tokenizer)  # scopes: the call's prompt, resolved
+        # Scopes resolve against the call's prompt; the special ids are read only for a
+        # skip_special spec (a model folder without a tokenizer needs none otherwise).
+        special = lambda: special_token_ids(self.tokenizer)  # noqa: E731
         specs = admit_writes(
             self, steering, self._facts, reach, self._write_refusal, prompts, special, scope
         )

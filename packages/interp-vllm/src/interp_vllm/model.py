@@ -437,7 +437,7 @@ class VLLMModel(ModelBase):
             (length, call),
             lambda spec, specs: write_refusal(spec, specs, site, facts),
             prompts,
-            special_token_ids(self.tokenizer) if prompts is not None else (),
+            (lambda: special_token_ids(self.tokenizer)) if prompts is not None else (),
         )
         wire = [spec_to_wire(spec) for spec in specs]  # reads and checks the values
         for spec in specs:
