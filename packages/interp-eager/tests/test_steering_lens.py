@@ -15,6 +15,7 @@ import torch
 from interp_core import load_model, sync
 from interp_core.steering import SteeringSpec
 from interp_testmodels.families import build_family
+from interp_testmodels.steering_formulas import lens_op_by_hand
 
 POINT = "resid_post.1"
 
@@ -28,24 +29,7 @@ def _vector(width: int, seed: int) -> list[float]:
     return torch.randn(width, generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def _by_hand(spec: SteeringSpec, h: torch.Tensor) -> torch.Tensor:
-    h = h.double()
-    v = torch.tensor(spec.values(), dtype=torch.float64)
-    d = v / v.norm()
-    along = (h @ d).unsqueeze(-1)
-    if spec.op == "add":
-        return h + spec.scale * d
-    if spec.op == "norm_add":
-        added = spec.scale * h.norm(dim=-1, keepdim=True) * d
-        if spec.max_fraction is None:
-            return h + added
-        cap = spec.max_fraction * h.norm(dim=-1, keepdim=True)
-        size = added.norm(dim=-1, keepdim=True)
-        return h + torch.where(size > cap, added * cap / size, added)
-    if spec.op == "ablate":
-        return h - along * d
-    t = torch.tensor(spec.target_values(), dtype=torch.float64)
-    return h + along * (t / t.norm() - d)
+_by_hand = lens_op_by_hand
 
 
 def test_each_new_op_equals_its_formula_per_row(model: Any) -> None:

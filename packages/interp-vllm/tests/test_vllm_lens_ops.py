@@ -21,6 +21,7 @@ from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
+from interp_testmodels.steering_formulas import lens_op_by_hand
 
 pytestmark = pytest.mark.slow
 
@@ -55,25 +56,7 @@ def hooked(llama: str) -> Iterator[Any]:
     sync.shutdown(model)
 
 
-def _by_hand(spec: SteeringSpec, h: torch.Tensor) -> torch.Tensor:
-    """The documented formulas, per row, in float64."""
-    h = h.double()
-    v = torch.tensor(spec.values(), dtype=torch.float64)
-    d = v / v.norm()
-    along = (h @ d).unsqueeze(-1)
-    if spec.op == "add":
-        return h + spec.scale * d
-    if spec.op == "norm_add":
-        added = spec.scale * h.norm(dim=-1, keepdim=True) * d
-        if spec.max_fraction is None:
-            return h + added
-        cap = spec.max_fraction * h.norm(dim=-1, keepdim=True)
-        size = added.norm(dim=-1, keepdim=True)
-        return h + torch.where(size > cap, added * cap / size, added)
-    if spec.op == "ablate":
-        return h - along * d
-    t = torch.tensor(spec.target_values(), dtype=torch.float64)
-    return h + along * (t / t.norm() - d)
+_by_hand = lens_op_by_hand
 
 
 def _ops(width: int) -> list[SteeringSpec]:
