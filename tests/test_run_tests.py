@@ -26,3 +26,46 @@ def test_named_targets_replace_the_defaults() -> None:
     assert command[3:] == ["packages/interp-core/tests", "-x"]
     node = "tests/test_run_tests.py::test_named_targets_replace_the_defaults"
     assert run_tests.pytest_command([node])[3:] == [node]
+
+
+def _collected(command: list[str]) -> set[str]:
+    """The test files pytest would collect for `command`'s targets (paths, not node ids)."""
+    ignored = {a.removeprefix("--ignore=") for a in command if a.startswith("--ignore=")}
+    targets = [a for a in command[3:] if not a.startswith("-") and (ROOT / a).exists()]
+    found: set[str] = set()
+    for target in targets:
+        path = ROOT / target
+        files = [path] if path.is_file() else sorted(path.rglob("test_*.py"))
+        for file in files:
+            name = str(file.relative_to(ROOT))
+            if not any(name == i or name.startswith(i.rstrip("/") + "/") for i in ignored):
+                found.add(name)
+    return found
+
+
+def test_the_two_passes_cover_every_test_file_exactly_once() -> None:
+    parallel, serial = run_tests.plan([], count=2)
+    assert parallel[3:7] == ["-n", "2", "--dist", "loadfile"]
+    everything = _collected(run_tests.pytest_command([]))
+    first, second = _collected(parallel), _collected(serial)
+    assert not first & second, sorted(first & second)
+    assert first | second == everything, sorted(everything - first - second)
+    # The modules that start vLLM engines or servers are never in the parallel pass.
+    engines = ("packages/interp-vllm/", "packages/interp-serve/")
+    assert not {f for f in first if f.startswith(engines)}
+
+
+def test_every_serial_entry_exists() -> None:
+    # A renamed module left in SERIAL would silently move its engine into the parallel pass.
+    missing = [s for s in run_tests.SERIAL if not (ROOT / s).exists()]
+    assert not missing, missing
+
+
+def test_options_reach_both_passes_and_a_named_path_is_not_split() -> None:
+    parallel, serial = run_tests.plan(["-m", "not gpu"], count=2)
+    assert parallel[7:9] == ["-m", "not gpu"]  # after `python -m pytest -n 2 --dist loadfile`
+    assert serial[3:5] == ["-m", "not gpu"]
+    assert run_tests.plan(["tests/test_run_tests.py"], count=2) == [
+        run_tests.pytest_command(["tests/test_run_tests.py"])
+    ]
+    assert run_tests.plan([], count=1) == [run_tests.pytest_command([])]

@@ -158,22 +158,28 @@ def leave_mid_stream(server: Server, body: dict[str, object], attempts: int = 3)
     raise AssertionError(message)
 
 
-def _raw_post(server: Server, path: str, body: dict[str, object]) -> bytes:
+def _raw_head(server: Server, path: str, payload: bytes, *extra: str) -> bytes:
     url = httpx.URL(server.url)
-    payload = json.dumps(body).encode()
     head = [
         f"POST {path} HTTP/1.1",
         f"Host: {url.host}:{url.port}",
         "Content-Type: application/json",
         f"Content-Length: {len(payload)}",
+        *extra,
         *(f"{k}: {v}" for k, v in server.headers().items()),
     ]
-    return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+    return ("\r\n".join(head) + "\r\n\r\n").encode()
 
 
 def post_and_leave(server: Server, body: dict[str, object], count: int) -> None:
-    """POST `body` to /v1/completions `count` times at once over raw sockets, each closed as
-    soon as its request is sent: the clients are gone before any answer.
+    """POST `body` to /v1/completions `count` times, each client gone once the server's route
+    has its request: none waits for an answer.
+
+    Each request is sent with `Expect: 100-continue`, so its body goes only after the server
+    answers `100 Continue`, which it does when the route reads the body: the request has then
+    reached the route, before the engine's slot. Closing a socket right after sending raced
+    that: on a loaded machine the server could see the closed connection first and never hand
+    the request to a route, so nothing was queued and nothing cancelled.
 
     With more requests than the server's slots, the ones beyond the slots are queued when
     their clients leave, and stay queued for at least one whole request's run: each must be
@@ -181,11 +187,20 @@ def post_and_leave(server: Server, body: dict[str, object], count: int) -> None:
     model's speed. The ones that got a slot at once may finish first; they prove nothing.
     """
     url = httpx.URL(server.url)
-    request = _raw_post(server, "/v1/completions", body)
-    sockets = [socket.create_connection((url.host, url.port), timeout=10) for _ in range(count)]
+    payload = json.dumps(body).encode()
+    head = _raw_head(server, "/v1/completions", payload, "Expect: 100-continue")
+    sockets = [socket.create_connection((url.host, url.port), timeout=30) for _ in range(count)]
     try:
         for sock in sockets:
-            sock.sendall(request)
+            sock.sendall(head)
+            reply = b""
+            while b"\r\n\r\n" not in reply:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+            assert reply.startswith(b"HTTP/1.1 100"), f"expected 100 Continue, got {reply[:200]!r}"
+            sock.sendall(payload)
     finally:
         for sock in sockets:
             sock.close()

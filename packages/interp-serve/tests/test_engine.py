@@ -101,3 +101,44 @@ def test_a_running_call_whose_client_left_is_cancelled(on_loop: bool) -> None:
         await engine.shutdown()
 
     asyncio.run(scenario())
+
+
+class _Broken(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("on_loop", [True, False], ids=["on-loop", "worker-thread"])
+@pytest.mark.parametrize("where", ["disconnect-check", "make", "cancelled-waiting"])
+def test_every_way_out_of_a_call_gives_its_slot_back(on_loop: bool, where: str) -> None:
+    # One slot: a call that leaks it leaves every later call queued forever, so the later call
+    # below times out instead of answering "ran". Each way out leaked before.
+    async def scenario() -> None:
+        model = Gated(on_loop)
+        engine = Engine(model, max_concurrency=1, max_queue=1, timeout_s=30)
+
+        async def broken_gone() -> bool:
+            raise _Broken("the disconnect check itself failed")
+
+        def broken_make() -> Any:
+            raise _Broken("the call could not even be made")
+
+        if where == "disconnect-check":
+            with pytest.raises(_Broken):
+                await engine.call("a call", model.run, broken_gone)
+        elif where == "make":
+            with pytest.raises(_Broken):
+                await engine.call("a call", broken_make)
+        else:
+            # Cancelled while it waits on the gate (a server shutting down cancels its tasks).
+            task = asyncio.ensure_future(engine.call("a call", model.hold))
+            await _until(lambda: engine.running == 1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            model.gate.set()  # a worker thread frees its slot when it really ends
+        await _until(lambda: engine.running == 0)
+        later = engine.call("a later call", model.run)
+        assert await asyncio.wait_for(later, timeout=10) == "ran"
+        await engine.shutdown()
+
+    asyncio.run(scenario())

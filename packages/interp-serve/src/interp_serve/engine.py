@@ -123,25 +123,34 @@ class Engine:
         a call whose client left is cancelled (`ClientGone`).
         """
         await self._acquire()
-        if gone is not None and await gone():
-            # Its client left while it waited for a slot: it never starts, and the slot is free.
-            self._release()
-            self.cancelled += 1
-            message = f"the client disconnected while {what} waited for a slot; it never started"
-            raise ClientGone(message)
-        if self.on_loop:
-            task: asyncio.Future[Any] = asyncio.ensure_future(make())
-            try:
-                return await self._outcome(what, task, gone)
-            finally:
-                if not task.done():
-                    task.cancel()  # a vLLM request is aborted when its task is cancelled
+        # The slot is released here on every way out (a disconnect check that raises, a `make`
+        # that fails before it returns its awaitable, a cancellation while waiting), except
+        # once a worker thread holds it: that thread frees it when it really ends.
+        held_by_thread = False
+        try:
+            if gone is not None and await gone():
+                # Its client left while it waited for a slot: it never starts.
+                self.cancelled += 1
+                message = (
+                    f"the client disconnected while {what} waited for a slot; it never started"
+                )
+                raise ClientGone(message)
+            if self.on_loop:
+                task: asyncio.Future[Any] = asyncio.ensure_future(make())
+                try:
+                    return await self._outcome(what, task, gone)
+                finally:
+                    if not task.done():
+                        task.cancel()  # a vLLM request is aborted when its task is cancelled
+            loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(self._pool, lambda: asyncio.run(_awaited(make)))
+            # The thread cannot be interrupted; its slot is freed when it really ends.
+            future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release))
+            held_by_thread = True
+            return await self._outcome(what, future, gone)
+        finally:
+            if not held_by_thread:
                 self._release()
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, lambda: asyncio.run(_awaited(make)))
-        # The thread cannot be interrupted; its slot is freed when it really ends.
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release))
-        return await self._outcome(what, future, gone)
 
     async def _outcome(
         self, what: str, work: asyncio.Future[Any], gone: Callable[[], Awaitable[bool]] | None
