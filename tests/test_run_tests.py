@@ -38,7 +38,8 @@ def _collected(command: list[str]) -> set[str]:
         files = [path] if path.is_file() else sorted(path.rglob("test_*.py"))
         for file in files:
             name = str(file.relative_to(ROOT))
-            if not any(name == i or name.startswith(i.rstrip("/") + "/") for i in ignored):
+            # pytest's rule (checked below): --ignore never drops a path named as a target.
+            if target in ignored or not any(name == i or name.startswith(i + "/") for i in ignored):
                 found.add(name)
     return found
 
@@ -69,3 +70,18 @@ def test_options_reach_both_passes_and_a_named_path_is_not_split() -> None:
         run_tests.pytest_command(["tests/test_run_tests.py"])
     ]
     assert run_tests.plan([], count=1) == [run_tests.pytest_command([])]
+
+
+def test_pytest_ignores_a_module_under_a_target_but_never_a_target(tmp_path: Path) -> None:
+    # The split relies on this rule of pytest's; the first split passed the serial folders as
+    # targets and ignored them, and pytest collected them in the parallel pass anyway.
+    import subprocess
+
+    for name in ("a/test_one.py", "a/test_two.py", "b/test_three.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("def test_it():\n    pass\n")
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    command += ["--ignore=a/test_two.py", "--ignore=b", "a", "b"]
+    listing = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True).stdout
+    collected = {line.split("::")[0] for line in listing.splitlines() if "::" in line}
+    assert collected == {"a/test_one.py", "b/test_three.py"}, listing

@@ -81,8 +81,11 @@ def plan(argv: list[str], count: int | None = None) -> list[list[str]]:
         return [pytest_command(argv)]
     present = [s for s in SERIAL if (ROOT / s).exists()]
     parallel = [sys.executable, "-m", "pytest", "-n", str(count), "--dist", "loadfile", *argv]
-    parallel += [f"--ignore={s}" for s in present]
-    parallel += default_targets()
+    # A folder named on the command line is collected even when --ignore names it too, so the
+    # serial folders are left out of the targets and only the serial modules are ignored.
+    targets = [t for t in default_targets() if t not in present]
+    parallel += [f"--ignore={s}" for s in present if s not in targets and Path(s).suffix]
+    parallel += targets
     serial = [sys.executable, "-m", "pytest", *argv, *present]
     return [parallel, serial]
 
