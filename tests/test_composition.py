@@ -196,7 +196,10 @@ def test_every_delegated_method_keeps_the_protocols_parameters(backend: str) -> 
 
     cls = _model_classes()[backend]
     lost = []
-    for name, declared in vars(ReadoutModel).items() | vars(ReadoutModel.__mro__[1]).items():
+    # A dict merge, not a set union of items: a class attribute may be unhashable (a dict), and
+    # which ones a class holds depends on what ran before in the process (xdist's order).
+    declared_here = {**vars(ReadoutModel.__mro__[1]), **vars(ReadoutModel)}
+    for name, declared in declared_here.items():
         if name.startswith("_") or not callable(declared):
             continue
         method = getattr(cls, name)

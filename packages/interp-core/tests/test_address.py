@@ -14,9 +14,7 @@ LAYER_POINTS = [n for n in point_names() if get_point(n).scope is Scope.LAYER]
 TRUNK_POINTS = [n for n in point_names() if get_point(n).scope is Scope.TRUNK]
 STREAM_POINTS = [n for n in point_names() if get_point(n).accepts_stream]
 
-EXAMPLES = settings(
-    max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+EXAMPLES = settings(max_examples=3_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # --- generators of valid addresses ----------------------------------------------------------------
 _index = st.integers(min_value=0, max_value=10**6)
