@@ -15,8 +15,8 @@ Both are normalised onto harmony's names: a `<think>` block is channel `analysis
 included) and the answer around it `final`. `segments(text, fmt)` tiles a text with
 `Segment(start, end, channel, section, message)` ranges of characters; `generation_labels` labels
 the tokens a model generated after a prompt, parsing prompt and output together so that a block
-the prompt opened is carried into the output. Pure standard library over a tokenizer object (HF
-fast tokenizers: `decode` and `return_offsets_mapping=True`).
+the prompt opened is carried into the output. Pure standard library over a tokenizer object
+(its `decode`; chat spans also read HF fast tokenizers' `return_offsets_mapping=True`).
 
 The format is stated (`fmt="think"`, `"harmony"`, `"plain"`) or read from the chat template's own
 markers (`fmt=None`); a template that names both is refused rather than guessed.
@@ -68,8 +68,9 @@ def chat_format(tokenizer: Any = None, fmt: str | None = None) -> str:
     """The reasoning format: `fmt` when given, else read from the tokenizer's chat template."""
     if fmt is not None:
         if fmt not in FORMATS:
+            msg = f"fmt={fmt!r} is not a chat format"
             raise InvalidArgument.build(
-                f"fmt={fmt!r} is not a chat format",
+                msg,
                 f"the formats with known channel markers are {FORMATS}",
                 "pass one of them, or None to read it from the chat template",
             )
@@ -80,8 +81,9 @@ def chat_format(tokenizer: Any = None, fmt: str | None = None) -> str:
     harmony = HARMONY_CHANNEL in template and HARMONY_MESSAGE in template
     think = THINK_CLOSE in template
     if harmony and think:
+        msg = "this chat template writes both <think> blocks and harmony channels"
         raise CapabilityUnsupported.build(
-            "this chat template writes both <think> blocks and harmony channels",
+            msg,
             "the two formats label reasoning differently, and reading one would mislabel the other",
             'pass fmt="think" or fmt="harmony"',
         )
@@ -223,16 +225,31 @@ def generation_labels(
     if not generated:
         return ()
     ids = [int(i) for i in prompt_ids] + generated
-    text = tokenizer.decode(ids, skip_special_tokens=False)
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    if [int(i) for i in encoded["input_ids"]] != ids:
-        raise CapabilityUnsupported.build(
-            "the prompt and the generated tokens do not re-tokenize to the same ids",
-            "channel labels are found in the decoded text, then mapped back to tokens by their "
-            "character offsets, which needs the round trip to be exact",
-            "label the decoded text with interp_core.channels.segments instead",
-        )
+    text, offsets = _decoded_offsets(tokenizer, ids)
     parts = segments(text, fmt)
-    labels = label_tokens(encoded["offset_mapping"], parts)[len(prompt_ids) :]
+    labels = label_tokens(offsets, parts)[len(prompt_ids) :]
     first = labels[0].message
     return tuple((s.channel, s.section, s.message - first) for s in labels)
+
+
+def _decoded_offsets(tokenizer: Any, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
+    """The decoded text and each token's character range in it. Generated ids need not be what
+    the tokenizer would make of their text (re-encoding may merge them), so the ranges come
+    from decoding, not from re-tokenizing: token by token when that spells the whole text,
+    else by growing prefixes (a token that ends inside a multi-byte character)."""
+    text = tokenizer.decode(ids, skip_special_tokens=False)
+    pieces = [tokenizer.decode([i], skip_special_tokens=False) for i in ids]
+    if "".join(pieces) != text:
+        ends = [
+            len(tokenizer.decode(ids[: n + 1], skip_special_tokens=False)) for n in range(len(ids))
+        ]
+        pieces = []
+        for n, end in enumerate(ends):
+            begin = ends[n - 1] if n else 0
+            pieces.append(text[begin : max(begin, end)])
+    offsets = []
+    cursor = 0
+    for piece in pieces:
+        offsets.append((cursor, cursor + len(piece)))
+        cursor += len(piece)
+    return text, offsets

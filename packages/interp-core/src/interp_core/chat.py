@@ -254,9 +254,7 @@ def message_spans(
     return ChatSpans(text, tuple(ids), tuple(spans), partition)
 
 
-def _channel(
-    fmt: str, role: str, section: str, part: Segment | None
-) -> tuple[str, str | None]:
+def _channel(fmt: str, role: str, section: str, part: Segment | None) -> tuple[str, str | None]:
     """A token's section and channel once its reasoning segment is known.
 
     Inside a harmony message that names a channel, or a `<think>` block of an assistant turn,

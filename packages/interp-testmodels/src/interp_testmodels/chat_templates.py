@@ -8,8 +8,8 @@ in the shape their checkpoints use, over the shared test tokenizer:
   generation prompt (the switch Qwen3-style templates have).
 - `HARMONY_TEMPLATE`: harmony messages (`<|start|>ROLE<|channel|>CH<|message|>TEXT<|end|>`): a
   fixed system message naming the channels, the caller's system message as a developer message,
-  an assistant's `thinking` as an `analysis` message before its `final` one, and `<|start|>assistant`
-  as the generation prompt.
+  an assistant's `thinking` as an `analysis` message before its `final` one, and
+  `<|start|>assistant` as the generation prompt.
 
 `reasoning_tokenizer(fmt)` is the test tokenizer with that template and its markers added as
 special tokens (one id each, after the 1000 the models embed), so a span boundary is a token
@@ -72,7 +72,10 @@ HARMONY_TEMPLATE = (
 
 def reasoning_tokenizer(fmt: str) -> PreTrainedTokenizerFast:
     """The test tokenizer rendering `fmt` ("think" or "harmony"), its markers one token each."""
-    templates = {"think": (THINK_TEMPLATE, THINK_MARKERS), "harmony": (HARMONY_TEMPLATE, HARMONY_MARKERS)}
+    templates = {
+        "think": (THINK_TEMPLATE, THINK_MARKERS),
+        "harmony": (HARMONY_TEMPLATE, HARMONY_MARKERS),
+    }
     template, markers = templates[fmt]
     tokenizer = build_tokenizer()
     tokenizer.add_special_tokens(

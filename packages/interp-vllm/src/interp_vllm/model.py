@@ -510,7 +510,8 @@ class VLLMModel(ModelBase):
                 specs.append(self._spec(addresses, writes))
         else:
             length = len(prompts[0])
-            writes = self._writes(steering, length, f"this capture's {length}-token prompt", prompts)
+            what = f"this capture's {length}-token prompt"
+            writes = self._writes(steering, length, what, prompts)
             specs = [self._spec(addresses, writes)] * len(prompts)
         results = await asyncio.gather(
             *(

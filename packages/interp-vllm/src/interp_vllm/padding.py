@@ -96,23 +96,26 @@ def _mask_rows(mask: Any, batch: int, width: int) -> list[list[int]]:
         and all(isinstance(r, (list, tuple)) and len(r) == width for r in values)
     )
     if not shape_ok:
+        msg = f"the attention_mask is not a [{batch}, {width}] array like the tokens"
         raise InvalidArgument.build(
-            f"the attention_mask is not a [{batch}, {width}] array like the tokens",
+            msg,
             "the mask says, for every token of the batch, whether it is real (1) or padding (0)",
             "pass one mask row per prompt row, each as long as the padded tokens",
         )
     odd = sorted({v for r in values for v in r if v not in (0, 1)}, key=repr)
     if odd:
+        msg = f"the attention_mask holds {odd[:5]}"
         raise InvalidArgument.build(
-            f"the attention_mask holds {odd[:5]}",
+            msg,
             "a mask is 1 for a real token and 0 for padding; any other value would be read as "
             "one of them silently",
             "pass 0 and 1 only",
         )
     empty = [b for b, r in enumerate(values) if not any(v == 1 for v in r)]
     if empty:
+        msg = f"rows {empty} of the attention_mask are all zeros"
         raise InvalidArgument.build(
-            f"rows {empty} of the attention_mask are all zeros",
+            msg,
             "such a row has no token to run",
             "drop those rows from the batch",
         )
