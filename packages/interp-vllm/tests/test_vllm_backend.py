@@ -207,6 +207,18 @@ def test_padded_batches_equal_each_row_alone(engine: VLLMModel, eager: InterpMod
                 assert relative_diff(row[real], alone[b][point][0]) <= ATOL, (side, b, point)
                 assert relative_diff(row[real], reference[real]) <= ATOL, (side, b, point)
                 assert not row[~real].any(), (side, b, point)
+        # A positioned write counts each row's real tokens from 0 (positions 3 and 6 lie past the
+        # end of the 3-token row, which it leaves alone on both backends).
+        steered = SteeringSpec(
+            "resid_post.0", seeded_vector(engine.d_model, 5), "add", scale=4.0, positions=(3, 6)
+        )
+        got = sync.capture(engine, ids, ["resid_post.1"], steering=steered, attention_mask=mask)
+        want = sync.capture(eager, ids, ["resid_post.1"], steering=steered, attention_mask=mask)
+        real = mask.bool()
+        assert relative_diff(got["resid_post.1"][real], want["resid_post.1"][real]) <= ATOL
+        assert not got["resid_post.1"][~real].any()
+        plain = sync.capture(engine, torch.tensor([rows[1]]), ["resid_post.1"])["resid_post.1"]
+        assert relative_diff(got["resid_post.1"][1][real[1]], plain[0]) <= ATOL  # untouched
 
 
 @pytest.mark.parametrize(("op", "extra"), STEERING_CASES)

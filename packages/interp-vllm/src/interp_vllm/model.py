@@ -502,22 +502,14 @@ class VLLMModel(ModelBase):
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
-        if batch.padded:  # rows differ in length: each admits the writes against its own
-            specs = []
-            for row in batch.rows:
-                n = len(row)
-                writes = self._writes(steering, n, f"this capture's {n}-token row", [list(row)])
-                specs.append(self._spec(addresses, writes))
-        else:
-            length = len(prompts[0])
-            what = f"this capture's {length}-token prompt"
-            writes = self._writes(steering, length, what, prompts)
-            specs = [self._spec(addresses, writes)] * len(prompts)
+        # One admission for the whole batch, as eager's: positions count each row's real tokens
+        # from 0 (a write past a short row's end applies to none of its tokens).
+        rows = [list(row) for row in batch.rows]
+        length = max(len(row) for row in rows)
+        writes = self._writes(steering, length, f"this capture's {length}-token prompt", rows)
+        spec = self._spec(addresses, writes)
         results = await asyncio.gather(
-            *(
-                self._request(list(row), self._sampling(1, 0.0), spec)
-                for row, spec in zip(batch.rows, specs, strict=True)
-            )
+            *(self._request(row, self._sampling(1, 0.0), spec) for row in rows)
         )
         per_row = [
             self._cache(addresses, payload, len(row))
