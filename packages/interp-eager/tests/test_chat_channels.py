@@ -13,9 +13,9 @@ import itertools
 import pytest
 from eager_helpers import model
 
-from interp_core.channels import generation_labels, segments
+from interp_core.channels import generation_labels
 from interp_core.chat import message_spans
-from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_core.errors import CapabilityUnsupported
 from interp_testmodels.chat_templates import THINK_TEMPLATE, reasoning_tokenizer
 from interp_testmodels.tokenizer import build_tokenizer
 
@@ -191,27 +191,7 @@ def test_a_tiny_models_generation_inside_an_opened_block_is_analysis() -> None:
     assert set(closed) == {("final", "content", 0)}
 
 
-def test_segments_tile_the_text_and_formats_are_checked() -> None:
-    text = "a<think>b</think>c<think>d"
-    parts = segments(text, "think")
-    assert [text[p.start : p.end] for p in parts] == [
-        "a",
-        "<think>",
-        "b",
-        "</think>",
-        "c",
-        "<think>",
-        "d",
-    ]
-    assert [p.channel for p in parts] == [
-        "final",
-        *["analysis"] * 3,
-        "final",
-        "analysis",
-        "analysis",
-    ]
-    with pytest.raises(InvalidArgument, match="not a chat format"):
-        segments(text, "markdown")
+def test_a_template_writing_both_formats_is_refused() -> None:
     both = copy.deepcopy(build_tokenizer())
     both.chat_template = "<think></think><|channel|><|message|>"
     with pytest.raises(CapabilityUnsupported, match="both"):
