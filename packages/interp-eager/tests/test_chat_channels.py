@@ -13,9 +13,11 @@ import itertools
 import pytest
 from eager_helpers import model
 
+from interp_core import generate
 from interp_core.channels import generation_labels
 from interp_core.chat import message_spans
 from interp_core.errors import CapabilityUnsupported
+from interp_core.steering import SteeringSpec
 from interp_testmodels.chat_templates import THINK_TEMPLATE, reasoning_tokenizer
 from interp_testmodels.tokenizer import build_tokenizer
 
@@ -89,8 +91,7 @@ def test_harmony_spans_follow_each_harmony_message_and_its_channel() -> None:
     tokenizer = reasoning_tokenizer("harmony")
     chat = message_spans(tokenizer, _CHAT, add_generation_prompt=True)
     system = (
-        "<|start|>system<|message|>You are a small test model.\nReasoning: low\n"
-        "# Valid channels: analysis, commentary, final.<|end|>"
+        "<|start|>system<|message|>Reasoning: low<|end|>"
         "<|start|>developer<|message|># Instructions\n\n"
     )
     assert _groups(tokenizer, chat) == [
@@ -172,23 +173,68 @@ def test_generated_tokens_carry_their_channel_and_message() -> None:
     ]
 
 
-def test_a_tiny_models_generation_inside_an_opened_block_is_analysis() -> None:
-    # The model's own tokenizer (its vocabulary) with the think template: the prompt opens the
-    # block, so whatever the random model writes, short of `</think>`, is reasoning.
+def _driven(m: object, prompt: list[int], target: list[int]) -> tuple[int, ...]:
+    """Greedy generation steered to emit `target`: at each step the last layer's residual is
+    pushed along the unembedding row of the next wanted token (positions count the prompt,
+    then generated tokens), so a random tiny model writes the markers a real one would."""
+    weight = m.hf_model.get_output_embeddings().weight.detach()  # type: ignore[attr-defined]
+    last = f"resid_post.{m.n_layers - 1}"  # type: ignore[attr-defined]
+    specs = [
+        SteeringSpec(last, weight[t] / weight[t].norm(), "add", scale=200.0, positions=(p,))
+        for p, t in enumerate(target, start=len(prompt) - 1)
+    ]
+    out = generate(m, [prompt], max_new_tokens=len(target), temperature=0.0, steering=specs)
+    assert list(out.token_ids) == target  # the drive took
+    return out.token_ids
+
+
+_REPLIES = {
+    "think": " so.</think>\n\nBlue.",
+    "harmony": "<|channel|>analysis<|message|>Hm.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Blue.<|return|>",
+}
+_EXPECTED = {
+    "think": [
+        (("analysis", "content", 0), " so."),
+        (("analysis", "footer", 0), "</think>"),
+        (("final", "content", 0), "\n\nBlue."),
+    ],
+    "harmony": [
+        (("analysis", "header", 0), "<|channel|>analysis<|message|>"),
+        (("analysis", "content", 0), "Hm."),
+        (("analysis", "footer", 0), "<|end|>"),
+        (("final", "header", 1), "<|start|>assistant<|channel|>final<|message|>"),
+        (("final", "content", 1), "Blue."),
+        (("final", "footer", 1), "<|return|>"),
+    ],
+}
+
+
+@pytest.mark.parametrize("fmt", ["think", "harmony"])
+def test_a_tiny_models_generated_tokens_carry_their_channels(fmt: str) -> None:
+    # The model's own tokenizer (its vocabulary: the markers are several tokens each) with the
+    # format's template; the labels come from what the model generated, not from a tokenizer.
     m = model("llama")
     tokenizer = copy.deepcopy(m.tokenizer)
-    tokenizer.chat_template = THINK_TEMPLATE
-    chat = [_CHAT[1], {"role": "assistant", "content": "<think>\nWell"}]
-    prompt = message_spans(tokenizer, chat, continue_final_message=True).token_ids
-    generation = m.generate_sync([list(prompt)], max_new_tokens=12, temperature=0.0)
-    assert len(generation.token_ids) == 12
-    assert "</think>" not in generation.text
-    labels = generation_labels(tokenizer, prompt, generation.token_ids)
-    assert set(labels) == {("analysis", "content", 0)}
-    closed = generation_labels(
-        tokenizer, [*prompt, *tokenizer.encode("</think>")], generation.token_ids
-    )
-    assert set(closed) == {("final", "content", 0)}
+    if fmt == "think":  # continue an assistant turn that opened a <think> block
+        tokenizer.chat_template = THINK_TEMPLATE
+        chat = [
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "<think>\nWell"},
+        ]
+        prompt = list(message_spans(tokenizer, chat, continue_final_message=True).token_ids)
+    else:  # a harmony prompt without the system message, to fit the model's 128 positions
+        prompt = tokenizer.encode(
+            "<|start|>user<|message|>Hi<|end|><|start|>assistant", add_special_tokens=False
+        )
+    reply = _REPLIES[fmt]
+    generated = _driven(m, prompt, tokenizer.encode(reply, add_special_tokens=False))
+    labels = m.generation_labels(prompt, generated, fmt=fmt)
+    got = [
+        (key, tokenizer.decode([i for i, _ in group]))
+        for key, group in itertools.groupby(zip(generated, labels, strict=True), key=lambda p: p[1])
+    ]
+    assert got == _EXPECTED[fmt]
 
 
 def test_a_template_writing_both_formats_is_refused() -> None:

@@ -7,7 +7,7 @@ in the shape their checkpoints use, over the shared test tokenizer:
   `<think>` block before its content, and `enable_thinking=False` writes an empty block in the
   generation prompt (the switch Qwen3-style templates have).
 - `HARMONY_TEMPLATE`: harmony messages (`<|start|>ROLE<|channel|>CH<|message|>TEXT<|end|>`): a
-  fixed system message naming the channels, the caller's system message as a developer message,
+  fixed system message (the reasoning effort), the caller's system message as a developer message,
   an assistant's `thinking` as an `analysis` message before its `final` one, and
   `<|start|>assistant` as the generation prompt.
 
@@ -52,8 +52,7 @@ THINK_TEMPLATE = (
 )
 
 HARMONY_TEMPLATE = (
-    "{{ '<|start|>system<|message|>You are a small test model.\nReasoning: low\n"
-    "# Valid channels: analysis, commentary, final.<|end|>' }}"
+    "{{ '<|start|>system<|message|>Reasoning: low<|end|>' }}"
     "{% for m in messages %}"
     "{% if m['role'] == 'system' %}"
     "{{ '<|start|>developer<|message|># Instructions\n\n' + m['content'] + '<|end|>' }}"
