@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from interp_core.channels import generation_labels
 from interp_core.chat import message_spans
+from interp_core.errors import CapabilityUnsupported
 
 _CHAT = [
     {"role": "user", "content": "What is the capital of France?"},
@@ -55,3 +58,12 @@ def test_options_the_template_cannot_honour_are_refused(server: Any) -> None:
     both = {"messages": _CHAT, "add_generation_prompt": True, "continue_final_message": True}
     assert "set only one" in _post(server, both).text
     assert _post(server, {"messages": _CHAT, "format": "yaml"}).status_code in (400, 422)
+
+
+def test_the_remote_backend_reads_its_spans_from_the_server(remote: Any, local: Any) -> None:
+    chat = [*_CHAT, {"role": "assistant", "content": "<think>\nWell"}]
+    options = {"continue_final_message": True, "fmt": "think"}
+    assert remote.message_spans(chat, **options) == local.message_spans(chat, **options)
+    assert remote.message_partition(_CHAT) == local.message_partition(_CHAT)
+    with pytest.raises(CapabilityUnsupported, match="/v1/chat/spans"):
+        remote.generation_labels([1, 2], [3])

@@ -175,15 +175,18 @@ class ModelBase:
     ) -> ChatSpans:
         """The chat rendered with the template, each token labelled with its message, role,
         section (header / content / footer) and reasoning channel; see
-        `interp_core.chat.message_spans`."""
-        return message_spans(
-            self.tokenizer,
-            messages,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            enable_thinking=enable_thinking,
-            fmt=fmt,
-        )
+        `interp_core.chat.message_spans`. A tokenizer that renders its spans where its template
+        lives (the remote backend's proxy of the server's) is asked through its `chat_spans`."""
+        options = {
+            "add_generation_prompt": add_generation_prompt,
+            "continue_final_message": continue_final_message,
+            "enable_thinking": enable_thinking,
+            "fmt": fmt,
+        }
+        remote = getattr(self.tokenizer, "chat_spans", None)
+        if remote is not None:
+            return remote(messages, **options)
+        return message_spans(self.tokenizer, messages, **options)
 
     def message_partition(
         self, messages: Sequence[dict[str, str]], **options: Any
@@ -195,5 +198,8 @@ class ModelBase:
         self, prompt_ids: Sequence[int], generated_ids: Sequence[int], *, fmt: str | None = None
     ) -> tuple[tuple[str | None, str, int], ...]:
         """`(channel, section, message)` of each generated token; see
-        `interp_core.channels.generation_labels`."""
+        `interp_core.channels.generation_labels` (or the tokenizer's own, as for chat spans)."""
+        own = getattr(self.tokenizer, "generation_labels", None)
+        if own is not None:
+            return own(prompt_ids, generated_ids, fmt=fmt)
         return generation_labels(self.tokenizer, prompt_ids, generated_ids, fmt=fmt)
