@@ -170,6 +170,57 @@ def test_batched_capture_equals_rows_alone(engine: VLLMModel, eager: InterpModel
     assert relative_diff(got["attn_probs.0"], want["attn_probs.0"]) <= ATOL
 
 
+def _padded(rows: list[list[int]], side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """`rows` padded to the longest with the test tokenizer's pad id 1, and their mask."""
+    width = max(len(r) for r in rows)
+    ids = torch.ones(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for b, row in enumerate(rows):
+        cols = slice(width - len(row), width) if side == "left" else slice(0, len(row))
+        ids[b, cols] = torch.tensor(row)
+        mask[b, cols] = 1
+    return ids, mask
+
+
+def test_padded_batches_equal_each_row_alone(engine: VLLMModel, eager: InterpModel) -> None:
+    # Three lengths, left and right padding: on vLLM every row runs as its own request, so its
+    # real positions must equal the row run alone, on every served point, and equal eager's
+    # masked batch; padded positions hold zeros (patterns: padded queries and keys).
+    rows = [[5, 9, 14, 3, 22, 7, 40], [6, 10, 15], [2, 8, 30, 11, 4]]
+    points = _served(engine)
+    alone = [sync.capture(engine, torch.tensor([row]), points) for row in rows]
+    for side in ("left", "right"):
+        ids, mask = _padded(rows, side)
+        got = sync.capture(engine, ids, points, attention_mask=mask)
+        want = sync.capture(eager, ids, points, attention_mask=mask)
+        for b in range(len(rows)):
+            real = mask[b].bool()
+            for point in points:
+                row, reference = got[point][b], want[point][b]
+                if point.startswith(("attn_scores", "attn_probs")):
+                    keep = real[:, None] & real[None, :]
+                    picked = row[..., keep]
+                    assert not row[..., ~keep].any(), (side, b, point)
+                    assert relative_diff(picked, alone[b][point][0].flatten(1)) <= ATOL
+                    assert relative_diff(picked, reference[..., keep]) <= ATOL, (side, b, point)
+                    continue
+                assert relative_diff(row[real], alone[b][point][0]) <= ATOL, (side, b, point)
+                assert relative_diff(row[real], reference[real]) <= ATOL, (side, b, point)
+                assert not row[~real].any(), (side, b, point)
+        # A positioned write counts each row's real tokens from 0 (positions 3 and 6 lie past the
+        # end of the 3-token row, which it leaves alone on both backends).
+        steered = SteeringSpec(
+            "resid_post.0", seeded_vector(engine.d_model, 5), "add", scale=4.0, positions=(3, 6)
+        )
+        got = sync.capture(engine, ids, ["resid_post.1"], steering=steered, attention_mask=mask)
+        want = sync.capture(eager, ids, ["resid_post.1"], steering=steered, attention_mask=mask)
+        real = mask.bool()
+        assert relative_diff(got["resid_post.1"][real], want["resid_post.1"][real]) <= ATOL
+        assert not got["resid_post.1"][~real].any()
+        plain = sync.capture(engine, torch.tensor([rows[1]]), ["resid_post.1"])["resid_post.1"]
+        assert relative_diff(got["resid_post.1"][1][real[1]], plain[0]) <= ATOL  # untouched
+
+
 @pytest.mark.parametrize(("op", "extra"), STEERING_CASES)
 @pytest.mark.parametrize(
     "point", ["resid_post.0", "attn_out.1", "mlp_act.0", "mlp_in.1", "resid_mid.1", "z.0"]

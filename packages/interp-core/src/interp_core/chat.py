@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from interp_core.channels import Segment, chat_format, label_tokens, segments
 from interp_core.errors import CapabilityUnsupported, NoChatTemplateError
 
 __all__ = ["SECTIONS", "ChatSpans", "TokenSpan", "check_chat_template", "message_spans"]
@@ -35,6 +36,10 @@ class TokenSpan:
     message: int  # index into the messages (len(messages) for the generation prompt)
     role: str
     section: str  # one of SECTIONS
+    # The reasoning channel (`interp_core.channels`: analysis / commentary / final) for a
+    # template with <think> blocks or harmony channels; None in a plain template, and for the
+    # template's own markers around a message.
+    channel: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +71,14 @@ def check_chat_template(tokenizer: Any) -> None:
     raise NoChatTemplateError.build(what, why, instead)
 
 
-def _render(tokenizer: Any, messages: Sequence[Mapping[str, Any]], prompt: bool) -> str:
+def _render(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    prompt: bool,
+    options: Mapping[str, Any] | None = None,
+) -> str:
     text = tokenizer.apply_chat_template(
-        [dict(m) for m in messages], tokenize=False, add_generation_prompt=prompt
+        [dict(m) for m in messages], tokenize=False, add_generation_prompt=prompt, **(options or {})
     )
     if not isinstance(text, str):
         message = f"the chat template rendered {type(text).__name__}, not text"
@@ -90,21 +100,30 @@ def _check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _char_sections(
-    tokenizer: Any, messages: Sequence[Mapping[str, Any]], text: str
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    text: str,
+    options: Mapping[str, Any],
+    continuing: bool,
 ) -> list[tuple[int, int, int, int]]:
     """Per message: (start, content_start, content_end, end) character offsets in `text`."""
     bounds = []
     previous = 0
     for index, item in enumerate(messages):
-        prefix = _render(tokenizer, messages[: index + 1], False)
+        last = continuing and index == len(messages) - 1
+        extra = {**options, "continue_final_message": True} if last else options
+        prefix = _render(tokenizer, messages[: index + 1], False, extra)
         if not text.startswith(prefix) or len(prefix) < previous:
             what = "this chat template renders a chat's first messages differently on their own"
             why = "so the characters of each message cannot be located in the whole chat"
             instead = "slice the rendered tokens yourself"
             raise CapabilityUnsupported.build(what, why, instead)
         content = item["content"]
-        if content:
-            found = _locate(tokenizer, messages, index, prefix, previous)
+        if last:  # transformers cut the rendering right after the (stripped) final content
+            content = content.strip()
+            found = len(prefix) - len(content)
+        elif content:
+            found = _locate(tokenizer, messages, index, prefix, previous, options)
         else:  # an empty message is all markers: header up to its end
             found = len(prefix)
         bounds.append((previous, found, found + len(content), len(prefix)))
@@ -113,14 +132,19 @@ def _char_sections(
 
 
 def _locate(
-    tokenizer: Any, messages: Sequence[Mapping[str, Any]], index: int, prefix: str, start: int
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    index: int,
+    prefix: str,
+    start: int,
+    options: Mapping[str, Any],
 ) -> int:
     """Where message `index`'s content sits in `prefix`: the occurrence whose removal gives the
     rendering of the same chat with that message's content emptied (so a role name or a marker
     that happens to equal the content is never taken for it)."""
     content = messages[index]["content"]
     emptied = [*messages[:index], {**messages[index], "content": ""}]
-    without = _render(tokenizer, emptied, False)
+    without = _render(tokenizer, emptied, False, options)
     found = prefix.find(content, start)
     while found >= 0:
         if prefix[:found] + prefix[found + len(content) :] == without:
@@ -132,17 +156,59 @@ def _locate(
     raise CapabilityUnsupported.build(what, why, instead)
 
 
+def _options(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    add_generation_prompt: bool,
+    continue_final_message: bool,
+    enable_thinking: bool | None,
+) -> dict[str, Any]:
+    """The template options to render with, refusing the ones this chat cannot honour."""
+    if continue_final_message and add_generation_prompt:
+        what = "continue_final_message and add_generation_prompt were both set"
+        why = "one continues the last message, the other opens a new turn after it"
+        raise CapabilityUnsupported.build(what, why, "set only one of them")
+    if continue_final_message and not messages[-1]["content"].strip():
+        what = "continue_final_message needs a final message with some text to continue"
+        why = "the rendering is cut right after that text, so an empty one has no place"
+        raise CapabilityUnsupported.build(what, why, "use add_generation_prompt=True instead")
+    if enable_thinking is None:
+        return {}
+    template = tokenizer.chat_template
+    if not isinstance(template, str) or "enable_thinking" not in template:
+        what = "enable_thinking was set, but this chat template has no thinking switch"
+        why = "the option would be ignored silently and the chat rendered as if it were unset"
+        instead = "leave enable_thinking unset for this model"
+        raise CapabilityUnsupported.build(what, why, instead)
+    return {"enable_thinking": bool(enable_thinking)}
+
+
 def message_spans(
     tokenizer: Any,
     messages: Sequence[Mapping[str, Any]],
     *,
     add_generation_prompt: bool = False,
+    continue_final_message: bool = False,
+    enable_thinking: bool | None = None,
+    fmt: str | None = None,
 ) -> ChatSpans:
-    """Render `messages` with the template and label every token (see the module docstring)."""
+    """Render `messages` with the template and label every token (see the module docstring).
+
+    `continue_final_message=True` renders the last message open (no footer), for a reply the
+    model is to continue; `enable_thinking` is passed to a template that has that switch (and
+    refused by one that has not). `fmt` names the reasoning format (`interp_core.channels`),
+    read from the template when None."""
     check_chat_template(tokenizer)
     _check_messages(messages)
-    text = _render(tokenizer, messages, add_generation_prompt)
-    bounds = _char_sections(tokenizer, messages, text)
+    options = _options(
+        tokenizer, messages, add_generation_prompt, continue_final_message, enable_thinking
+    )
+    fmt = chat_format(tokenizer, fmt)
+    if continue_final_message:
+        text = _render(tokenizer, messages, False, {**options, "continue_final_message": True})
+    else:
+        text = _render(tokenizer, messages, add_generation_prompt, options)
+    bounds = _char_sections(tokenizer, messages, text, options, continue_final_message)
     roles = [str(m.get("role", "")) for m in messages]
     if bounds[-1][3] < len(text):  # the generation prompt (or trailing markers)
         end = bounds[-1][3]
@@ -155,11 +221,18 @@ def message_spans(
         what = "message_spans needs a fast tokenizer (one that reports character offsets)"
         instead = "load the model's fast tokenizer (use_fast=True)"
         raise CapabilityUnsupported.build(what, None, instead)
+    # Each message's text parsed alone, so a marker quoted in one cannot open a block in another.
+    parts = [
+        Segment(p.start + start, p.end + start, p.channel, p.section, p.message)
+        for start, _, _, end in bounds
+        for p in segments(text[start:end], fmt)
+    ]
+    channels = label_tokens(offsets, parts) if parts else [None] * len(ids)
     spans: list[TokenSpan] = []
     starts: list[int] = []
     message = 0
     cursor = 0
-    for token, (start, _) in enumerate(offsets):
+    for token, ((start, _), part) in enumerate(zip(offsets, channels, strict=True)):
         cursor = max(cursor, int(start))
         while message < len(bounds) - 1 and cursor >= bounds[message][3]:
             message += 1
@@ -172,9 +245,26 @@ def message_spans(
             section = "content"
         else:
             section = "footer"
-        spans.append(TokenSpan(message, roles[message], section))
+        section, channel = _channel(fmt, roles[message], section, part)
+        spans.append(TokenSpan(message, roles[message], section, channel))
     starts.extend([len(ids)] * (len(bounds) - len(starts)))
     partition = tuple(
         (starts[i], starts[i + 1] if i + 1 < len(bounds) else len(ids)) for i in range(len(bounds))
     )
     return ChatSpans(text, tuple(ids), tuple(spans), partition)
+
+
+def _channel(fmt: str, role: str, section: str, part: Segment | None) -> tuple[str, str | None]:
+    """A token's section and channel once its reasoning segment is known.
+
+    Inside a harmony message that names a channel, or a `<think>` block of an assistant turn,
+    the segment decides both (`<think>` and harmony headers are `header`, their text `content`,
+    `</think>` and `<|end|>` `footer`). An assistant's own content outside a block is `final`
+    in the think format. Everything else keeps its section and has no channel."""
+    if part is None or part.channel is None:
+        return section, None
+    if fmt == "harmony" or (part.channel == "analysis" and role == "assistant"):
+        return part.section, part.channel
+    if fmt == "think" and role == "assistant" and section == "content":
+        return section, "final"
+    return section, None

@@ -9,9 +9,10 @@ for a flat row, `.unsqueeze(0)` (torch) or `[None]` (numpy).
   `_facts` a subclass sets in its `__init__`.
 * **Conveniences** written over the subclass's own `capture` and `generate` (so steering made
   active with `steer(model, ...)` applies to them as to those calls): `generate_text`,
-  `capture_residuals`, and the chat spans (`message_spans`, `message_partition`) of its
-  `tokenizer`. `capture_attention` is refused here; the torch backends serve it from
-  `interp_torch.readouts`. Their blocking forms are the twins of `interp_core.sync`.
+  `capture_residuals`, and the chat spans (`message_spans`, `message_partition`,
+  `generation_labels`) of its `tokenizer`. `capture_attention` is refused here; the torch
+  backends serve it from `interp_torch.readouts`. Their blocking forms are the twins of
+  `interp_core.sync`.
 
 A subclass states, as the class attribute `graph_refusal`, why `capture_residuals(detach=False)`
 cannot keep an autograd graph on it; None (eager) passes `detach=False` on to its `capture`.
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from interp_core.address import Address
+from interp_core.channels import generation_labels
 from interp_core.chat import ChatSpans, message_spans
 from interp_core.errors import CapabilityUnsupported, GradientsUnsupported, InvalidArgument
 from interp_core.generation_config import read_generation_config, recommended_sampling
@@ -163,15 +165,41 @@ class ModelBase:
 
     # --- chat -----------------------------------------------------------------------------------
     def message_spans(
-        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = False
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool = False,
+        enable_thinking: bool | None = None,
+        fmt: str | None = None,
     ) -> ChatSpans:
-        """The chat rendered with the template, each token labelled with its message, role and
-        section (header / content / footer); see `interp_core.chat.message_spans`."""
-        return message_spans(self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
+        """The chat rendered with the template, each token labelled with its message, role,
+        section (header / content / footer) and reasoning channel; see
+        `interp_core.chat.message_spans`. A tokenizer that renders its spans where its template
+        lives (the remote backend's proxy of the server's) is asked through its `chat_spans`."""
+        options = {
+            "add_generation_prompt": add_generation_prompt,
+            "continue_final_message": continue_final_message,
+            "enable_thinking": enable_thinking,
+            "fmt": fmt,
+        }
+        remote = getattr(self.tokenizer, "chat_spans", None)
+        if remote is not None:
+            return remote(messages, **options)
+        return message_spans(self.tokenizer, messages, **options)
 
     def message_partition(
-        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = False
+        self, messages: Sequence[dict[str, str]], **options: Any
     ) -> tuple[tuple[int, int], ...]:
         """Each message's contiguous `[start, end)` token range; the ranges cover every token."""
-        spans = self.message_spans(messages, add_generation_prompt=add_generation_prompt)
-        return spans.partition
+        return self.message_spans(messages, **options).partition
+
+    def generation_labels(
+        self, prompt_ids: Sequence[int], generated_ids: Sequence[int], *, fmt: str | None = None
+    ) -> tuple[tuple[str | None, str, int], ...]:
+        """`(channel, section, message)` of each generated token; see
+        `interp_core.channels.generation_labels` (or the tokenizer's own, as for chat spans)."""
+        own = getattr(self.tokenizer, "generation_labels", None)
+        if own is not None:
+            return own(prompt_ids, generated_ids, fmt=fmt)
+        return generation_labels(self.tokenizer, prompt_ids, generated_ids, fmt=fmt)

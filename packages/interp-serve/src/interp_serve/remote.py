@@ -30,6 +30,7 @@ from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
+from interp_serve.remote_chat import remote_generation_labels, remote_message_spans
 from interp_serve.remote_readouts import RemoteReadouts
 from interp_serve.wire import (
     error_from_json,
@@ -108,10 +109,17 @@ class RemoteBackend:
 
 
 class _RemoteTokenizer:
-    """The server's tokenizer, by HTTP: `encode` and `decode` only."""
+    """The server's tokenizer, by HTTP: `encode` and `decode`, and the chat spans its template
+    renders on the server (`ModelBase.message_spans` asks a tokenizer with `chat_spans`)."""
 
     def __init__(self, model: RemoteModel) -> None:
         self._model = model
+
+    def chat_spans(self, messages: Sequence[dict[str, Any]], **options: Any) -> Any:
+        return remote_message_spans(self._model._post, messages, **options)
+
+    def generation_labels(self, *args: Any, **kwargs: Any) -> Any:
+        remote_generation_labels()
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return nested_ids(self._model.to_tokens(text, prepend_bos=add_special_tokens))[0]

@@ -67,7 +67,8 @@ from interp_vllm.calls import Installed, ModelCalls
 from interp_vllm.decoding import WorkerDecoding
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.layout import check_layout
-from interp_vllm.prompts import all_ones, check_prompts
+from interp_vllm.padding import split_rows
+from interp_vllm.prompts import check_prompts
 from interp_vllm.readouts_client import VLLMReadouts
 from interp_vllm.sae_client import WorkerSAEs
 from interp_vllm.static_client import StaticTier
@@ -497,30 +498,24 @@ class VLLMModel(ModelBase):
         self._require_hooks("capture")
         prompts = self._prompts(tokens)
         points = to_addresses(points)  # the form before any engine starts; support after
-        if attention_mask is not None and not all_ones(attention_mask):
-            msg = "capture with a padding attention_mask is not served by vLLM"
-            raise CapabilityUnsupported.build(
-                msg,
-                "vLLM runs every prompt unpadded, so there is nothing to mask",
-                "pass each prompt's real tokens without padding (one capture per prompt)",
-            )
+        batch = split_rows(prompts, attention_mask)  # a padded batch: one request per row
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
-        length = len(prompts[0])
-        writes = self._writes(steering, length, f"this capture's {length}-token prompt", prompts)
+        # One admission for the whole batch, as eager's: positions count each row's real tokens
+        # from 0 (a write past a short row's end applies to none of its tokens).
+        rows = [list(row) for row in batch.rows]
+        length = max(len(row) for row in rows)
+        writes = self._writes(steering, length, f"this capture's {length}-token prompt", rows)
         spec = self._spec(addresses, writes)
-        params = [self._sampling(1, 0.0) for _ in prompts]
         results = await asyncio.gather(
-            *(self._request(p, s, spec) for p, s in zip(prompts, params, strict=True))
+            *(self._request(row, self._sampling(1, 0.0), spec) for row in rows)
         )
-        import torch
-
         per_row = [
-            self._cache(addresses, payload, len(p))
-            for p, (_, payload) in zip(prompts, results, strict=True)
+            self._cache(addresses, payload, len(row))
+            for row, (_, payload) in zip(batch.rows, results, strict=True)
         ]
-        tensors = {a: torch.cat([row[a] for row in per_row]) for a in addresses}
+        tensors = batch.stack(addresses, per_row)
         return ActivationCache(tensors, output=[final for final, _ in results])
 
     async def generate(

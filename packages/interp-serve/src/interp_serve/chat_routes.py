@@ -1,0 +1,102 @@
+"""The chat-spans route: a chat rendered with the served model's template, every token labelled.
+
+`POST /v1/chat/spans` takes OpenAI-style messages (an assistant message may carry its reasoning
+as `reasoning_content`, the `<think>` templates' key, or `thinking`, harmony's) and the template
+options (`add_generation_prompt`, `continue_final_message`, `enable_thinking`, and `format` to
+name the reasoning format instead of reading it from the template). It answers the rendered
+`text`, its `token_ids`, one `{message, role, section, channel}` per token and each message's
+`[start, end)` token range (`interp_core.chat.message_spans`). With `generated` (ids a model
+produced after that prompt) it also labels them, one `{channel, section, message}` each
+(`interp_core.channels.generation_labels`).
+
+The texts are capped like every text the server reads (`--max-text-chars`, 413), and rendering
+runs off the event loop. A template that cannot be labelled is refused as in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from interp_core.channels import FORMATS, generation_labels
+from interp_core.chat import message_spans
+from interp_serve.inputs import check_text
+from interp_serve.service import Service
+
+__all__ = ["ChatSpansRequest", "router"]
+
+router = APIRouter()
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+class SpanMessage(BaseModel):
+    model_config = _STRICT
+    role: str
+    content: str
+    reasoning_content: str | None = Field(None, description="reasoning, for <think> templates")
+    thinking: str | None = Field(None, description="reasoning, for harmony templates")
+
+
+class ChatSpansRequest(BaseModel):
+    model_config = _STRICT
+    messages: list[SpanMessage] = Field(min_length=1, description="the chat to render")
+    add_generation_prompt: bool = Field(False, description="open the assistant's next turn")
+    continue_final_message: bool = Field(False, description="leave the last message open")
+    enable_thinking: bool | None = Field(
+        None, description="the template's thinking switch; refused by a template without one"
+    )
+    format: str | None = Field(
+        None, description=f"reasoning format, one of {FORMATS}; read from the template if null"
+    )
+    generated: list[int] | None = Field(
+        None, description="token ids generated after this chat, to label by channel"
+    )
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service
+
+
+@router.post("/v1/chat/spans", summary="A chat's tokens, each with its message, role and channel")
+async def chat_spans(body: ChatSpansRequest, request: Request) -> dict[str, Any]:
+    service = _service(request)
+    cap = service.settings.max_text_chars
+    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    for item in messages:
+        for key in ("content", "reasoning_content", "thinking"):
+            if key in item:
+                check_text(item[key], cap, f"a message's {key}")
+    generated = (
+        None if body.generated is None else service.ids(body.generated, "generated", in_range=True)
+    )
+    tokenizer = service.model.tokenizer
+
+    def work() -> dict[str, Any]:
+        chat = message_spans(
+            tokenizer,
+            messages,
+            add_generation_prompt=body.add_generation_prompt,
+            continue_final_message=body.continue_final_message,
+            enable_thinking=body.enable_thinking,
+            fmt=body.format,
+        )
+        check_text(chat.text, cap, "the rendered chat")
+        answer: dict[str, Any] = {
+            "text": chat.text,
+            "token_ids": list(chat.token_ids),
+            "spans": [
+                {"message": s.message, "role": s.role, "section": s.section, "channel": s.channel}
+                for s in chat.spans
+            ],
+            "partition": [list(r) for r in chat.partition],
+        }
+        if generated is not None:
+            labels = generation_labels(tokenizer, chat.token_ids, generated, fmt=body.format)
+            answer["labels"] = [{"channel": c, "section": s, "message": m} for c, s, m in labels]
+        return answer
+
+    return await asyncio.to_thread(work)
