@@ -1,0 +1,382 @@
+"""Neuronpedia's inference API at `/neuronpedia` on a real `interp serve` (eager, loopback).
+
+One server for the module, with the suite's two tiny SAELens SAEs loaded under Neuronpedia
+source names (`1-res-test`, `0-res-test`: one source set, `res-test`) and a Neuronpedia secret.
+Every served route's answer is checked against the contract's own response schema
+(`interp_serve.neuronpedia.contract`), and its values against the same computation in-process
+(`local`, the suite's eager reference) or our own API on the same server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import serve_helpers
+import torch
+
+from interp_core import sync
+from interp_core.steering import SteeringSpec
+from interp_serve.neuronpedia import REFUSED, SERVED, contract
+from interp_testmodels import TEST_PROMPT
+
+D_SAE = 64
+SECRET = "np-secret-0123456789"
+NEW_TOKENS = 6
+L1, L0 = "1-res-test", "0-res-test"
+
+
+@pytest.fixture(scope="module")
+def sae_dirs(tmp_path_factory: pytest.TempPathFactory, local: Any) -> dict[str, Path]:
+    return serve_helpers.write_saes(tmp_path_factory.mktemp("np-saes"), local.d_model, D_SAE)
+
+
+@pytest.fixture(scope="module")
+def saes(sae_dirs: dict[str, Path]) -> dict[str, Any]:
+    from interp_sae import load_sae
+
+    return {L1: load_sae(sae_dirs["relu"]), L0: load_sae(sae_dirs["jr0"])}
+
+
+@pytest.fixture(scope="module")
+def np_server(
+    model_path: Path, sae_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    logs = tmp_path_factory.mktemp("np-logs")
+    args = ("--sae", f"{L1}={sae_dirs['relu']}", "--sae", f"{L0}={sae_dirs['jr0']}")
+    previous = os.environ.get("INTERP_NEURONPEDIA_SECRET")
+    os.environ["INTERP_NEURONPEDIA_SECRET"] = SECRET
+    try:
+        running = serve_helpers.start_server(model_path, logs, name="neuronpedia", args=args)
+    finally:
+        if previous is None:
+            del os.environ["INTERP_NEURONPEDIA_SECRET"]
+        else:
+            os.environ["INTERP_NEURONPEDIA_SECRET"] = previous
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def np(np_server: Any) -> Iterator[Any]:
+    """A client of the mount as the webapp is one: the secret header, no Bearer key."""
+    import httpx
+
+    url = f"{np_server.url}/neuronpedia"
+    with httpx.Client(base_url=url, headers={"X-SECRET-KEY": SECRET}, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def ours(np_server: Any) -> Iterator[Any]:
+    """A client of our own API on the same server."""
+    with np_server.client() as client:
+        yield client
+
+
+def _response_schema(path: str, method: str = "post") -> dict[str, Any]:
+    operation = contract.contract()["paths"][path][method]
+    return operation["responses"]["200"]["content"]["application/json"]["schema"]
+
+
+def _ok(np: Any, path: str, body: dict[str, Any]) -> Any:
+    """POST `body`, assert 200 and that the answer fits the contract's response schema."""
+    answer = np.post(path, json=body)
+    assert answer.status_code == 200, answer.text
+    got = answer.json()
+    assert contract.problems(got, _response_schema(path)) == []
+    return got
+
+
+def _features(*items: tuple[str, int, float]) -> list[dict[str, Any]]:
+    return [{"model": "m", "source": s, "index": i, "strength": v} for s, i, v in items]
+
+
+def _steer_body(**extra: Any) -> dict[str, Any]:
+    body = {
+        "prompt": TEST_PROMPT,
+        "model": "m",
+        "steerMethod": "SIMPLE_ADDITIVE",
+        "normalizeSteering": False,
+        "types": ["STEERED", "DEFAULT"],
+        "nCompletionTokens": NEW_TOKENS,
+        "temperature": 0,
+        "strengthMultiplier": 2.0,
+        "freqPenalty": 0,
+        "seed": 7,
+        "features": _features((L0, 3, 6.0)),
+    }
+    return {**body, **extra}
+
+
+def _bodies(d_model: int) -> dict[str, dict[str, Any]]:
+    """One request per served route, built from its request schema's required fields."""
+    prompts = [TEST_PROMPT, TEST_PROMPT.upper()]
+    chat = [{"role": "user", "content": TEST_PROMPT}]
+    all_body = {
+        "model": "m",
+        "sourceSet": "res-test",
+        "selectedSources": [],
+        "sortByTokenIndexes": [],
+        "ignoreBos": True,
+        "numResults": 5,
+    }
+    topk = {"model": "m", "source": L1, "ignoreBos": False, "topK": 3}
+    single = {"model": "m", "source": L1, "index": "5"}
+    return {
+        "/v1/activation/single": {**single, "prompt": TEST_PROMPT},
+        "/v1/activation/single-batch": {**single, "prompts": prompts},
+        "/v1/activation/all": {**all_body, "prompt": TEST_PROMPT},
+        "/v1/activation/all-batch": {**all_body, "prompts": prompts},
+        "/v1/activation/topk-by-token": {**topk, "prompt": TEST_PROMPT},
+        "/v1/activation/topk-by-token-batch": {**topk, "prompts": prompts},
+        "/v1/steer/completion": _steer_body(nLogprobs=2),
+        "/v1/steer/completion-chat": _steer_body(prompt=chat, steerSpecialTokens=False),
+        "/v1/tokenize": {"model": "m", "text": TEST_PROMPT},
+        "/v1/util/sae-vector": {"model": "m", "source": L0, "index": 4},
+        "/v1/util/sae-topk-by-decoder-cossim": {
+            "model": "m",
+            "source": L1,
+            "numResults": 4,
+            "vector": [1.0] * d_model,
+        },
+    }
+
+
+def test_every_served_route_answers_within_the_contract(np: Any, local: Any) -> None:
+    bodies = _bodies(local.d_model)
+    assert sorted(bodies) == sorted(SERVED)
+    for path, body in bodies.items():
+        # The request itself is one the contract allows: the test sends what the webapp would.
+        assert contract.problems(body, contract.request_schema(path)) == [], path
+        _ok(np, path, body)
+    health = np.get("/health")
+    assert health.status_code == 200
+    assert contract.problems(health.json(), _response_schema("/health", "get")) == []
+    capabilities = np.get("/v1/capabilities").json()
+    assert [s["source"] for s in capabilities["sources"]] == [L1, L0]
+    assert sorted(capabilities["refusedRoutes"]) == sorted(REFUSED)
+    assert np.get("/v1/steer/health").json()["status"] == "healthy"
+
+
+def test_the_validator_sees_a_wrong_answer() -> None:
+    schema = contract.schema("ActivationSingleResponse")
+    good = {"activation": {"values": [1.0], "maxValue": 1.0, "maxValueIndex": 0}, "tokens": ["a"]}
+    good["tokensIsSpecial"] = [False]
+    assert contract.problems(good, schema) == []
+    bad = json.loads(json.dumps(good))
+    bad["activation"]["maxValueIndex"] = 0.5
+    del bad["tokensIsSpecial"]
+    found = {(where, kind) for where, _, kind in contract.problems(bad, schema)}
+    assert found == {
+        (("activation", "maxValueIndex"), "integer_type"),
+        (("tokensIsSpecial",), "missing"),
+    }
+    steer = contract.schema("SteerCompletionRequest")
+    assert any(k == "enum" for _, _, k in contract.problems({"steerMethod": "X"}, steer))
+
+
+def _encode(local: Any, sae: Any, prompt: str = TEST_PROMPT) -> torch.Tensor:
+    ids = local.to_tokens(prompt)
+    cache = sync.capture(local, ids, [str(sae.address)])
+    return sae.encode(cache[sae.address][0].float())  # [seq, d_sae]
+
+
+def test_activation_single_equals_the_encoded_capture(
+    np: Any, local: Any, saes: dict[str, Any]
+) -> None:
+    got = _ok(
+        np,
+        "/v1/activation/single",
+        {"model": "m", "prompt": TEST_PROMPT, "source": L1, "index": "5"},
+    )
+    expected = _encode(local, saes[L1])[:, 5]
+    values = torch.tensor(got["activation"]["values"])
+    assert values.shape == expected.shape
+    assert float((values - expected).abs().max()) <= 1e-5
+    assert got["activation"]["maxValueIndex"] == int(expected.argmax())
+    ids = local.to_tokens(TEST_PROMPT)[0].tolist()
+    assert got["tokens"] == local.to_str_tokens(ids)
+    # BOS is the tokenizer's special token; the prompt's words are not.
+    assert got["tokensIsSpecial"][0] is True and not any(got["tokensIsSpecial"][1:])
+    # A raw vector at a hook: the dot product of that hook's activation with it.
+    direction = torch.linspace(-1, 1, local.d_model)
+    body = {"model": "m", "prompt": TEST_PROMPT, "hook": "blocks.0.hook_resid_post"}
+    got = _ok(np, "/v1/activation/single", {**body, "vector": direction.tolist()})
+    cache = sync.capture(local, local.to_tokens(TEST_PROMPT), ["resid_post.0"])
+    expected = cache["resid_post.0"][0].float() @ direction
+    assert float((torch.tensor(got["activation"]["values"]) - expected).abs().max()) <= 1e-4
+
+
+def _brute_force_all(
+    dense_by_source: dict[str, torch.Tensor], by_index: list[int], n: int
+) -> list[tuple[str, int]]:
+    rows = []
+    for source, dense in dense_by_source.items():
+        dense = dense.clone()
+        dense[0] = 0  # ignoreBos: position 0 is the BOS
+        for feature in range(dense.shape[1]):
+            column = dense[:, feature]
+            key = float(column[by_index].sum()) if by_index else float(column.max())
+            if key > 0:
+                rows.append((-key, list(dense_by_source).index(source), feature, source))
+    return [(source, feature) for _, _, feature, source in sorted(rows)[:n]]
+
+
+@pytest.mark.parametrize("by_index", [[], [2, 3]])
+def test_activation_all_ranks_equal_a_brute_force_ranking(
+    np: Any, local: Any, saes: dict[str, Any], by_index: list[int]
+) -> None:
+    body = {
+        "model": "m",
+        "prompt": TEST_PROMPT,
+        "sourceSet": "res-test",
+        "selectedSources": [],
+        "sortByTokenIndexes": by_index,
+        "ignoreBos": True,
+        "numResults": 12,
+    }
+    got = _ok(np, "/v1/activation/all", body)
+    dense = {L1: _encode(local, saes[L1]), L0: _encode(local, saes[L0])}
+    expected = _brute_force_all(dense, by_index, 12)
+    assert [(a["source"], a["index"]) for a in got["activations"]] == expected
+    first = got["activations"][0]
+    column = dense[first["source"]][:, first["index"]].clone()
+    column[0] = 0
+    assert float((torch.tensor(first["values"]) - column).abs().max()) <= 1e-5
+    if by_index:
+        assert abs(first["sumValues"] - float(column[by_index].sum())) <= 1e-4
+
+
+def test_topk_by_token_equals_our_features_api(np: Any, ours: Any) -> None:
+    body = {"model": "m", "prompt": TEST_PROMPT, "source": L0, "ignoreBos": True, "topK": 4}
+    got = _ok(np, "/v1/activation/topk-by-token", body)
+    mine = ours.post("/v1/features", json={"text": TEST_PROMPT, "saes": [L0], "top_k": 4})
+    assert mine.status_code == 200, mine.text
+    inline = mine.json()["interp"]["inline"]
+    indices, values = inline[f"{L0}.indices"][0], inline[f"{L0}.values"][0]
+    assert [r["tokenPosition"] for r in got["results"]] == list(range(1, len(indices)))
+    for result in got["results"]:
+        position = result["tokenPosition"]
+        assert [f["featureIndex"] for f in result["topFeatures"]] == indices[position]
+        found = [f["activationValue"] for f in result["topFeatures"]]
+        assert max(abs(a - b) for a, b in zip(found, values[position], strict=True)) <= 1e-6
+
+
+def _generate(local: Any, steering: Any) -> str:
+    ids = local.to_tokens(TEST_PROMPT)
+    generation = sync.generate(
+        local, ids, max_new_tokens=NEW_TOKENS, temperature=0.0, steering=steering
+    )
+    return generation.text
+
+
+@pytest.mark.parametrize("method", ["SIMPLE_ADDITIVE", "ORTHOGONAL_DECOMP", "PROJECTION_CAP"])
+def test_steer_completion_equals_our_generations(
+    np: Any, ours: Any, local: Any, saes: dict[str, Any], method: str
+) -> None:
+    normalize = method == "PROJECTION_CAP"
+    body = _steer_body(steerMethod=method, normalizeSteering=normalize)
+    if method == "PROJECTION_CAP":
+        body["features"] = _features((L0, 3, -1.0))
+    got = {o["type"]: o["output"] for o in _ok(np, "/v1/steer/completion", body)["outputs"]}
+    row = saes[L0].decoder_row(3)
+    if method == "SIMPLE_ADDITIVE":
+        spec = SteeringSpec(saes[L0].write_address, row, "add", 12.0)
+    elif method == "ORTHOGONAL_DECOMP":
+        spec = SteeringSpec(saes[L0].write_address, row, "orthogonal", 12.0)
+    else:
+        spec = SteeringSpec(saes[L0].write_address, row / row.norm(), "projection_cap", max=-2.0)
+    assert got["STEERED"] == _generate(local, [spec])
+    assert got["STEERED"] != got["DEFAULT"]  # the steering changed the text
+    # DEFAULT is a plain greedy generation: our own completions route gives the same text.
+    model = ours.get("/v1/models").json()["data"][0]["id"]
+    plain = {"model": model, "prompt": TEST_PROMPT, "max_tokens": NEW_TOKENS, "temperature": 0}
+    assert got["DEFAULT"] == ours.post("/v1/completions", json=plain).json()["choices"][0]["text"]
+
+
+def test_steer_streams_the_same_outputs(np: Any) -> None:
+    body = _steer_body(stream=True)
+    frames = []
+    with np.stream("POST", "/v1/steer/completion", json=body) as answer:
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                frames.append(json.loads(line[6:]))
+    schema = _response_schema("/v1/steer/completion")
+    assert all(contract.problems(frame, schema) == [] for frame in frames)
+    whole = _ok(np, "/v1/steer/completion", _steer_body())
+    assert frames[-1] == whole
+    assert len(frames) >= 2
+
+
+def test_steer_chat_default_equals_our_chat_route(np: Any, ours: Any) -> None:
+    chat = [{"role": "user", "content": TEST_PROMPT}]
+    body = _steer_body(prompt=chat, steerSpecialTokens=False, types=["DEFAULT"])
+    got = _ok(np, "/v1/steer/completion-chat", body)
+    model = ours.get("/v1/models").json()["data"][0]["id"]
+    plain = {"model": model, "messages": chat, "max_tokens": NEW_TOKENS, "temperature": 0}
+    text = ours.post("/v1/chat/completions", json=plain).json()["choices"][0]["message"]["content"]
+    (output,) = got["outputs"]
+    assert output["chatTemplate"][-1] == {"role": "assistant", "content": text}
+    assert output["raw"] == got["input"]["raw"] + text
+
+
+def test_sae_vector_and_decoder_neighbours(np: Any, saes: dict[str, Any]) -> None:
+    got = _ok(np, "/v1/util/sae-vector", {"model": "m", "source": L0, "index": 4})
+    assert torch.equal(torch.tensor(got["vector"]), saes[L0].W_dec[4].float())
+    assert got["hookName"] == "blocks.0.hook_resid_post"
+    feature = {"model": "m", "source": L0, "index": 4}
+    body = {"model": "m", "source": L1, "numResults": 6, "feature": feature}
+    got = _ok(np, "/v1/util/sae-topk-by-decoder-cossim", body)
+    rows = saes[L1].W_dec.float()
+    query = saes[L0].W_dec[4].float()
+    cosines = (rows @ query) / (rows.norm(dim=-1) * query.norm())
+    expected = torch.sort(cosines, descending=True, stable=True).indices[:6].tolist()
+    found = got["topkDecoderCossimFeatures"]
+    assert [f["feature"]["index"] for f in found] == expected
+    assert abs(found[0]["cosineSimilarity"] - float(cosines[expected[0]])) <= 1e-5
+    assert got["feature"] == feature
+
+
+def test_the_secret_guards_the_mount_and_keys_still_guard_ours(np_server: Any) -> None:
+    import httpx
+
+    url = f"{np_server.url}/neuronpedia"
+    body = {"model": "m", "text": "hi"}
+    for headers in ({}, {"X-SECRET-KEY": "wrong"}, np_server.headers()):
+        answer = httpx.post(f"{url}/v1/tokenize", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 401
+        assert answer.json() == {"error": "Invalid or missing X-SECRET-KEY header"}
+    assert httpx.get(f"{url}/health", timeout=30).json() == {"status": "healthy"}
+    # The mount's secret is no key to the rest of the server.
+    answer = httpx.get(f"{np_server.url}/v1/saes", headers={"X-SECRET-KEY": SECRET}, timeout=30)
+    assert answer.status_code == 401
+    assert SECRET not in np_server.log_text()
+
+
+def test_refusals_take_the_contracts_shapes(np: Any) -> None:
+    body = {"model": "m", "prompt": TEST_PROMPT, "source": "9-nope", "index": "1"}
+    answer = np.post("/v1/activation/single", json=body)
+    assert answer.status_code == 400
+    assert f"the served sources are {L0}, {L1}" in answer.json()["error"]
+    # Both a feature and a vector, or an index past the SAE: refused, not guessed.
+    both = {**body, "source": L1, "hook": "blocks.0.hook_resid_post", "vector": [0.0]}
+    assert "exactly one" in np.post("/v1/activation/single", json=both).json()["error"]
+    past = np.post("/v1/activation/single", json={**body, "source": L1, "index": str(D_SAE)})
+    assert past.status_code == 400 and "0 to 63" in past.json()["error"]
+    # A body the contract does not allow: 422 in its validation shape.
+    answer = np.post("/v1/steer/completion", json=_steer_body(steerMethod="SIDEWAYS"))
+    assert answer.status_code == 422
+    assert contract.problems(answer.json(), contract.schema("HTTPValidationError")) == []
+    assert answer.json()["detail"][0]["loc"] == ["body", "steerMethod"]
+    for path in REFUSED:
+        answer = np.post(path, json={})
+        assert answer.status_code == 400 and "not served" in answer.json()["error"], path
+    no_set = {**_bodies(8)["/v1/activation/all"], "prompt": "x", "sourceSet": "att-x"}
+    assert "served sets are res-test" in np.post("/v1/activation/all", json=no_set).json()["error"]
