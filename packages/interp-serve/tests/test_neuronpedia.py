@@ -136,6 +136,9 @@ def _bodies(d_model: int) -> dict[str, dict[str, Any]]:
         "/v1/activation/topk-by-token-batch": {**topk, "prompts": prompts},
         "/v1/steer/completion": _steer_body(nLogprobs=2),
         "/v1/steer/completion-chat": _steer_body(prompt=chat, steerSpecialTokens=False),
+        "/v1/activation/source": {"model": "m", "source": L0, "prompts": prompts},
+        "/v1/activation/raw": {"prompts": prompts, "layers": [0, 1]},
+        "/v1/activation/attention": {"model": "m", "prompt": TEST_PROMPT, "layer": 1, "head": 1},
         "/v1/tokenize": {"model": "m", "text": TEST_PROMPT},
         "/v1/util/sae-vector": {"model": "m", "source": L0, "index": 4},
         "/v1/util/sae-topk-by-decoder-cossim": {
@@ -380,3 +383,42 @@ def test_refusals_take_the_contracts_shapes(np: Any) -> None:
         assert answer.status_code == 400 and "not served" in answer.json()["error"], path
     no_set = {**_bodies(8)["/v1/activation/all"], "prompt": "x", "sourceSet": "att-x"}
     assert "served sets are res-test" in np.post("/v1/activation/all", json=no_set).json()["error"]
+
+
+def test_source_raw_and_attention_equal_the_capture(
+    np: Any, local: Any, saes: dict[str, Any]
+) -> None:
+    body = {"model": "m", "source": L0, "prompts": [TEST_PROMPT]}
+    (got,) = _ok(np, "/v1/activation/source", body)["results"]
+    dense = _encode(local, saes[L0])
+    expected = {
+        str(f): [[t, float(dense[t, f])] for t in range(dense.shape[0]) if dense[t, f] != 0]
+        for f in range(dense.shape[1])
+        if bool((dense[:, f] != 0).any())
+    }
+    assert sorted(got["activeFeatures"]) == sorted(expected)
+    for feature, pairs in expected.items():
+        found = got["activeFeatures"][feature]
+        assert [p[0] for p in found] == [p[0] for p in pairs]
+        assert max(abs(a[1] - b[1]) for a, b in zip(found, pairs, strict=True)) <= 1e-5
+    ids = local.to_tokens(TEST_PROMPT)
+    cache = sync.capture(local, ids, ["resid_post.1", "attn_probs.1"])
+    (raw,) = _ok(np, "/v1/activation/raw", {"prompts": [TEST_PROMPT], "layers": [1]})["results"]
+    assert raw["tokenIds"] == ids[0].tolist()
+    (layer,) = raw["activations"]
+    assert layer["layer"] == 1 and layer["tokenIndices"] == [ids.shape[1] - 1]
+    final = cache["resid_post.1"][0, -1].float()
+    assert float((torch.tensor(layer["values"][0]) - final).abs().max()) <= 1e-5
+    body = {"model": "m", "prompt": TEST_PROMPT, "layer": 1, "head": 1}
+    got = _ok(np, "/v1/activation/attention", body)
+    pattern = cache["attn_probs.1"][0, 1].float()
+    seq = pattern.shape[0]
+    assert got["seqLen"] == seq
+    pairs = zip(got["attentionIndices"], got["attentionValues"], strict=True)
+    kept = {divmod(i, seq): v for i, v in pairs}
+    for q in range(seq):
+        keys = {k for (row, k) in kept if row == q}
+        top = torch.topk(pattern[q], k=min(8, seq)).indices.tolist()
+        assert keys == {k for k in top if pattern[q, k] > 0}
+    assert all(abs(v - float(pattern[q, k])) <= 1e-6 for (q, k), v in kept.items())
+    assert abs(got["maxActivation"] - float(pattern[1:, 1:].max())) <= 1e-6

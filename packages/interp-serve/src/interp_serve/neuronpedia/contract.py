@@ -4,7 +4,7 @@
 folder's README). Requests are checked against its request schemas before any work is done,
 and the tests check every answer against its response schemas, so the contract lives in one
 file and nothing restates it by hand. The validator covers the part of JSON Schema the file
-uses (type, properties, required, items, anyOf, enum, $ref, minimum, maximum, minItems,
+uses (type, properties, required, items, anyOf, enum, $ref, minimum, maximum, minItems, maxItems,
 additionalProperties), with the standard library only.
 """
 
@@ -92,6 +92,8 @@ def problems(value: Any, node: dict[str, Any], where: tuple[Any, ...] = ()) -> l
     if isinstance(value, list):
         if "minItems" in node and len(value) < node["minItems"]:
             found.append((where, f"should have at least {node['minItems']} item(s)", "too_short"))
+        if "maxItems" in node and len(value) > node["maxItems"]:
+            found.append((where, f"should have at most {node['maxItems']} item(s)", "too_long"))
         if "items" in node:
             for index, item in enumerate(value):
                 found += problems(item, node["items"], (*where, index))

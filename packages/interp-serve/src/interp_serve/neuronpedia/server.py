@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from interp_core.errors import CapabilityUnsupported, InterpError
 from interp_serve.errors import status_of
-from interp_serve.neuronpedia import activations, contract, steer, utilities
+from interp_serve.neuronpedia import activations, contract, readouts, steer, utilities
 from interp_serve.service import Service
 
 __all__ = ["MOUNT", "SECRET_ENV", "create_neuronpedia_app", "secret_from_env"]
@@ -56,6 +56,9 @@ SERVED: dict[str, Handler] = {
     "/v1/activation/all-batch": _batched(activations.activation_all),
     "/v1/activation/topk-by-token": activations.topk_by_token,
     "/v1/activation/topk-by-token-batch": _batched(activations.topk_by_token),
+    "/v1/activation/source": readouts.activation_source,
+    "/v1/activation/raw": readouts.activation_raw,
+    "/v1/activation/attention": readouts.activation_attention,
     "/v1/steer/completion": steer.completion,
     "/v1/steer/completion-chat": steer.chat_completion,
     "/v1/tokenize": utilities.tokenize,
@@ -65,12 +68,6 @@ SERVED: dict[str, Handler] = {
 
 # The contract's routes this server answers with a refusal, and why.
 REFUSED: dict[str, str] = {
-    "/v1/activation/source": "every feature of a source per token is not built here yet; "
-    "use /v1/activation/topk-by-token, or POST /v1/features on the interp API",
-    "/v1/activation/raw": "raw residuals are not built on this mount yet; use POST /v1/capture "
-    "on the interp API (resid_post at every layer, the last position)",
-    "/v1/activation/attention": "attention patterns are not built on this mount yet; capture "
-    "the `pattern` point with POST /v1/capture on the interp API",
     "/v1/lens/prompt": "Neuronpedia's lens route is not built on this mount yet; use POST "
     "/v1/lens on the interp API",
     "/v1/apply-chat-template": "chat template spans are not built on this mount yet; use "
