@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
+import schemathesis
 import serve_helpers
 import torch
 
@@ -422,3 +425,43 @@ def test_source_raw_and_attention_equal_the_capture(
         assert keys == {k for k in top if pattern[q, k] > 0}
     assert all(abs(v - float(pattern[q, k])) <= 1e-6 for (q, k), v in kept.items())
     assert abs(got["maxActivation"] - float(pattern[1:, 1:].max())) <= 1e-6
+
+
+# The hostile-input harness over the mount: schemathesis generates requests (valid and not) from
+# the contract itself; no answer may be a 5xx, a 200 must fit the contract, and every refusal
+# must take one of the contract's error shapes. Bounded like tests/test_fuzz.py: derandomized,
+# a few examples per route, and a wall-clock budget after which nothing more is sent.
+FUZZ_EXAMPLES = 6
+FUZZ_BUDGET_S = 25.0
+_fuzz_started: list[float] = []
+
+
+@schemathesis.openapi.from_dict(contract.contract()).parametrize()
+@hypothesis.settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+    suppress_health_check=list(hypothesis.HealthCheck),
+)
+def test_hostile_requests_get_contract_shaped_answers(case: Any, np_server: Any) -> None:
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import response_schema_conformance
+
+    if not _fuzz_started:
+        _fuzz_started.append(time.monotonic())
+    if time.monotonic() - _fuzz_started[0] > FUZZ_BUDGET_S:
+        return
+    if isinstance(case.body, dict) and isinstance(case.body.get("nCompletionTokens"), int):
+        # Long generations are priced and allowed; here they would only spend the budget.
+        case.body["nCompletionTokens"] = min(case.body["nCompletionTokens"], 3)
+    headers = {"X-SECRET-KEY": SECRET}
+    url = f"{np_server.url}/neuronpedia"
+    response = case.call(base_url=url, headers=headers, timeout=60)
+    case.validate_response(
+        response, checks=[not_a_server_error, response_schema_conformance], headers=headers
+    )
+    if response.status_code >= 400 and response.status_code != 422:
+        answer = response.json()
+        assert list(answer) == ["error"] and isinstance(answer["error"], str), response.text

@@ -22,6 +22,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
 
 from interp_core.errors import CapabilityUnsupported, InterpError
 from interp_serve.errors import status_of
@@ -128,10 +129,23 @@ def create_neuronpedia_app(service: Service, secret: str | None = None) -> FastA
     for path, why in REFUSED.items():
         app.add_api_route(path, _refused(path, why), methods=["POST"])
 
-    @app.exception_handler(404)
-    async def missing(request: Request, error: Exception) -> JSONResponse:
-        routes = ", ".join(sorted([*SERVED, "/v1/capabilities", "/health"]))
-        return _refusal(f"no route {request.url.path} in Neuronpedia's API; served: {routes}", 404)
+    @app.exception_handler(HTTPException)
+    async def framework(request: Request, error: HTTPException) -> JSONResponse:
+        # The framework's own refusals (no such route, a method the route lacks) in the
+        # contract's error shape, not FastAPI's {"detail": "..."}.
+        where = f"{request.method} {request.url.path}"
+        if error.status_code == 404:
+            routes = ", ".join(sorted([*SERVED, "/v1/capabilities", "/health"]))
+            message = f"no route {where} in Neuronpedia's API; the served routes: {routes}"
+        elif error.status_code == 405:
+            allowed = (error.headers or {}).get("Allow")
+            message = f"{where} is not a method this route takes; it takes {allowed or 'another'}"
+        else:
+            message = f"{where}: {error.detail}"
+        response = _refusal(message, error.status_code)
+        for name, value in (error.headers or {}).items():
+            response.headers[name] = value
+        return response
 
     return app
 
