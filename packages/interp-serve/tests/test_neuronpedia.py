@@ -364,6 +364,12 @@ def test_the_secret_guards_the_mount_and_keys_still_guard_ours(np_server: Any) -
     answer = httpx.get(f"{np_server.url}/v1/saes", headers={"X-SECRET-KEY": SECRET}, timeout=30)
     assert answer.status_code == 401
     assert SECRET not in np_server.log_text()
+    # The mount's answers are counted under their own routes, apart from ours.
+    good = httpx.post(f"{url}/v1/tokenize", json=body, headers={"X-SECRET-KEY": SECRET})
+    assert good.status_code == 200
+    metrics = httpx.get(f"{np_server.url}/metrics", headers=np_server.headers(), timeout=30).text
+    assert 'route="/neuronpedia/v1/tokenize",status="200"' in metrics
+    assert 'route="/v1/tokenize"' not in metrics
 
 
 def test_refusals_take_the_contracts_shapes(np: Any) -> None:

@@ -225,6 +225,11 @@ class _Guard:
         finally:
             route = scope.get("route")
             name = getattr(route, "path", None) or "unmatched"
+            # A mounted app's route path lacks its mount's prefix (the Neuronpedia mount's
+            # /v1/tokenize is not ours): the prefix is what the mount added to root_path.
+            mount = str(scope.get("root_path", ""))[len(str(scope.get("app_root_path", ""))) :]
+            if route is not None and mount:
+                name = mount + name
             metrics.requests.labels(name, str(status_box[0])).inc()
             metrics.latency.labels(name).observe(time.perf_counter() - started)
             metrics.bytes_out.labels(name).inc(sent[0])
