@@ -31,18 +31,30 @@ D_SAE = 64
 SECRET = "np-secret-0123456789"
 NEW_TOKENS = 6
 L1, L0 = "1-res-test", "0-res-test"
+Z1 = "1-att-test"  # an SAE on layer 1's z (attn.hook_z): the one DFA is computed for
 
 
 @pytest.fixture(scope="module")
 def sae_dirs(tmp_path_factory: pytest.TempPathFactory, local: Any) -> dict[str, Path]:
-    return serve_helpers.write_saes(tmp_path_factory.mktemp("np-saes"), local.d_model, D_SAE)
+    root = tmp_path_factory.mktemp("np-saes")
+    dirs = serve_helpers.write_saes(root, local.d_model, D_SAE)
+    from sae_files import write_saelens  # importable once write_saes ran
+
+    width = local.facts.n_heads * local.facts.head_dim
+    hook = "blocks.1.attn.hook_z"
+    write_saelens(root / "z1", "standard", d_in=width, d_sae=D_SAE, hook_name=hook, seed=3)
+    return {**dirs, "z1": root / "z1"}
 
 
 @pytest.fixture(scope="module")
 def saes(sae_dirs: dict[str, Path]) -> dict[str, Any]:
     from interp_sae import load_sae
 
-    return {L1: load_sae(sae_dirs["relu"]), L0: load_sae(sae_dirs["jr0"])}
+    return {
+        L1: load_sae(sae_dirs["relu"]),
+        L0: load_sae(sae_dirs["jr0"]),
+        Z1: load_sae(sae_dirs["z1"]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +62,10 @@ def np_server(
     model_path: Path, sae_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
     logs = tmp_path_factory.mktemp("np-logs")
-    args = ("--sae", f"{L1}={sae_dirs['relu']}", "--sae", f"{L0}={sae_dirs['jr0']}")
+    args = (
+        *("--sae", f"{L1}={sae_dirs['relu']}", "--sae", f"{L0}={sae_dirs['jr0']}"),
+        *("--sae", f"{Z1}={sae_dirs['z1']}"),
+    )
     previous = os.environ.get("INTERP_NEURONPEDIA_SECRET")
     os.environ["INTERP_NEURONPEDIA_SECRET"] = SECRET
     try:
@@ -164,7 +179,7 @@ def test_every_served_route_answers_within_the_contract(np: Any, local: Any) -> 
     assert health.status_code == 200
     assert contract.problems(health.json(), _response_schema("/health", "get")) == []
     capabilities = np.get("/v1/capabilities").json()
-    assert [s["source"] for s in capabilities["sources"]] == [L1, L0]
+    assert [s["source"] for s in capabilities["sources"]] == [L1, L0, Z1]
     assert sorted(capabilities["refusedRoutes"]) == sorted(REFUSED)
     assert np.get("/v1/steer/health").json()["status"] == "healthy"
 
@@ -376,7 +391,7 @@ def test_refusals_take_the_contracts_shapes(np: Any) -> None:
     body = {"model": "m", "prompt": TEST_PROMPT, "source": "9-nope", "index": "1"}
     answer = np.post("/v1/activation/single", json=body)
     assert answer.status_code == 400
-    assert f"the served sources are {L0}, {L1}" in answer.json()["error"]
+    assert f"the served sources are {L0}, {Z1}, {L1}" in answer.json()["error"]
     # Both a feature and a vector, or an index past the SAE: refused, not guessed.
     both = {**body, "source": L1, "hook": "blocks.0.hook_resid_post", "vector": [0.0]}
     assert "exactly one" in np.post("/v1/activation/single", json=both).json()["error"]
@@ -391,7 +406,10 @@ def test_refusals_take_the_contracts_shapes(np: Any) -> None:
         answer = np.post(path, json={})
         assert answer.status_code == 400 and "not served" in answer.json()["error"], path
     no_set = {**_bodies(8)["/v1/activation/all"], "prompt": "x", "sourceSet": "att-x"}
-    assert "served sets are res-test" in np.post("/v1/activation/all", json=no_set).json()["error"]
+    assert (
+        "served sets are att-test, res-test"
+        in np.post("/v1/activation/all", json=no_set).json()["error"]
+    )
 
 
 def test_source_raw_and_attention_equal_the_capture(
@@ -471,3 +489,41 @@ def test_hostile_requests_get_contract_shaped_answers(case: Any, np_server: Any)
     if response.status_code >= 400 and response.status_code != 422:
         answer = response.json()
         assert list(answer) == ["error"] and isinstance(answer["error"], str), response.text
+
+
+def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict[str, Any]) -> None:
+    sae = saes[Z1]
+    dense = _encode(local, sae)  # [seq, d_sae]
+    feature = int(dense.max(dim=0).values.argmax())  # the feature that fires most
+    body = {"model": "m", "prompt": TEST_PROMPT, "source": Z1, "index": str(feature)}
+    got = _ok(np, "/v1/activation/single", body)["activation"]
+    target = got["maxValueIndex"]
+    assert got["dfaTargetIndex"] == target == int(dense[:, feature].argmax())
+    dfa = torch.tensor(got["dfaValues"], dtype=torch.float64)
+    assert dfa.shape == (dense.shape[0],)
+    assert got["dfaMaxValue"] == pytest.approx(float(dfa.max()))
+    # The decomposition is exact: the per-source terms plus the encoder's biases are the
+    # pre-activation, which a ReLU feature that fires equals.
+    encoder = sae.W_enc[:, feature].double()
+    bias = float(sae.b_enc[feature]) - float(sae.input_bias.double() @ encoder)
+    assert float(dense[target, feature]) > 0
+    assert float(dfa.sum()) + bias == pytest.approx(float(dense[target, feature]), abs=1e-4)
+    # Causal: no source after the target contributes.
+    assert all(v == 0 for v in got["dfaValues"][target + 1 :])
+    # activation/all carries the same DFA for the features of a z SAE it ranks.
+    body = {
+        "model": "m",
+        "prompt": TEST_PROMPT,
+        "sourceSet": "att-test",
+        "selectedSources": [],
+        "sortByTokenIndexes": [],
+        "ignoreBos": False,
+        "numResults": 3,
+    }
+    ranked = _ok(np, "/v1/activation/all", body)["activations"]
+    assert (ranked[0]["source"], ranked[0]["index"]) == (Z1, feature)
+    assert ranked[0]["dfaValues"] == pytest.approx(got["dfaValues"], abs=1e-6)
+    # A residual SAE carries no DFA fields (the contract's optional ones are left out).
+    body = {"model": "m", "prompt": TEST_PROMPT, "source": L1, "index": "5"}
+    plain = _ok(np, "/v1/activation/single", body)["activation"]
+    assert "dfaValues" not in plain

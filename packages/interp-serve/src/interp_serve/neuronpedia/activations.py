@@ -14,6 +14,7 @@ from typing import Any
 
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.steering_lens import special_token_ids
+from interp_serve.neuronpedia.dfa import dfa_points, dfa_values
 from interp_serve.neuronpedia.sources import in_set, pick_source
 from interp_serve.service import Gone, Service
 
@@ -74,9 +75,15 @@ async def activation_single(service: Service, body: dict[str, Any], gone: Gone) 
     if feature:
         sae = pick_source(service.saes, body["source"])
         index = _feature_index(body["index"], sae, body["source"])
-        cache = await service.capture([ids], [str(sae.address)], [], gone=gone)
+        facts = service.model.facts
+        extra = dfa_points(sae, facts)
+        cache = await service.capture([ids], [str(sae.address), *extra], [], gone=gone)
         rows = _rows(cache, sae.address)
         values = await asyncio.to_thread(lambda: sae.encode(rows)[:, index])
+        activation = _values(values)
+        if extra:
+            target = activation["maxValueIndex"]
+            activation.update(dfa_values(sae, index, target, cache, facts))
     else:
         from interp_sae.hooks import address_for_tl_hook
 
@@ -92,8 +99,8 @@ async def activation_single(service: Service, body: dict[str, Any], gone: Gone) 
             raise InvalidArgument(message)
         import torch
 
-        values = rows @ torch.tensor(direction, dtype=torch.float32)
-    return {"activation": _values(values), "tokens": strings, "tokensIsSpecial": special}
+        activation = _values(rows @ torch.tensor(direction, dtype=torch.float32))
+    return {"activation": activation, "tokens": strings, "tokensIsSpecial": special}
 
 
 async def activation_all(service: Service, body: dict[str, Any], gone: Gone) -> dict[str, Any]:
@@ -122,7 +129,9 @@ async def activation_all(service: Service, body: dict[str, Any], gone: Gone) -> 
         )
         raise InvalidArgument(message)
     saes = [pick_source(service.saes, name) for name in names]
-    points = list(dict.fromkeys(str(sae.address) for sae in saes))
+    facts = service.model.facts
+    wanted_points = [p for sae in saes for p in (str(sae.address), *dfa_points(sae, facts))]
+    points = list(dict.fromkeys(wanted_points))
     cache = await service.capture([ids], points, [], gone=gone)
     zero_bos = bool(body["ignoreBos"]) and _bos_first(service, ids)
 
@@ -149,6 +158,9 @@ async def activation_all(service: Service, body: dict[str, Any], gone: Gone) -> 
             column = dense_of[which][:, position]
             entry = {"source": names[which], "index": position, **_values(column)}
             entry["sumValues"] = float(flat[sum(widths[:which]) + position]) if by_index else None
+            if dfa_points(saes[which], facts):
+                target = entry["maxValueIndex"]
+                entry.update(dfa_values(saes[which], position, target, cache, facts))
             picked.append(entry)
         return picked
 
