@@ -76,7 +76,7 @@ async def activation_single(service: Service, body: dict[str, Any], gone: Gone) 
         sae = pick_source(service.saes, body["source"])
         index = _feature_index(body["index"], sae, body["source"])
         facts = service.model.facts
-        extra = dfa_points(sae, facts)
+        extra = dfa_points(sae, service.model)
         cache = await service.capture([ids], [str(sae.address), *extra], [], gone=gone)
         rows = _rows(cache, sae.address)
         values = await asyncio.to_thread(lambda: sae.encode(rows)[:, index])
@@ -130,7 +130,7 @@ async def activation_all(service: Service, body: dict[str, Any], gone: Gone) -> 
         raise InvalidArgument(message)
     saes = [pick_source(service.saes, name) for name in names]
     facts = service.model.facts
-    wanted_points = [p for sae in saes for p in (str(sae.address), *dfa_points(sae, facts))]
+    wanted_points = [p for sae in saes for p in (str(sae.address), *dfa_points(sae, service.model))]
     points = list(dict.fromkeys(wanted_points))
     cache = await service.capture([ids], points, [], gone=gone)
     zero_bos = bool(body["ignoreBos"]) and _bos_first(service, ids)
@@ -158,7 +158,7 @@ async def activation_all(service: Service, body: dict[str, Any], gone: Gone) -> 
             column = dense_of[which][:, position]
             entry = {"source": names[which], "index": position, **_values(column)}
             entry["sumValues"] = float(flat[sum(widths[:which]) + position]) if by_index else None
-            if dfa_points(saes[which], facts):
+            if dfa_points(saes[which], service.model):
                 target = entry["maxValueIndex"]
                 entry.update(dfa_values(saes[which], position, target, cache, facts))
             picked.append(entry)

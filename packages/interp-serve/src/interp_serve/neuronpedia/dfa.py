@@ -15,14 +15,20 @@ from typing import Any
 __all__ = ["dfa_points", "dfa_values"]
 
 
-def dfa_points(sae: Any, facts: Any) -> list[str]:
-    """The extra points DFA needs for `sae` on a model of `facts`, or [] when it has none."""
+def dfa_points(sae: Any, model: Any) -> list[str]:
+    """The extra points DFA needs for `sae` on `model`, or [] when it has none (not a z SAE,
+    the identity does not hold, or the backend cannot capture those points here)."""
     address = sae.address
+    facts = model.facts
     if address.name != "z" or address.layer is None:
         return []
     if sae.normalize != "none" or facts.gated_attn_output or facts.mla is not None:
         return []
-    return [f"attn_probs.{address.layer}", f"value.{address.layer}"]
+    points = [f"attn_probs.{address.layer}", f"value.{address.layer}"]
+    supports = getattr(model, "supports", None)
+    if supports is None or not all(supports(point) for point in points):
+        return []
+    return points
 
 
 def dfa_values(sae: Any, feature: int, target: int, cache: Any, facts: Any) -> dict[str, Any]:
