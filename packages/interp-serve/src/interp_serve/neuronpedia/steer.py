@@ -10,7 +10,8 @@ two outputs differ only by the steering.
 
 Streaming (`stream: true`) sends, after each generated token, the whole response so far as one
 SSE `data:` frame, as Neuronpedia's server does: the outputs of the types not started yet are
-empty.
+empty. A refusal after the stream started (the engine died, the request timed out) is its last
+frame, `{"error": "..."}`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from interp_core.errors import InvalidArgument
+from interp_core.errors import InterpError, InvalidArgument
 from interp_core.steering import SteeringSpec
 from interp_serve.neuronpedia.sources import pick_source
 from interp_serve.service import Gone, Service
@@ -143,11 +144,15 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     texts = dict.fromkeys(body["types"], "")
     sampling = _sampling(body)
-    for kind in body["types"]:
-        steering = specs if kind == "STEERED" else []
-        async for step in service.generate_stream([ids], steering, **sampling):
-            texts[kind] += step.text
-            yield _frame(shape({k: (t, None) for k, t in texts.items()}))
+    try:
+        for kind in body["types"]:
+            steering = specs if kind == "STEERED" else []
+            async for step in service.generate_stream([ids], steering, **sampling):
+                texts[kind] += step.text
+                yield _frame(shape({k: (t, None) for k, t in texts.items()}))
+    except InterpError as error:
+        # The status line has gone out: a refusal mid-stream is the stream's last frame.
+        yield _frame({"error": str(error)})
 
 
 async def completion(service: Service, body: dict[str, Any], gone: Gone) -> Any:
