@@ -181,6 +181,10 @@ def test_every_served_route_answers_within_the_contract(np: Any, local: Any) -> 
     capabilities = np.get("/v1/capabilities").json()
     assert [s["source"] for s in capabilities["sources"]] == [L1, L0, Z1]
     assert sorted(capabilities["refusedRoutes"]) == sorted(REFUSED)
+    assert capabilities["sae_sets"] == ["att-test", "res-test"]
+    assert capabilities["backend"] == "eager" and capabilities["num_layers"] == 2
+    assert capabilities["endpoints"]["dfa"] is True
+    assert capabilities["endpoints"]["lens_logit"] is False
     assert np.get("/v1/steer/health").json()["status"] == "healthy"
 
 

@@ -77,11 +77,40 @@ async def decoder_cossim(service: Service, body: dict[str, Any], gone: Gone) -> 
     return {"feature": feature, "topkDecoderCossimFeatures": await asyncio.to_thread(rank)}
 
 
+def _supports(service: Service, point: str) -> bool:
+    supports = getattr(service.model, "supports", None)
+    return bool(supports(point)) if supports is not None else False
+
+
 def capabilities(service: Service, served: list[str], refused: dict[str, str]) -> dict[str, Any]:
-    """What this server is: the model, the backend, the sources and their sets, the routes."""
+    """What this server is, in the keys Neuronpedia's server reports (snake_case there too: the
+    webapp hides the tabs whose `endpoints` entry is false), then the sources and the routes."""
+    attention = _supports(service, "attn_probs.0")
+    sets = sorted({s for s in map(set_of, service.saes) if s is not None})
     return {
         "model": service.name,
         "backend": service.backend_name,
+        "device": str(getattr(service.model, "device", "unknown")),
+        "max_concurrent_requests": service.settings.max_concurrency,
+        "max_num_results": service.settings.max_top_k,
+        "num_layers": service.model.facts.n_layers,
+        "sae_sets": sets,
+        "endpoints": {
+            "tokenize": True,
+            "activation_single": True,
+            "activation_all": True,
+            "activation_source": True,
+            "activation_raw": _supports(service, "resid_post.0"),
+            "activation_topk_by_token": True,
+            "activation_attention": attention,
+            "dfa": attention and _supports(service, "value.0"),
+            "steer_completion": True,
+            "steer_completion_chat": True,
+            # lens/prompt is refused on this mount (see refusedRoutes), so both are off.
+            "lens_logit": False,
+            "lens_jacobian": False,
+            "neurons": False,
+        },
         "server": "interp-serve",
         "sources": [
             {
@@ -93,7 +122,6 @@ def capabilities(service: Service, served: list[str], refused: dict[str, str]) -
             }
             for name, sae in service.saes.items()
         ],
-        "maxConcurrency": service.settings.max_concurrency,
         "routes": served,
         "refusedRoutes": refused,
     }
