@@ -531,3 +531,21 @@ def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict
     body = {"model": "m", "prompt": TEST_PROMPT, "source": L1, "index": "5"}
     plain = _ok(np, "/v1/activation/single", body)["activation"]
     assert "dfaValues" not in plain
+
+
+def test_steer_logprobs_are_the_greedy_tokens(np: Any, local: Any) -> None:
+    got = _ok(np, "/v1/steer/completion", _steer_body(types=["DEFAULT"], nLogprobs=3))
+    (output,) = got["outputs"]
+    logprobs = output["logprobs"]
+    assert len(logprobs) == NEW_TOKENS
+    assert "".join(p["token"] for p in logprobs) == output["output"]
+    ids = local.to_tokens(TEST_PROMPT)
+    expected = sync.generate(
+        local, ids, max_new_tokens=NEW_TOKENS, temperature=0.0, n_logprobs=3
+    ).logprobs
+    for position, want in zip(logprobs, expected, strict=True):
+        # Greedy: the emitted token is the most likely candidate, with the same score.
+        assert len(position["topLogprobs"]) == 3
+        assert position["topLogprobs"][0]["token"] == position["token"]
+        assert position["logprob"] == pytest.approx(want.logprob, abs=1e-5)
+        assert position["topLogprobs"][0]["logprob"] == pytest.approx(want.logprob, abs=1e-5)
