@@ -151,6 +151,54 @@ def test_features_are_encoded_in_the_served_vllm_workers(
     assert completion.json()["interp"]["token_ids"] == list(generated.token_ids)
 
 
+def test_neuronpedia_routes_on_vllm(
+    vllm_server: Any, vllm_local: Any, vllm_saes: dict[str, Path]
+) -> None:
+    """The Neuronpedia mount on vLLM (no secret set: our API key guards it): answers fit the
+    contract, and equal the same computation on the in-process vLLM engine."""
+    from interp_sae import load_sae
+
+    from interp_serve.neuronpedia import contract
+
+    sae = load_sae(vllm_saes["jr0"])
+    tokens = vllm_local.to_tokens(TEST_PROMPT)
+    paths = contract.contract()["paths"]
+
+    def post(http: Any, path: str, body: dict[str, Any]) -> Any:
+        answer = http.post(f"/neuronpedia{path}", json=body)
+        assert answer.status_code == 200, answer.text
+        schema = paths[path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert contract.problems(answer.json(), schema) == []
+        return answer.json()
+
+    steer = {
+        "prompt": TEST_PROMPT, "model": "m", "steerMethod": "SIMPLE_ADDITIVE",
+        "normalizeSteering": False, "types": ["STEERED", "DEFAULT"], "nCompletionTokens": 6,
+        "temperature": 0, "strengthMultiplier": 1.0, "freqPenalty": 0, "seed": 1,
+        "features": [{"model": "m", "source": "jr0", "index": 3, "strength": 12.0}],
+    }  # fmt: skip
+    single = {"model": "m", "prompt": TEST_PROMPT, "source": "jr0", "index": "3"}
+    topk = {"model": "m", "prompt": TEST_PROMPT, "source": "jr0", "ignoreBos": False, "topK": 4}
+    with vllm_server.client() as http:
+        got_single = post(http, "/v1/activation/single", single)
+        got_topk = post(http, "/v1/activation/topk-by-token", topk)
+        got_steer = post(http, "/v1/steer/completion", steer)
+    cache = sync.capture(vllm_local, tokens, [str(sae.address)])
+    dense = sae.encode(cache[sae.address][0].float())
+    values = torch.tensor(got_single["activation"]["values"])
+    assert torch.allclose(values, dense[:, 3], atol=1e-5, rtol=0)
+    top = torch.topk(dense, 4, dim=-1)
+    for result in got_topk["results"]:
+        found = [f["featureIndex"] for f in result["topFeatures"]]
+        assert found == top.indices[result["tokenPosition"]].tolist()
+    outputs = {o["type"]: o["output"] for o in got_steer["outputs"]}
+    steered = sync.generate(
+        vllm_local, tokens, max_new_tokens=6, temperature=0.0, steering=sae.steering(3, 12.0)
+    )
+    plain = sync.generate(vllm_local, tokens, max_new_tokens=6, temperature=0.0)
+    assert outputs == {"STEERED": steered.text, "DEFAULT": plain.text}
+
+
 def test_openai_client_streams_from_vllm(vllm_server: Any, vllm_local: Any) -> None:
     with openai.OpenAI(
         base_url=f"{vllm_server.url}/v1", api_key=vllm_server.keys[0], max_retries=0

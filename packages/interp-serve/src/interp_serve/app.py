@@ -47,7 +47,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/neuronpedia/health"})
 
 
 def create_app(
@@ -73,6 +73,12 @@ def create_app(
 
     app = _routes_app(lifespan)
     app.state.service = service
+    # Neuronpedia's inference API (interp_serve.neuronpedia): its own auth, its own shapes.
+    from interp_serve import neuronpedia
+
+    secret = neuronpedia.secret_from_env()
+    app.mount(neuronpedia.MOUNT, neuronpedia.create_neuronpedia_app(service, secret))
+    open_prefix = f"{neuronpedia.MOUNT}/" if secret else None
     _install_error_handlers(app)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
@@ -83,7 +89,7 @@ def create_app(
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    app.add_middleware(_Guard, service=service)
+    app.add_middleware(_Guard, service=service, open_prefix=open_prefix)
     return app
 
 
@@ -182,9 +188,11 @@ def _validation_message(error: RequestValidationError) -> str:
 class _Guard:
     """Metrics, body cap and API key, as plain ASGI (streams pass through untouched)."""
 
-    def __init__(self, app: ASGIApp, service: Service) -> None:
+    def __init__(self, app: ASGIApp, service: Service, open_prefix: str | None = None) -> None:
         self.app = app
         self.service = service
+        # Paths that check a credential of their own (the Neuronpedia mount's secret).
+        self.open_prefix = open_prefix
         self.keys = tuple(k.encode() for k in service.settings.api_keys)
         self.cap = service.settings.max_body_bytes
 
@@ -218,6 +226,11 @@ class _Guard:
         finally:
             route = scope.get("route")
             name = getattr(route, "path", None) or "unmatched"
+            # A mounted app's route path lacks its mount's prefix (the Neuronpedia mount's
+            # /v1/tokenize is not ours): the prefix is what the mount added to root_path.
+            mount = str(scope.get("root_path", ""))[len(str(scope.get("app_root_path", ""))) :]
+            if route is not None and mount:
+                name = mount + name
             metrics.requests.labels(name, str(status_box[0])).inc()
             metrics.latency.labels(name).observe(time.perf_counter() - started)
             metrics.bytes_out.labels(name).inc(sent[0])
@@ -242,7 +255,10 @@ class _Guard:
         state = scope.setdefault("state", {})
         state["owner"] = owner_of(found)
         state["authorized"] = found is not None or not self.keys
-        if self.keys and scope.get("path") not in OPEN_PATHS and scope.get("method") != "OPTIONS":
+        path = scope.get("path") or ""
+        own_check = self.open_prefix is not None and path.startswith(self.open_prefix)
+        exempt = path in OPEN_PATHS or own_check or scope.get("method") == "OPTIONS"
+        if self.keys and not exempt:
             if found is None:
                 what = "a wrong API key" if token else "no API key"
                 message = (
