@@ -45,6 +45,7 @@ from interp_core.protocol import Backend, InterpModel
 from interp_core.readouts import DirectionSet, LensSpec, TopTokens
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.shapes import point_shape, point_width
+from interp_core.patching import Ablation, LogitDiff, Patch, patch_from
 from interp_core.steering import SteeringSpec, active_steering, steer
 from interp_core.sync import (
     SyncModel,
@@ -68,6 +69,10 @@ from interp_core.sync import (
 )
 
 __all__ = [
+    "Ablation",
+    "LogitDiff",
+    "Patch",
+    "patch_from",
     "POINTS",
     "ActivationCache",
     "Address",
