@@ -128,8 +128,10 @@ class Patch:
     `values` is `[positions, width]` (one row per listed position; `positions=None` means
     0..len-1) or one row `[width]` written at every listed position (every position when None).
     With `heads`, a row is `[len(heads), head_dim]` (or the point's full width, from which the
-    heads are taken); with `neurons`, `[len(neurons)]` (or the full `d_mlp`). Tensors stay
-    tensors; lists of numbers work everywhere. Applies to every batch row of the call.
+    heads are taken); with `neurons`, `[len(neurons)]`. With `full_rows=True` (as
+    `patch_from` builds it) the rows are the point's full width and the heads or neurons are cut
+    from them against the model when the patch is admitted. Tensors stay tensors; lists of
+    numbers work everywhere. Applies to every batch row of the call.
     """
 
     address: Address
@@ -137,10 +139,12 @@ class Patch:
     positions: tuple[int, ...] | None = None
     heads: tuple[int, ...] | None = None
     neurons: tuple[int, ...] | None = None
+    full_rows: bool = False
 
     def __post_init__(self) -> None:
         address = to_address(self.address)
         object.__setattr__(self, "address", address)
+        object.__setattr__(self, "full_rows", bool(self.full_rows))
         object.__setattr__(self, "positions", _positions(self.positions))
         object.__setattr__(self, "heads", _indices("heads", self.heads, address))
         object.__setattr__(self, "neurons", _indices("neurons", self.neurons, address))
@@ -161,7 +165,8 @@ class Patch:
         if self.heads is not None and get_point(address.name).width not in _HEAD_WIDTHS:
             _head_count(address, cast("ModelFacts", None))  # raises: the point has no heads
         shape = _shape(self.values)
-        sliced = 1 if self.heads is not None else 0  # a head slice's row is [heads, head_dim]
+        # A head slice's row is [heads, head_dim], unless the rows are full width.
+        sliced = 1 if self.heads is not None and not self.full_rows else 0
         if len(shape) not in (1 + sliced, 2 + sliced) or 0 in shape:
             error = _fail(
                 f"the patch at {address} has values of shape {shape}",
@@ -184,10 +189,27 @@ class Patch:
 
     @property
     def per_position(self) -> bool:
-        return len(_shape(self.values)) == (3 if self.heads is not None else 2)
+        sliced = self.heads is not None and not self.full_rows
+        return len(_shape(self.values)) == (3 if sliced else 2)
 
     def _channels(self, row_width: int, facts: ModelFacts | None) -> tuple[tuple[int, ...], bool]:
         """The channels written and whether a row must be cut down to them (full-width row)."""
+        if self.full_rows and facts is None:
+            error = _fail(
+                f"the patch at {self.address} holds full rows to cut heads or neurons from",
+                "where they lie in the row depends on the model",
+                "pass it as steering= to a model's call, or pass only the sliced values",
+            )
+            raise error
+        if self.full_rows:
+            width = _point_width(self.address, facts)  # type: ignore[arg-type]
+            if row_width != width:
+                error = _fail(
+                    f"the patch at {self.address} has full rows of {row_width} values",
+                    f"{self.address.name} on this model is {width} wide",
+                    "patch from a cache of the same model",
+                )
+                raise error
         if self.neurons is not None:
             if facts is not None:
                 width = _point_width(self.address, facts)
@@ -199,9 +221,7 @@ class Patch:
                         f"pass neurons below {width}",
                     )
                     raise error
-                if row_width == width and row_width != len(self.neurons):
-                    return self.neurons, True
-            return self.neurons, False
+            return self.neurons, self.full_rows
         heads = cast("tuple[int, ...]", self.heads)
         head_dim = _shape(self.values)[-1]
         full = False
@@ -218,7 +238,7 @@ class Patch:
                 )
                 raise error
             point_head_dim = _point_width(self.address, facts) // count
-            if row_width == point_head_dim * count and len(heads) != count:
+            if self.full_rows:
                 full, head_dim = True, point_head_dim
             elif head_dim != point_head_dim:
                 error = _fail(
@@ -300,7 +320,8 @@ def patch_from(
         )
         raise error
     values = tensor[row][list(wanted)]
-    return Patch(address, values, positions=wanted, heads=heads, neurons=neurons)
+    full = heads is not None or neurons is not None
+    return Patch(address, values, wanted, heads=heads, neurons=neurons, full_rows=full)
 
 
 @dataclass(frozen=True, eq=False)
