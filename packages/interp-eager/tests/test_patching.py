@@ -177,7 +177,9 @@ def test_the_residual_sweep_equals_hand_patches(llama: Any, prompts: Any) -> Non
     for layer in range(llama.facts.n_layers):
         for position in range(seq):
             row = cache[f"resid_pre.{layer}"][0, [position]]
-            with _hand_patch(llama.hf_model, "resid_pre", layer, _set([position], slice(None), row)):
+            with _hand_patch(
+                llama.hf_model, "resid_pre", layer, _set([position], slice(None), row)
+            ):
                 logits = hf_logits(llama.hf_model, corrupt)
             expected = float(logits[0, -2, correct] - logits[0, -2, incorrect])
             assert abs(float(grid[layer, position]) - expected) < 1e-4
@@ -196,7 +198,6 @@ def test_the_head_sweep_equals_single_patches_and_attribution_matches_autograd(
     cache = llama.run_with_cache(clean, ["z.1"])
     single = float(metric(_logits(llama, corrupt, patch_from(cache, "z.1", heads=[3]))))
     assert abs(float(grid[1, 3]) - single) < 1e-5
-
 
 
 def test_attribution_patching_equals_the_formula_by_autograd(prompts: Any) -> None:

@@ -40,12 +40,12 @@ from interp_core.errors import (
     UnknownPoint,
 )
 from interp_core.facts import MLAFacts, ModelFacts, MoEFacts
+from interp_core.patching import Ablation, LogitDiff, Patch, patch_from
 from interp_core.points import POINTS, PointSpec, get_point, point_names, points_for
 from interp_core.protocol import Backend, InterpModel
 from interp_core.readouts import DirectionSet, LensSpec, TopTokens
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.shapes import point_shape, point_width
-from interp_core.patching import Ablation, LogitDiff, Patch, patch_from
 from interp_core.steering import SteeringSpec, active_steering, steer
 from interp_core.sync import (
     SyncModel,
@@ -69,11 +69,8 @@ from interp_core.sync import (
 )
 
 __all__ = [
-    "Ablation",
-    "LogitDiff",
-    "Patch",
-    "patch_from",
     "POINTS",
+    "Ablation",
     "ActivationCache",
     "Address",
     "AddressError",
@@ -96,11 +93,13 @@ __all__ = [
     "LensPrediction",
     "LensResult",
     "LensSpec",
+    "LogitDiff",
     "MLAFacts",
     "MoEFacts",
     "ModelFacts",
     "NestedEventLoop",
     "NoChatTemplateError",
+    "Patch",
     "PointNotCaptured",
     "PointSpec",
     "PointUnsupported",
@@ -131,6 +130,7 @@ __all__ = [
     "load_model",
     "logit_lens",
     "message_spans",
+    "patch_from",
     "point_names",
     "point_shape",
     "point_width",

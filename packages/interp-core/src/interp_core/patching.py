@@ -76,7 +76,7 @@ def _indices(name: str, given: object, address: Address) -> tuple[int, ...] | No
         error = _fail(
             f"the patch at {address} has {name}={given!r}",
             f"{name} lists indices",
-            f"pass an int or a non-empty list of ints, or None for the whole row",
+            "pass an int or a non-empty list of ints, or None for the whole row",
         )
         raise error
     checked = []
@@ -229,7 +229,9 @@ class Patch:
             count = _head_count(self.address, facts)
             beyond = [h for h in heads if h >= count]
             if beyond:
-                kind = "kv heads" if get_point(self.address.name).width is Width.KV_HEADS else "heads"
+                kind = (
+                    "kv heads" if get_point(self.address.name).width is Width.KV_HEADS else "heads"
+                )
                 error = _fail(
                     f"the patch at {self.address} writes heads {beyond[:5]}",
                     f"{self.address.name} on this {facts.architecture} has {count} {kind} "
@@ -382,7 +384,9 @@ class Ablation:
                 row=self.row,
             )
         if self.neurons is not None:
-            return Patch(self.address, [0.0] * len(self.neurons), self.positions, None, self.neurons)
+            return Patch(
+                self.address, [0.0] * len(self.neurons), self.positions, None, self.neurons
+            )
         if facts is None:
             error = _fail(
                 f"a zero ablation at {self.address} cannot be sized without the model",
@@ -417,8 +421,13 @@ class LogitDiff:
         for name in ("correct", "incorrect"):
             value = getattr(self, name)
             ids = [value] if isinstance(value, numbers.Integral) else value
-            ok = isinstance(ids, Sequence) and ids and all(
-                isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0 for i in ids
+            ok = (
+                isinstance(ids, Sequence)
+                and ids
+                and all(
+                    isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0
+                    for i in ids
+                )
             )
             if not ok:
                 error = _fail(

@@ -57,13 +57,13 @@ from interp_core.errors import AddressError, SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.points import writable_names
 from interp_core.presence import why_absent
-from interp_core.steering_set import check_channels, check_set_width, set_delta_reference
 from interp_core.steering_lens import (
     check_lens_fields,
     check_target,
     lens_delta_reference,
     uses_direction,
 )
+from interp_core.steering_set import check_channels, check_set_width, set_delta_reference
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts

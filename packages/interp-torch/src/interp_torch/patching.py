@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -44,8 +44,9 @@ Metric = Callable[[torch.Tensor], Any]
 _HEAD_WIDTHS = (Width.Q_HEADS, Width.KV_HEADS, Width.Z_HEADS)
 
 
-def _fail(what: str, why: str | None, instead: str | None) -> SteeringSpecError:
-    return SteeringSpecError.build(what, why, instead)  # type: ignore[return-value]
+def _refuse(what: str, why: str | None, instead: str | None) -> NoReturn:
+    error = SteeringSpecError.build(what, why, instead)
+    raise error
 
 
 def _tokens(model: Any, prompt: Any) -> torch.Tensor:
@@ -58,30 +59,31 @@ def _plan(
 ) -> tuple[torch.Tensor, torch.Tensor, list[int], int]:
     """The prompts as `[1, seq]` ids, the layers swept, and the grid's second axis length."""
     if per not in PER:
-        raise _fail(f"patch_sweep got per={per!r}", f"it sweeps per {' or '.join(PER)}", None)
+        _refuse(f"patch_sweep got per={per!r}", f"it sweeps per {' or '.join(PER)}", None)
     clean_ids, corrupt_ids = _tokens(model, clean), _tokens(model, corrupt)
     if clean_ids.shape[0] != 1 or corrupt_ids.shape[0] != 1:
-        raise _fail(
+        _refuse(
             "patch_sweep got a batch of prompts",
             "each patch is written into every row of its call, so one sweep is one prompt pair",
             "run one sweep per (clean, corrupted) pair",
         )
     if clean_ids.shape != corrupt_ids.shape:
-        raise _fail(
-            f"the clean prompt has {clean_ids.shape[1]} tokens, the corrupted {corrupt_ids.shape[1]}",
+        _refuse(
+            f"the clean prompt has {clean_ids.shape[1]} tokens, "
+            f"the corrupted {corrupt_ids.shape[1]}",
             "a patch copies the activation at the same position of the other run",
             "pad or reword the prompts to the same token length",
         )
     facts = model.facts
     width = get_point(point).width
     if per == "head" and width not in _HEAD_WIDTHS:
-        raise _fail(
+        _refuse(
             f"a head sweep at {point}",
             f"{point} has no head axis ({width.rule} wide)",
             "sweep heads at z (TransformerLens's attention head outputs), or per='position'",
         )
     if per == "position" and width not in (Width.D_MODEL, Width.D_MLP, *_HEAD_WIDTHS):
-        raise _fail(f"a position sweep at {point}", f"{point} is {width.rule} wide", None)
+        _refuse(f"a position sweep at {point}", f"{point} is {width.rule} wide", None)
     chosen = list(range(facts.n_layers)) if layers is None else [int(x) for x in layers]
     heads = facts.n_kv_heads if width is Width.KV_HEADS else facts.n_heads
     columns = int(clean_ids.shape[1]) if per == "position" else heads
