@@ -28,6 +28,7 @@ from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, get_point
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
+from interp_core.steering import as_specs
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
 from interp_serve.remote_readouts import RemoteReadouts
@@ -275,7 +276,8 @@ class RemoteModel(ModelBase):
 
     def _steering(self, steering: Any) -> list[dict[str, Any]]:
         # The stack merged by the one admission step; the server's backend checks the rest.
-        return specs_to_json(admit_writes(self, steering, None))
+        # Patches and ablations expand into set specs here, sized with the served facts.
+        return specs_to_json(admit_writes(self, as_specs(steering, self.facts), None))
 
     def _tensor(self, nested: Any) -> Any:
         if self._tensor_type == "torch":
