@@ -467,7 +467,8 @@ def _check_op(op: object) -> str:
     error = _fail(
         f"unknown steering op {op!r}",
         f"the ops are {', '.join(OPS)}, the lens-space norm_add, ablate and swap, and "
-        "clamp (an SAE feature, built by interp_sae)",
+        "clamp (an SAE feature, built by interp_sae) and set (a patch, built by "
+        "interp_core.patching)",
         f"did you mean {near[0]}?" if near else "use one of them",
     )
     raise error
