@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 from interp_core import Ablation, LogitDiff, patch_from, sync
@@ -41,3 +42,25 @@ def test_a_sweep_over_http_equals_in_process(remote: Any, local: Any) -> None:
     want = patch_sweep(local, CLEAN, CORRUPT, metric, point="resid_pre", layers=[1])
     assert ours.shape == (1, len(CLEAN)) and float(want.std()) > 1e-3
     assert torch.allclose(ours, want, atol=1e-5, rtol=0)
+
+
+def test_patch_rows_travel_as_safetensors_exactly() -> None:
+    from interp_core.cache import ActivationCache
+    from interp_core.errors import SteeringSpecError
+    from interp_core.writes import spec_from_wire, spec_to_wire
+    from interp_serve.patch_wire import KEY, pack_patch_values, unpack_patch_values
+
+    rows = torch.randn(2, 64, dtype=torch.float32, generator=torch.Generator().manual_seed(1))
+    wide = Ablation("resid_pre.0", kind="mean", mean=[1 / 3] * 64).to_specs()  # no float32 form
+    specs = [
+        *patch_from(ActivationCache({"resid_pre.0": rows[None]}), "resid_pre.0", [0, 1]).to_specs(),
+        *wide,
+    ]
+    wire = [spec_to_wire(s) for s in specs]
+    packed = pack_patch_values(wire)
+    assert all(set(p["vector"]) == {KEY} for p in packed)
+    back = [spec_from_wire(s) for s in unpack_patch_values(packed)]
+    for spec, got in zip(specs, back, strict=True):
+        assert got.values() == spec.values() and got.positions == spec.positions
+    with pytest.raises(SteeringSpecError, match="not readable safetensors"):
+        unpack_patch_values([{**packed[0], "vector": {KEY: "bm90IHNhZmV0ZW5zb3Jz"}}])

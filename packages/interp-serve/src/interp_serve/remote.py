@@ -31,6 +31,7 @@ from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.steering import as_specs
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
+from interp_serve.patch_wire import pack_patch_values
 from interp_serve.remote_readouts import RemoteReadouts
 from interp_serve.wire import (
     error_from_json,
@@ -277,7 +278,9 @@ class RemoteModel(ModelBase):
     def _steering(self, steering: Any) -> list[dict[str, Any]]:
         # The stack merged by the one admission step; the server's backend checks the rest.
         # Patches and ablations expand into set specs here, sized with the served facts.
-        return specs_to_json(admit_writes(self, as_specs(steering, self.facts), None))
+        # Their rows travel as safetensors (interp_serve.patch_wire), not float lists.
+        admitted = admit_writes(self, as_specs(steering, self.facts), None)
+        return pack_patch_values(specs_to_json(admitted))
 
     def _tensor(self, nested: Any) -> Any:
         if self._tensor_type == "torch":
