@@ -188,7 +188,7 @@ def test_the_residual_sweep_equals_hand_patches(llama: Any, prompts: Any) -> Non
     assert torch.allclose(grid[:, -1], torch.full((grid.shape[0],), corrupt_metric), atol=1e-5)
 
 
-def test_the_head_sweep_equals_single_patches_and_attribution_matches_autograd(
+def test_the_head_sweep_equals_single_patches(
     llama: Any, prompts: Any
 ) -> None:
     clean, corrupt = prompts
