@@ -188,9 +188,7 @@ def test_the_residual_sweep_equals_hand_patches(llama: Any, prompts: Any) -> Non
     assert torch.allclose(grid[:, -1], torch.full((grid.shape[0],), corrupt_metric), atol=1e-5)
 
 
-def test_the_head_sweep_equals_single_patches(
-    llama: Any, prompts: Any
-) -> None:
+def test_the_head_sweep_equals_single_patches(llama: Any, prompts: Any) -> None:
     clean, corrupt = prompts
     metric = LogitDiff(*_answers(clean, corrupt))
     grid = patch_sweep(llama, clean, corrupt, metric, point="z", per="head")
