@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from interp_core.steering import ALL_OPS, SteeringSpec
+from interp_core.steering import STATIC_OPS, SteeringSpec
 from interp_core.testing.writes import example_spec
 from interp_torch.steering import spec_delta, steering_encoder
 from interp_vllm.site_kinds import Site
@@ -44,8 +44,8 @@ def _fill(taps: StaticTaps, level: int, row: int, spec: SteeringSpec) -> None:
 
 def test_every_row_of_a_batch_gets_its_own_ops_exactly() -> None:
     module, taps = _taps(entries=32)
-    h = torch.randn(len(ALL_OPS) + 2, WIDTH, generator=torch.Generator().manual_seed(0))
-    specs = [example_spec(op, KEY, WIDTH) for op in ALL_OPS]
+    h = torch.randn(len(STATIC_OPS) + 2, WIDTH, generator=torch.Generator().manual_seed(0))
+    specs = [example_spec(op, KEY, WIDTH) for op in STATIC_OPS]
     for row, spec in enumerate(specs):
         _fill(taps, 0, row, spec)
     # Two levels on one row: the second op sees the row as the first left it.

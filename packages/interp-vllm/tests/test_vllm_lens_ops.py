@@ -157,3 +157,35 @@ def test_prompt_only_equals_the_prompts_positions_listed(
     tail = slice(len(prompt), None)
     assert relative_diff(a[READ][:, tail], plain[:, tail]) <= TOL
     assert not torch.allclose(a[READ][:, : len(prompt)], plain[:, : len(prompt)])
+
+
+# --- patches and sweeps (interp_core.patching): this module's engines, no engine of their own --
+def test_patch_sweeps_on_hooked_vllm_equal_eager(hooked: Any, eager: Any) -> None:
+    from interp_core import Ablation, LogitDiff
+    from interp_torch.patching import patch_sweep
+
+    clean = eager.to_tokens("the cat sat on the mat today")
+    corrupt = eager.to_tokens("the dog ran in the park today")
+    metric = LogitDiff(int(clean[0, 3]), int(corrupt[0, 3]))
+    for point, per in (("resid_pre", "position"), ("z", "head")):
+        ours = patch_sweep(hooked, clean, corrupt, metric, point=point, per=per)
+        want = patch_sweep(eager, clean, corrupt, metric, point=point, per=per)
+        assert ours.shape == want.shape and float(want.std()) > 1e-3
+        assert torch.allclose(ours, want, atol=1e-4, rtol=0), (
+            point,
+            float((ours - want).abs().max()),
+        )
+    # A kv-head zero ablation and a neuron ablation travel to the workers like any write.
+    writes = [Ablation("value.1", heads=[1]), Ablation("mlp_act.0", neurons=[2, 5], positions=[3])]
+    got = sync.capture(hooked, corrupt, ["lm_head"], steering=writes)["lm_head"]
+    want = sync.capture(eager, corrupt, ["lm_head"], steering=writes)["lm_head"]
+    assert torch.allclose(torch.as_tensor(got), want, atol=1e-4, rtol=0)
+
+
+def test_a_patch_on_vllm_static_is_refused(static: Any) -> None:
+    from interp_core import Patch
+    from interp_core.errors import CapabilityUnsupported
+
+    patch = Patch(POINT, [0.0] * static.facts.d_model, positions=[1])
+    with pytest.raises(CapabilityUnsupported, match="not served by vllm-static"):
+        sync.capture(static, [[1, 2, 3, 4]], [READ], steering=patch)

@@ -40,6 +40,7 @@ from interp_core.errors import (
     UnknownPoint,
 )
 from interp_core.facts import MLAFacts, ModelFacts, MoEFacts
+from interp_core.patching import Ablation, LogitDiff, Patch, patch_from
 from interp_core.points import POINTS, PointSpec, get_point, point_names, points_for
 from interp_core.protocol import Backend, InterpModel
 from interp_core.readouts import DirectionSet, LensSpec, TopTokens
@@ -69,6 +70,7 @@ from interp_core.sync import (
 
 __all__ = [
     "POINTS",
+    "Ablation",
     "ActivationCache",
     "Address",
     "AddressError",
@@ -91,11 +93,13 @@ __all__ = [
     "LensPrediction",
     "LensResult",
     "LensSpec",
+    "LogitDiff",
     "MLAFacts",
     "MoEFacts",
     "ModelFacts",
     "NestedEventLoop",
     "NoChatTemplateError",
+    "Patch",
     "PointNotCaptured",
     "PointSpec",
     "PointUnsupported",
@@ -126,6 +130,7 @@ __all__ = [
     "load_model",
     "logit_lens",
     "message_spans",
+    "patch_from",
     "point_names",
     "point_shape",
     "point_width",

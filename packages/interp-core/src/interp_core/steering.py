@@ -63,6 +63,7 @@ from interp_core.steering_lens import (
     lens_delta_reference,
     uses_direction,
 )
+from interp_core.steering_set import check_channels, check_set_width, set_delta_reference
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -101,6 +102,9 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "norm_add": ("scale", "max_fraction"),
         "ablate": (),
         "swap": ("target",),
+        # A patch or ablation: the row (or its listed channels) set to the vector's values
+        # (interp_core.steering_set states the arithmetic; interp_core.patching builds them).
+        "set": ("channels",),
     }
 )
 ALL_OPS = tuple(OP_FIELDS)
@@ -108,7 +112,7 @@ ALL_OPS = tuple(OP_FIELDS)
 OPS = ("add", "orthogonal", "projection_cap")
 # The ops the static tier's per-row formula carries (`interp_torch.steering_rows`): a compiled
 # graph applies only these; the others are refused before a request is sent.
-STATIC_OPS = ALL_OPS
+STATIC_OPS = tuple(op for op in ALL_OPS if op != "set")  # a patch's rows vary per position
 # Positions travel to the backends as int64 index tensors; anything at or past this is refused
 # when a spec is built, before any backend sees it.
 POSITION_LIMIT = 2**63
@@ -163,6 +167,7 @@ class SteeringSpec:
     target: Any = None
     generated: bool = True
     skip_special: bool = False
+    channels: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Frozen: each field is normalised exactly once, here, in dependency order.
@@ -183,6 +188,7 @@ class SteeringSpec:
         object.__setattr__(self, "encoder", encoder)
         object.__setattr__(self, "bias", bias)
         object.__setattr__(self, "threshold", threshold)
+        object.__setattr__(self, "channels", check_channels(self, self.width))
 
     # --- derived --------------------------------------------------------------------------------
     @property
@@ -280,7 +286,7 @@ class SteeringSpec:
             )
             raise error
         width = math.prod(point.width.per_token_dims(facts, None, address.layer))
-        if self.width != width:
+        if not check_set_width(self, width, model) and self.width != width:
             error = _fail(
                 f"the steering vector for {address} has {self.width} elements",
                 f"{address.name} on this {model} is {width} wide",
@@ -292,6 +298,8 @@ class SteeringSpec:
     def delta_reference(self, h: Sequence[float]) -> list[float]:
         """What the operation adds to one activation row `h` (pure Python, float64)."""
         v = self.values()
+        if self.op == "set":  # a channel slice is narrower than the row
+            return set_delta_reference(self, h, v)
         if len(h) != len(v):
             error = _fail(
                 f"cannot apply the steering spec at {self.address} to a row of {len(h)} values",
@@ -349,14 +357,26 @@ def apply_reference_rows(
     return [apply_reference(specs, row, position) for position, row in enumerate(rows)]
 
 
-def as_specs(steering: SteeringSpec | Sequence[SteeringSpec] | None) -> tuple[SteeringSpec, ...]:
-    """Normalise `steering=` arguments to a tuple of specs (empty for None)."""
+def as_specs(
+    steering: SteeringSpec | Sequence[SteeringSpec] | None, facts: ModelFacts | None = None
+) -> tuple[SteeringSpec, ...]:
+    """Normalise `steering=` arguments to a tuple of specs (empty for None).
+
+    A patch or ablation (`interp_core.patching`) is a write that expands into `set` specs
+    (`to_specs(facts)`, one per position), so it goes wherever a spec goes.
+    """
     if steering is None:
         return ()
     if isinstance(steering, SteeringSpec):
         return (steering,)
+    if callable(getattr(steering, "to_specs", None)):
+        return tuple(steering.to_specs(facts))  # type: ignore[union-attr]
     if isinstance(steering, Sequence) and not isinstance(steering, str):
-        specs = tuple(steering)
+        specs = tuple(
+            s
+            for each in steering
+            for s in (each.to_specs(facts) if callable(getattr(each, "to_specs", None)) else [each])
+        )
         for spec in specs:
             if not isinstance(spec, SteeringSpec):
                 error = _fail(
@@ -397,7 +417,7 @@ def steer(
     Nested blocks stack: inner specs apply after outer ones. Specs are checked against
     `model.facts` on entry, so a misfit fails before any work. Yields the specs now active.
     """
-    specs = as_specs(steering)
+    specs = as_specs(steering, getattr(model, "facts", None))
     if not specs:
         error = _fail(
             "steer() was given no steering specs",
@@ -447,7 +467,8 @@ def _check_op(op: object) -> str:
     error = _fail(
         f"unknown steering op {op!r}",
         f"the ops are {', '.join(OPS)}, the lens-space norm_add, ablate and swap, and "
-        "clamp (an SAE feature, built by interp_sae)",
+        "clamp (an SAE feature, built by interp_sae) and set (a patch, built by "
+        "interp_core.patching)",
         f"did you mean {near[0]}?" if near else "use one of them",
     )
     raise error

@@ -67,7 +67,7 @@ def admit_writes(
     resolves scopes). Without either (a client that forwards the
     call, as `remote` does) scopes travel as given, for the serving backend to resolve.
     """
-    specs = as_specs(steering)
+    specs = as_specs(steering, facts)
     specs = active_steering(model) + specs  # the enclosing steer() blocks' first
     against = scope if scope is not None else reach
     if against is not None:

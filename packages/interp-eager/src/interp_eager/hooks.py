@@ -173,7 +173,8 @@ class HookSession:
             # A point whose tokens carry more than one axis (resid_streams: streams x d_model)
             # is steered by one flat vector over all of them.
             rows = canonical.reshape(batch, seq, -1)
-            if rows.shape[-1] != write.vector.numel():
+            # A patch of some channels (heads, neurons) carries only their values.
+            if spec.channels is None and rows.shape[-1] != write.vector.numel():
                 message = (
                     f"the steering vector for {spec.address} has {write.vector.numel()} values, "
                     f"but the tensor there has {rows.shape[-1]} per token; pass a vector of "

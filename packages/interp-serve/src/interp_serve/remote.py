@@ -28,8 +28,10 @@ from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, get_point
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
+from interp_core.steering import as_specs
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
+from interp_serve.patch_wire import pack_patch_values
 from interp_serve.remote_chat import remote_generation_labels, remote_message_spans
 from interp_serve.remote_readouts import RemoteReadouts
 from interp_serve.wire import (
@@ -283,7 +285,10 @@ class RemoteModel(ModelBase):
 
     def _steering(self, steering: Any) -> list[dict[str, Any]]:
         # The stack merged by the one admission step; the server's backend checks the rest.
-        return specs_to_json(admit_writes(self, steering, None))
+        # Patches and ablations expand into set specs here, sized with the served facts.
+        # Their rows travel as safetensors (interp_serve.patch_wire), not float lists.
+        admitted = admit_writes(self, as_specs(steering, self.facts), None)
+        return pack_patch_values(specs_to_json(admitted))
 
     def _tensor(self, nested: Any) -> Any:
         if self._tensor_type == "torch":

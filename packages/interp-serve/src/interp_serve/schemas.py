@@ -33,7 +33,9 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 _TOKENS = "token ids: one prompt `[seq]` or a batch `[[...], ...]`"
 _STEERING = (
     "steering specs: {address, vector (list of numbers), op (add|orthogonal|projection_cap|"
-    "clamp), scale, positions, min, max, encoder, bias, threshold}"
+    "clamp|norm_add|ablate|swap|set), scale, positions, min, max, encoder, bias, threshold, "
+    "normalize, max_fraction, target, generated, skip_special, channels}; a set (patch) "
+    'vector may be {"safetensors": base64} holding one 1-D F32/F64 tensor named vector'
 )
 
 

@@ -28,6 +28,7 @@ from interp_serve import tensors as tensor_io
 from interp_serve.engine import Engine
 from interp_serve.inputs import check_ids, check_text, text_chars
 from interp_serve.metrics import Metrics
+from interp_serve.patch_wire import unpack_patch_values
 from interp_serve.pricing import (
     check_answer,
     check_capture,
@@ -205,7 +206,7 @@ class Service:
         clamp: Sequence[Any] = (),
     ) -> list[SteeringSpec]:
         """The request's specs (JSON), then its feature steering and clamps, in that order."""
-        specs = [spec_from_json(s) for s in steering]
+        specs = [spec_from_json(s) for s in unpack_patch_values(steering)]
         return specs + feature_specs(self.saes, features, clamp)
 
     def lens_top_k(self, top_k: Any) -> int:

@@ -15,6 +15,8 @@ conformance kit compares backends with); for an activation row `h`, the vector `
     norm_add        delta = (c·‖h‖)·v̂, c = clamp(scale, −max_fraction, max_fraction)
     ablate          delta = (−1·(h·v̂))·v̂
     swap            delta = (h·v̂)·(t̂ − v̂), t̂ = target / ‖target‖
+    set             delta[c] = v − h[c] at the spec's channels c (all when None), 0 elsewhere
+                    (a patch or ablation; not part of the static tier's formula)
 
 (written in the order of products the static tier's per-row formula takes,
 `interp_torch.steering_rows`, so the two agree bit for bit).
@@ -211,6 +213,13 @@ def check_steering_fits(
             f"{name} ({limit:.6g}), so every steered activation would be inf/NaN",
             f"keep |scale|·max|v| below {limit:.6g}",
         )
+    if spec.op == "set" and largest > limit:
+        raise _overflow(
+            spec,
+            dtype,
+            f"the patch writes {largest:.6g}, beyond the largest finite {name} ({limit:.6g})",
+            "patch values the model's dtype holds, or load the model in float64",
+        )
     if spec.needs_direction:
         source = vector if vector is not None else steering_vector(spec)
         directions = [("vector", source)]
@@ -303,6 +312,7 @@ def steering_delta(
     normalize: bool = False,
     max_fraction: float | None = None,
     target: torch.Tensor | None = None,
+    channels: Sequence[int] | None = None,
 ) -> torch.Tensor:
     """What one operation adds to activations `h` `[..., width]`, in `compute_dtype(h.dtype)`.
 
@@ -316,7 +326,9 @@ def steering_delta(
     dtype = compute_dtype(h.dtype)
     h = h.to(dtype)
     v = vector.to(device=h.device, dtype=dtype)
-    if op in ("norm_add", "ablate", "swap") or (op == "add" and normalize):
+    if op == "set":
+        delta = _set_delta(h, v, channels)
+    elif op in ("norm_add", "ablate", "swap") or (op == "add" and normalize):
         delta = _lens_delta(h, v, op, scale, max_fraction, target)
     elif op == "add":
         delta = (scale * v).expand_as(h)
@@ -351,6 +363,15 @@ def steering_delta(
         raise ValueError(message)
     mask = position_mask(row_positions, positions).to(device=delta.device, dtype=dtype)
     return delta * mask.unsqueeze(-1)
+
+
+def _set_delta(h: torch.Tensor, v: torch.Tensor, channels: Sequence[int] | None) -> torch.Tensor:
+    """`v − h` at `channels` (every channel when None), zero elsewhere; `h` is not modified."""
+    if channels is None:
+        return v.expand_as(h) - h
+    index = torch.as_tensor(channels, device=h.device, dtype=torch.long)
+    written = v.expand(*h.shape[:-1], index.numel()) - h.index_select(-1, index)
+    return torch.zeros_like(h).index_copy(-1, index, written)
 
 
 def _unit(v: torch.Tensor) -> torch.Tensor:
@@ -429,6 +450,7 @@ def spec_delta(
         normalize=spec.normalize,
         max_fraction=spec.max_fraction,
         target=steering_target(spec) if target is None else target,
+        channels=spec.channels,
     )
 
 

@@ -35,6 +35,8 @@ _EXAMPLES: dict[str, Callable[[int], Any]] = {
     # Below norm_add's example scale, so the bound on the added norm bites.
     "max_fraction": lambda width: 0.5,
     "target": lambda width: example_vector(width, 5),
+    # A patch naming every channel: the set's channel scatter runs, the whole row is written.
+    "channels": lambda width: tuple(range(width)),
 }
 
 
