@@ -16,6 +16,7 @@ an uninterrupted run's byte for byte.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 import warnings
@@ -148,7 +149,10 @@ def harvest_activations(
         tensors = {name: torch.cat(parts) for name, parts in rows.items()}
         tensors["token_ids"] = torch.tensor([c.tokens for c in group], dtype=torch.int32)
         tensors["source"] = torch.tensor([[c.document, c.offset] for c in group], dtype=torch.int64)
-        blob = save(tensors, metadata={"format": FORMAT, "first_context": str(group[0].index)})
+        # One metadata key: safetensors writes the metadata map in hash order, so two keys could
+        # come out in either order and a redone shard would differ from the first by its header.
+        header = json.dumps({"format": FORMAT, "first_context": group[0].index}, sort_keys=True)
+        blob = save(tensors, metadata={"interp_harvest": header})
         name = shard_name(shard)
         atomic_write_bytes(folder / name, blob)
         manifest["shards"].append(
@@ -179,7 +183,7 @@ def harvest_activations(
 def _start(folder: Path, identity: dict[str, Any], resume: bool) -> dict[str, Any]:
     """The manifest to continue from: a fresh one, or a checked previous one."""
     previous = read_manifest(folder)
-    fresh = {**identity, "shards": [], "contexts": 0, "tokens": 0, "resume_at": [0, 0, True]}
+    fresh = {**identity, "shards": [], "contexts": 0, "tokens": 0, "resume_at": [0, 0]}
     fresh["complete"] = False
     if previous is None:
         remove_stray_temporaries(folder)

@@ -1,16 +1,18 @@
 """Documents tokenised and packed into fixed-length contexts, the way SAELens packs them.
 
 SAELens's activation store concatenates tokenised documents into contexts of exactly
-`context_size` tokens; documents are cut across contexts, the last partial context is dropped, and
-three optional special tokens shape the stream: one at the start of every context, one at the
-start of every document, and a separator between documents that meet inside a context. A
-special token is never doubled: it is skipped where the next token already is that token (a
-tokenizer that adds BOS itself). The BOS policies here name its useful settings:
+`context_size` tokens; documents are cut across contexts, the last partial context is dropped,
+and two optional special tokens shape the stream: one at the start of every context and a
+separator between documents that meet inside a context. A special token is never doubled: it
+is skipped where the next token already is that token (a tokenizer that adds BOS itself). The
+BOS policies name its settings with the tokenizer's BOS as both tokens:
 
 - `"context"` (SAELens's default): BOS starts every context and separates documents.
-- `"document"`: BOS starts every document and every context (a document cut across contexts
-  gets one at the start of each piece).
+- `"context-start"`: BOS starts every context; documents are joined back to back.
 - `"none"`: documents joined back to back, no special token anywhere.
+
+(SAELens's third token, one at the start of every document, is the separator again when it is
+BOS too: a document then starts with BOS wherever it lands, exactly as under `"context"`.)
 
 Each context records where its first document token came from (document index, token offset), so
 a harvested row can be traced back to its text.
@@ -26,7 +28,7 @@ from interp_core.errors import CapabilityUnsupported, InvalidArgument
 
 __all__ = ["BOS_POLICIES", "Context", "PackingPolicy", "pack", "tokenizer_encoder"]
 
-BOS_POLICIES = ("context", "document", "none")
+BOS_POLICIES = ("context", "context-start", "none")
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,10 @@ class Context:
     tokens: tuple[int, ...]
     document: int
     offset: int
-    resume_at: tuple[int, int, bool] = (0, 0, True)
-    """Where packing stands after this context: (document, offset, whether that offset starts
-    the document's first piece). `pack(..., start=resume_at)` continues with the next context
-    without re-reading the documents before it."""
+    resume_at: tuple[int, int] = (0, 0)
+    """Where packing stands after this context (document, token offset): the next context
+    starts there, so `pack(..., start=resume_at)` continues without tokenising the documents
+    before it (a context start carries no state beyond its position)."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,6 @@ class PackingPolicy:
         return self.bos_token_id if self.bos != "none" else None
 
     @property
-    def document_start(self) -> int | None:
-        return self.bos_token_id if self.bos == "document" else None
-
-    @property
     def separator(self) -> int | None:
         return self.bos_token_id if self.bos == "context" else None
 
@@ -95,13 +93,13 @@ def pack(
     policy: PackingPolicy,
     *,
     max_contexts: int | None = None,
-    start: tuple[int, int, bool] = (0, 0, True),
+    start: tuple[int, int] = (0, 0),
     first_index: int = 0,
 ) -> Iterator[Context]:
     """Contexts of exactly `policy.context_size` tokens, in order, at most `max_contexts`.
 
-    `start` is a context's `resume_at` (documents before it are skipped unread by the
-    tokenizer) and `first_index` the index the next context gets. Streaming: one document's
+    `start` is a context's `resume_at` (the documents before it are iterated past, not
+    tokenised) and `first_index` the index the next context gets. Streaming: one document's
     tokens and one context are held at a time.
     """
     size = policy.context_size
@@ -110,15 +108,16 @@ def pack(
     produced = 0
     if max_contexts is not None and max_contexts <= 0:
         return
-    start_document, start_offset, start_fresh = start
+    start_document, start_offset = start
     for document, text in enumerate(documents):
         if document < start_document:
             continue
         tokens = list(encode(text))
-        offset, first_piece = (start_offset, start_fresh) if document == start_document else (0, True)
+        offset = start_offset if document == start_document else 0
         while offset < len(tokens):
-            prefix = _prefix(policy, tokens[offset], first_piece, starts_context=not current)
-            first_piece = False
+            edge = policy.context_start if not current else policy.separator
+            # never doubled: a piece that already starts with the token gets none
+            prefix = [edge] if edge is not None and tokens[offset] != edge else []
             if not current:
                 origin = (document, offset)
             room = size - len(current)
@@ -127,23 +126,9 @@ def pack(
             current.extend(tokens[offset : offset + taken])
             offset += taken
             if len(current) == size:
-                after = (document, offset, False) if offset < len(tokens) else (document + 1, 0, True)
+                after = (document, offset) if offset < len(tokens) else (document + 1, 0)
                 yield Context(first_index + produced, tuple(current), *origin, after)
                 produced += 1
                 current = []
                 if max_contexts is not None and produced >= max_contexts:
                     return
-
-
-def _prefix(policy: PackingPolicy, first: int, first_piece: bool, *, starts_context: bool) -> list[int]:
-    """The special tokens to put before the next piece of a document (never one that the piece,
-    or the token after it, already starts with)."""
-    prefix: list[int] = []
-    head = first
-    if first_piece and policy.document_start is not None and head != policy.document_start:
-        prefix.append(policy.document_start)
-        head = policy.document_start
-    edge = policy.context_start if starts_context else policy.separator
-    if edge is not None and head != edge:
-        prefix.insert(0, edge)
-    return prefix
