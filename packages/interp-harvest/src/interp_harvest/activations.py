@@ -123,6 +123,7 @@ def harvest_activations(
         first_index=done,
     )
     started = time.monotonic()
+    tokens_before = done * context_size  # written by earlier runs: not part of this run's rate
     this_run = 0
     shard = len(manifest["shards"])
     for group in _chunks(contexts, contexts_per_shard):
@@ -138,7 +139,7 @@ def harvest_activations(
             if on_progress is not None:
                 on_progress(
                     Progress(
-                        done * context_size + this_run,
+                        tokens_before + this_run,
                         plan.tokens,
                         this_run,
                         time.monotonic() - started,
