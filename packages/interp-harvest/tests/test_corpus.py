@@ -1,4 +1,4 @@
-"""Reading corpora: every file kind in a fixed order, a saved HF dataset's Arrow files only, and
+"""Reading corpora (pyarrow is in the suite's test group, so the Arrow kinds always run): every file kind in a fixed order, a saved HF dataset's Arrow files only, and
 refusals that name the fix."""
 
 from __future__ import annotations
@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from interp_core.errors import ConfigError, InvalidArgument
@@ -13,9 +15,6 @@ from interp_harvest.corpus import Corpus
 
 
 def test_a_folder_is_read_file_by_file_in_sorted_order(tmp_path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
-    import pyarrow.parquet as pq
-
     (tmp_path / "b").mkdir()
     (tmp_path / "a.txt").write_text("first document\nstill the first")
     (tmp_path / "b" / "c.jsonl").write_text(
@@ -33,7 +32,6 @@ def test_a_folder_is_read_file_by_file_in_sorted_order(tmp_path: Path) -> None:
 
 
 def test_a_saved_hf_dataset_folder_reads_its_arrow_stream_files(tmp_path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
     # The layout `Dataset.save_to_disk` writes: Arrow stream files, dataset_info.json, state.json.
     table = pa.table({"text": ["one", "two", "three"], "id": [1, 2, 3]})
     for index, rows in enumerate((table.slice(0, 2), table.slice(2))):
