@@ -340,7 +340,8 @@ def test_a_fresh_venv_with_the_umbrella_runs_the_readme_first_example(
 MODULES = {
     "interpoint": "interpoint",
     **{f"interpoint-{part}": f"interp_{part}" for part in
-       ("core", "torch", "testmodels", "eager", "vllm", "validator", "sizer", "serve", "sae", "harvest")},
+       ("core", "torch", "testmodels", "eager", "vllm", "validator", "sizer", "serve", "sae",
+        "harvest")},
 }  # fmt: skip
 
 

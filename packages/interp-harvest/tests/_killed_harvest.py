@@ -15,9 +15,9 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
     from harvest_helpers import JOB
+    from interp_harvest import harvest_activations
 
     from interp_core import load_model
-    from interp_harvest import harvest_activations
 
     torch.set_num_threads(1)
     model_path, corpus, out, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -47,7 +47,6 @@ def reference_run(
 ) -> Path:
     """An uninterrupted run of JOB: what every killed, truncated or resumed run must equal."""
     from harvest_helpers import JOB
-
     from interp_harvest import harvest_activations
 
     out = tmp_path_factory.mktemp("reference") / "harvest"

@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 import torch
 from harvest_helpers import JOB, eager_rows
-from safetensors.torch import load_file
-
 from interp_harvest import (
     Corpus,
     DiskFull,
@@ -31,6 +29,7 @@ from interp_harvest import (
 )
 from interp_harvest import shards as shards_module
 from interp_harvest.shards import read_manifest, sha256_file
+from safetensors.torch import load_file
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -121,7 +120,7 @@ def test_a_full_disk_mid_run_stops_clearly_and_leaves_the_finished_shards_valid(
         real_replace(source, target)
 
     monkeypatch.setattr(shards_module.os, "replace", replace)
-    with pytest.raises(DiskFull, match="is full .* every shard the manifest lists is complete"):
+    with pytest.raises(DiskFull, match=r"is full .* every shard the manifest lists is complete"):
         harvest_activations(eager_model, corpus_file, out, **JOB)
     monkeypatch.undo()
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "shard-00000.safetensors"]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from harvest_helpers import JOB
+from interp_harvest.shards import read_manifest
 
 from interp_core.cli import main
-from interp_harvest.shards import read_manifest
 
 
 def _args(model_path: str, corpus: Path, out: Path, *extra: str) -> list[str]:

@@ -1,5 +1,5 @@
-"""Reading corpora (pyarrow is in the suite's test group, so the Arrow kinds always run): every file kind in a fixed order, a saved HF dataset's Arrow files only, and
-refusals that name the fix."""
+"""Reading corpora: every file kind in a fixed order, a saved HF dataset's Arrow files only, and
+refusals that name the fix. pyarrow is in the suite's test group, so the Arrow kinds always run."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from interp_harvest.corpus import Corpus
 
 from interp_core.errors import ConfigError, InvalidArgument
-from interp_harvest.corpus import Corpus
 
 
 def test_a_folder_is_read_file_by_file_in_sorted_order(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         Corpus(tmp_path / "missing")
     (tmp_path / "data.csv").write_text("x")
-    with pytest.raises(ConfigError, match="suffix '.csv'"):
+    with pytest.raises(ConfigError, match=r"suffix '\.csv'"):
         Corpus(tmp_path / "data.csv")
     with pytest.raises(ConfigError, match="holds no corpus file"):
         Corpus(tmp_path)

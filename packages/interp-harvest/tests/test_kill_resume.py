@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from interp_harvest import harvest_activations
 from interp_harvest.shards import read_manifest
 

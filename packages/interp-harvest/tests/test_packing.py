@@ -5,9 +5,9 @@ resuming from any context's `resume_at` reproducing the uninterrupted stream."""
 from __future__ import annotations
 
 import pytest
+from interp_harvest.packing import PackingPolicy, pack
 
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
-from interp_harvest.packing import PackingPolicy, pack
 
 BOS = 0
 DOCS = ["abc", "defgh", "", "ij", "klmnopq"]

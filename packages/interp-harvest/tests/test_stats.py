@@ -9,10 +9,17 @@ from typing import Any
 import pytest
 import torch
 from harvest_helpers import eager_rows
+from interp_harvest import (
+    Corpus,
+    PackingPolicy,
+    harvest_stats,
+    pack,
+    tokenizer_encoder,
+    write_stats,
+)
 from safetensors.torch import load_file
 
 from interp_core.errors import PointUnsupported
-from interp_harvest import Corpus, PackingPolicy, harvest_stats, pack, tokenizer_encoder, write_stats
 
 POINTS = ["resid_post.1", "attn_out.0"]
 
@@ -38,7 +45,11 @@ def test_streamed_statistics_equal_the_whole_corpus_at_once(
     )
     contexts = _contexts(eager_model, corpus_file, 7)
     ids = torch.tensor(contexts).reshape(-1)
-    keep = ids != eager_model.tokenizer.bos_token_id if exclude_bos else torch.ones_like(ids, dtype=bool)
+    keep = (
+        ids != eager_model.tokenizer.bos_token_id
+        if exclude_bos
+        else torch.ones_like(ids, dtype=bool)
+    )
     assert 0 < int(keep.sum()) < ids.numel() or not exclude_bos
     for point in POINTS:
         rows = eager_rows(eager_model, contexts, point).double().reshape(ids.numel(), -1)[keep]

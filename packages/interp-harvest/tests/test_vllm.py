@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 from harvest_helpers import JOB
+from interp_harvest import harvest_activations, read_activations
 
 from interp_core import load_model, sync
 from interp_core.testing.resources import require
-from interp_harvest import harvest_activations, read_activations
 
 pytestmark = pytest.mark.slow
 

@@ -207,7 +207,11 @@ def _start(folder: Path, identity: dict[str, Any], resume: bool) -> dict[str, An
     kept, rejected = valid_prefix(folder, previous["shards"])
     if rejected is not None:
         redone = len(previous["shards"]) - len(kept)
-        warnings.warn(f"{rejected}: it and the {redone - 1} shards after it are redone", ShardRedone, stacklevel=3)
+        warnings.warn(
+            f"{rejected}: it and the {redone - 1} shards after it are redone",
+            ShardRedone,
+            stacklevel=3,
+        )
     if rejected is None and previous.get("complete"):
         return previous
     for entry in previous["shards"][len(kept) :]:
@@ -247,7 +251,8 @@ def _check_rows(tensor: Any, address: Any, batch: int, plan: ActivationsPlan) ->
     if tuple(tensor.shape) != expected:
         # A backend returning another shape than the registry's would make the manifest lie.
         message = (
-            f"{address} came back as {list(tensor.shape)}, the point registry says {list(expected)} "
-            f"for {batch} contexts; this backend's capture disagrees with the point definition"
+            f"{address} came back as {list(tensor.shape)}, the point registry says "
+            f"{list(expected)} for {batch} contexts; this backend's capture disagrees with the "
+            f"point definition"
         )
         raise PointUnsupported(message)

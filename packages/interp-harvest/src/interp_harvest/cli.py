@@ -98,11 +98,13 @@ def _load_options(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InvalidArgument(f"--option {pair!r} is not KEY=JSON")
+            message = f"--option {pair!r} is not KEY=JSON"
+            raise InvalidArgument(message)
         try:
             options[key] = json.loads(value)
         except ValueError as error:
-            raise InvalidArgument(f"--option {key}: {value!r} is not JSON ({error})") from error
+            message = f"--option {key}: {value!r} is not JSON ({error})"
+            raise InvalidArgument(message) from error
     return options
 
 

@@ -87,7 +87,9 @@ class Corpus:
         root = self.path if self.path.is_dir() else self.path.parent
         for file in self.files():
             stat = file.stat()
-            digest.update(f"{file.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            digest.update(
+                f"{file.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode()
+            )
         return digest.hexdigest()
 
     def __iter__(self) -> Iterator[str]:
@@ -133,7 +135,10 @@ class Corpus:
             import pyarrow.ipc
             import pyarrow.parquet
         except ImportError as error:
-            message = f"reading {file.name} needs pyarrow, which is not installed ({error}); {_ARROW_INSTALL}"
+            message = (
+                f"reading {file.name} needs pyarrow, which is not installed ({error}); "
+                f"{_ARROW_INSTALL}"
+            )
             raise ConfigError(message) from error
         if file.suffix == ".parquet":
             parquet = pyarrow.parquet.ParquetFile(file)

@@ -75,7 +75,11 @@ class PackingPolicy:
         return self.bos_token_id if self.bos == "context" else None
 
     def describe(self) -> dict[str, Any]:
-        return {"context_size": self.context_size, "bos": self.bos, "bos_token_id": self.bos_token_id}
+        return {
+            "context_size": self.context_size,
+            "bos": self.bos,
+            "bos_token_id": self.bos_token_id,
+        }
 
 
 def tokenizer_encoder(tokenizer: Any) -> Callable[[str], list[int]]:

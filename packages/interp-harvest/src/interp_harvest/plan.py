@@ -78,9 +78,12 @@ class ActivationsPlan:
         ]
         for name, shape in self.row_shapes.items():
             per = math.prod(shape) * DTYPE_BYTES[self.dtype]
-            lines.append(f"  {name:<24} {list(shape)} per context, {format_bytes(per * self.contexts)}")
+            lines.append(
+                f"  {name:<24} {list(shape)} per context, {format_bytes(per * self.contexts)}"
+            )
         lines.append(
-            f"to disk: {self.total_bytes:,} bytes ({format_bytes(self.total_bytes)}) with token ids and sources"
+            f"to disk: {self.total_bytes:,} bytes ({format_bytes(self.total_bytes)}) "
+            f"with token ids and sources"
         )
         return "\n".join(lines)
 

@@ -26,10 +26,11 @@ def read_activations(
     root = Path(folder)
     manifest = read_manifest(root)
     if manifest is None:
-        raise ConfigError(f"{str(root)!r} holds no manifest.json: it is not a harvest folder")
+        message = f"{str(root)!r} holds no manifest.json: it is not a harvest folder"
+        raise ConfigError(message)
     shards = manifest["shards"]
     if verify:
-        kept, rejected = valid_prefix(root, shards)
+        _, rejected = valid_prefix(root, shards)
         if rejected is not None:
             message = f"{str(root)!r}: {rejected}; rerun the job with --resume to redo it"
             raise ConfigError(message)

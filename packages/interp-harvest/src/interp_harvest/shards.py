@@ -102,7 +102,9 @@ def remove_stray_temporaries(folder: Path) -> list[str]:
     return stray
 
 
-def valid_prefix(folder: Path, shards: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+def valid_prefix(
+    folder: Path, shards: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str | None]:
     """The listed shards up to the first one that is missing or fails its checksum, and why that
     one was rejected (None when all pass). Contexts are packed in order, so a shard is only worth
     keeping if every shard before it is."""

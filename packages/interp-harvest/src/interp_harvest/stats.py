@@ -92,17 +92,20 @@ def harvest_stats(
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
     addresses = [to_address(p) for p in points]
     if not addresses:
-        raise InvalidArgument("no points to summarise; name at least one address (e.g. resid_post.6)")
+        message = "no points to summarise; name at least one address (e.g. resid_post.6)"
+        raise InvalidArgument(message)
     for address in addresses:
         # A stand-in sequence length no width equals: a shape holding it twice is [.., q, k].
         if point_shape(address, model.facts, 1, _SEQ).count(_SEQ) > 1:
-            raise PointUnsupported(
+            message = (
                 f"{address} is an attention matrix, whose width depends on the key position; "
                 f"per-feature statistics need a vector point (e.g. z or attn_out)"
             )
+            raise PointUnsupported(message)
         verdict = model.supports(address)
         if not verdict:
-            raise PointUnsupported(f"{address} cannot be read on {model.backend_name}: {verdict.explain()}")
+            message = f"{address} cannot be read on {model.backend_name}: {verdict.explain()}"
+            raise PointUnsupported(message)
     contexts_wanted = tokens // context_size
     if contexts_wanted < 1:
         message = f"a budget of {tokens:,} tokens holds no whole context of {context_size} tokens"
@@ -116,7 +119,11 @@ def harvest_stats(
     def flush() -> None:
         nonlocal done
         ids = torch.tensor(batch, dtype=torch.long)
-        keep = (ids != policy.bos_token_id).reshape(-1) if exclude_bos and policy.bos_token_id is not None else None
+        keep = (
+            (ids != policy.bos_token_id).reshape(-1)
+            if exclude_bos and policy.bos_token_id is not None
+            else None
+        )
         cache = sync.capture(model, ids, addresses)
         for address in addresses:
             tensor = cache[address].detach().to("cpu", torch.float64)
