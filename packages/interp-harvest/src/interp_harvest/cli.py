@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from interp_core.cli_common import HelpFormatter
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_harvest.errors import DiskFull
 from interp_harvest.packing import BOS_POLICIES
@@ -29,18 +30,22 @@ def register(subparsers: Any) -> None:
         help="dataset jobs: activations to sharded safetensors, per-point statistics",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
         allow_abbrev=False,
+        formatter_class=HelpFormatter,
     )
     jobs = parser.add_subparsers(dest="job", required=True)
     activations = jobs.add_parser(
         "activations",
         help="activations at points over a corpus, as checksummed resumable shards",
         allow_abbrev=False,
+        formatter_class=HelpFormatter,
     )
     _common(activations)
     activations.add_argument("--out", required=True, type=Path, help="output folder")
-    activations.add_argument("--dtype", default="float32", choices=sorted(DTYPE_BYTES))
     activations.add_argument(
-        "--shard-contexts", type=int, default=256, help="contexts per shard file (default 256)"
+        "--dtype", default="float32", choices=sorted(DTYPE_BYTES), help="dtype the shards store"
+    )
+    activations.add_argument(
+        "--shard-contexts", type=int, default=256, help="contexts per shard file"
     )
     activations.add_argument(
         "--format",
@@ -54,7 +59,10 @@ def register(subparsers: Any) -> None:
     )
     activations.set_defaults(run=_run_activations)
     stats = jobs.add_parser(
-        "stats", help="per-point mean / variance / norms over a corpus", allow_abbrev=False
+        "stats",
+        help="per-point mean / variance / norms over a corpus",
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
     )
     _common(stats)
     stats.add_argument("--out", required=True, type=Path, help="output .safetensors file")
@@ -77,9 +85,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tokens", required=True, type=int, help="token budget")
     parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
-    parser.add_argument("--backend", default="auto", help="registered backend (default: auto)")
+    parser.add_argument("--backend", default="auto", help="registered backend")
     parser.add_argument(
-        "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (default: context)"
+        "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
     )
     parser.add_argument("--text-field", default="text", help="jsonl/parquet/arrow text field")
     parser.add_argument("--batch-size", type=int, default=8, help="contexts per forward")
