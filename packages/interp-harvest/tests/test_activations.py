@@ -31,6 +31,8 @@ from interp_harvest import shards as shards_module
 from interp_harvest.shards import read_manifest, sha256_file
 from safetensors.torch import load_file
 
+from interp_core.errors import ConfigError
+
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
@@ -90,16 +92,33 @@ def test_the_manifest_describes_the_shards(eager_model: Any, reference_run: Path
     assert plan["total_bytes"] <= written <= plan["total_bytes"] + 3 * 1024
 
 
-def test_a_truncated_shard_is_found_and_redone(
-    eager_model: Any, corpus_file: Path, reference_run: Path, tmp_path: Path
+def _truncate(data: bytes) -> bytes:
+    return data[:-100]
+
+
+def _flip_a_byte(data: bytes) -> bytes:
+    return data[:-7] + bytes([data[-7] ^ 0xFF]) + data[-6:]
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [(_truncate, r"has .* bytes, the manifest says"), (_flip_a_byte, "fails its sha256")],
+)
+def test_a_truncated_or_corrupted_shard_is_found_and_redone(
+    eager_model: Any,
+    corpus_file: Path,
+    reference_run: Path,
+    tmp_path: Path,
+    damage: Any,
+    reason: str,
 ) -> None:
     out = tmp_path / "harvest"
     shutil.copytree(reference_run, out)
     shard = out / "shard-00001.safetensors"
-    shard.write_bytes(shard.read_bytes()[:-100])
-    with pytest.raises(Exception, match="truncated"):
+    shard.write_bytes(damage(shard.read_bytes()))
+    with pytest.raises(ConfigError, match=reason):
         list(read_activations(out))
-    with pytest.warns(ShardRedone, match="shard-00001.safetensors has .* bytes"):
+    with pytest.warns(ShardRedone, match=f"shard-00001.safetensors {reason}"):
         harvest_activations(eager_model, corpus_file, out, **JOB, resume=True)
     assert _files(out) == _files(reference_run)
 
