@@ -83,10 +83,11 @@ class PackingPolicy:
 
 
 def tokenizer_encoder(tokenizer: Any) -> Callable[[str], list[int]]:
-    """A document's token ids from a HF tokenizer, with no special tokens: packing adds those."""
+    """A document's token ids with no special tokens (packing adds those), through `encode`,
+    which HF tokenizers and the remote backend's tokenizer both have."""
 
     def encode(text: str) -> list[int]:
-        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(tokenizer.encode(text, add_special_tokens=False))
 
     return encode
 
