@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from harvest_helpers import JOB, eager_rows
+from harvest_helpers import JOB, documents, eager_rows
 from interp_harvest import (
     Corpus,
     DiskFull,
@@ -55,6 +55,13 @@ def test_shards_equal_an_eager_capture_of_the_same_contexts(
     assert token_ids.tolist() == [list(c.tokens) for c in contexts]
     source = torch.cat([s["source"] for s in shards])
     assert source.tolist() == [[c.document, c.offset] for c in contexts]
+    # independently of the packer: the first context is the first 16 tokens of BOS + document
+    # for each document in turn (the tokenizer's own call, no special tokens)
+    tokenizer, bos = eager_model.tokenizer, eager_model.tokenizer.bos_token_id
+    stream = [
+        t for d in documents() for t in [bos, *tokenizer(d, add_special_tokens=False)["input_ids"]]
+    ]
+    assert token_ids[0].tolist() == stream[:16]
     # several documents were joined and cut, so the BOS handling was exercised
     assert len({c.document for c in contexts}) > 3
     assert any(c.offset > 0 for c in contexts)
