@@ -104,3 +104,6 @@ def test_refusals_are_messages(
     args[args.index("--context-size") + 1] = "1000"
     assert main(args) == 2
     assert "holds no whole context of 1000 tokens" in capsys.readouterr().err
+    args = _args(model_path, corpus_file, tmp_path / "o", "--batch-size", "0")
+    assert main(args) == 2
+    assert "batch_size is contexts per forward" in capsys.readouterr().err

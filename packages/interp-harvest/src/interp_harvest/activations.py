@@ -30,7 +30,12 @@ from interp_core.protocol import InterpModel
 from interp_harvest.corpus import Corpus
 from interp_harvest.errors import OutputExists, ResumeMismatch
 from interp_harvest.packing import Context, PackingPolicy, pack, tokenizer_encoder
-from interp_harvest.plan import ActivationsPlan, check_free_disk, plan_activations
+from interp_harvest.plan import (
+    ActivationsPlan,
+    check_batch_size,
+    check_free_disk,
+    plan_activations,
+)
 from interp_harvest.progress import Progress
 from interp_harvest.shards import (
     MANIFEST,
@@ -88,6 +93,7 @@ def harvest_activations(
     import torch
     from safetensors.torch import save
 
+    check_batch_size(batch_size)
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
     plan = plan_activations(
         model.facts,

@@ -18,7 +18,7 @@ from interp_core.cli_common import HelpFormatter
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_harvest.errors import DiskFull
 from interp_harvest.packing import BOS_POLICIES
-from interp_harvest.plan import DTYPE_BYTES, check_free_disk, plan_activations
+from interp_harvest.plan import DTYPE_BYTES, check_batch_size, check_free_disk, plan_activations
 
 __all__ = ["main", "register"]
 
@@ -137,6 +137,8 @@ def _run_activations(args: argparse.Namespace) -> int:
             "use --format safetensors (shards + manifest.json)"
         )
         raise CapabilityUnsupported(message)
+    # Refused before a model load that can take minutes.
+    check_batch_size(args.batch_size)
     corpus = Corpus(args.data, text_field=args.text_field)
     if args.dry_run:
         return _dry_run(args)
@@ -190,6 +192,7 @@ def _dry_run(args: argparse.Namespace) -> int:
 def _run_stats(args: argparse.Namespace) -> int:
     from interp_harvest.stats import harvest_stats, write_stats
 
+    check_batch_size(args.batch_size)
     model = _load(args)
     stats = harvest_stats(
         model,

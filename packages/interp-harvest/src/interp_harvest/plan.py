@@ -21,7 +21,13 @@ from interp_core.shapes import point_shape
 from interp_harvest.errors import DiskFull
 from interp_harvest.progress import format_bytes
 
-__all__ = ["DTYPE_BYTES", "ActivationsPlan", "check_free_disk", "plan_activations"]
+__all__ = [
+    "DTYPE_BYTES",
+    "ActivationsPlan",
+    "check_batch_size",
+    "check_free_disk",
+    "plan_activations",
+]
 
 # Storage dtypes a shard can hold, with their sizes; the token ids are int32, the sources int64.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -122,6 +128,12 @@ def plan_activations(
         str(a): tuple(point_shape(a, facts, 1, context_size)[1:]) for a in addresses
     }  # point_shape refuses (PointUnsupported) a point this architecture does not have
     return ActivationsPlan(addresses, context_size, contexts, contexts_per_shard, dtype, row_shapes)
+
+
+def check_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        message = f"batch_size is contexts per forward, a positive int; got {batch_size!r}"
+        raise InvalidArgument(message)
 
 
 def check_free_disk(folder: Path, needed: int) -> int:

@@ -28,6 +28,7 @@ from interp_core.protocol import InterpModel
 from interp_core.shapes import point_shape
 from interp_harvest.corpus import Corpus
 from interp_harvest.packing import PackingPolicy, pack, tokenizer_encoder
+from interp_harvest.plan import check_batch_size
 from interp_harvest.progress import Progress
 from interp_harvest.shards import atomic_write_bytes
 
@@ -89,6 +90,7 @@ def harvest_stats(
 
     import torch
 
+    check_batch_size(batch_size)
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
     addresses = [to_address(p) for p in points]
     if not addresses:
