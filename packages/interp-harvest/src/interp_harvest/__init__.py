@@ -1,0 +1,42 @@
+"""interp-harvest: dataset jobs on interpoint's standardized points.
+
+A corpus on disk (text, jsonl, parquet, a saved HF dataset) is tokenised and packed into
+fixed-length contexts the way SAELens packs them (`pack`); the activations job writes every
+context's activations at the declared points as checksummed safetensors shards with a manifest,
+resumable after a kill (`harvest_activations`); the statistics job streams per-point mean,
+variance and norms (`harvest_stats`). Models come from `interp_core.load_model`: any registered
+backend, none imported here.
+"""
+
+from interp_harvest.__about__ import __version__
+from interp_harvest.activations import ShardRedone, harvest_activations
+from interp_harvest.corpus import Corpus
+from interp_harvest.errors import DiskFull, OutputExists, ResumeMismatch
+from interp_harvest.packing import BOS_POLICIES, Context, PackingPolicy, pack, tokenizer_encoder
+from interp_harvest.plan import ActivationsPlan, plan_activations
+from interp_harvest.progress import Progress, ProgressBar
+from interp_harvest.reading import read_activations
+from interp_harvest.stats import PointStats, harvest_stats, write_stats
+
+__all__ = [
+    "BOS_POLICIES",
+    "ActivationsPlan",
+    "Context",
+    "Corpus",
+    "DiskFull",
+    "OutputExists",
+    "PackingPolicy",
+    "PointStats",
+    "Progress",
+    "ProgressBar",
+    "ResumeMismatch",
+    "ShardRedone",
+    "__version__",
+    "harvest_activations",
+    "harvest_stats",
+    "pack",
+    "plan_activations",
+    "read_activations",
+    "tokenizer_encoder",
+    "write_stats",
+]

@@ -1,0 +1,3 @@
+from interp_harvest.cli import main
+
+raise SystemExit(main())

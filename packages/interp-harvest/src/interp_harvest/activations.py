@@ -1,0 +1,264 @@
+"""The activations job: every packed context's activations at the declared points, on disk.
+
+Output: a folder of `shard-NNNNN.safetensors` files and `manifest.json`. Each shard holds, for
+its `n` contexts of `C` tokens, one tensor per point named by its address (`resid_post.6`:
+`[n, C, d_model]`; every point's row shape is in the manifest), `token_ids` `[n, C]` int32 and
+`source` `[n, 2]` int64 (document index, token offset of each context's first document token).
+The manifest holds the job's identity (model, backend, corpus fingerprint, packing, plan), and
+per shard its file, contexts, tokens, first context, bytes and sha256.
+
+A kill at any moment loses at most the shard being built (see `interp_harvest.shards`);
+`resume=True` checks every listed shard's checksum, drops the first bad one and all after it,
+and continues from the packing position recorded after the last good one, so the output equals
+an uninterrupted run's byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from interp_core import sync
+from interp_core.errors import PointUnsupported
+from interp_core.protocol import InterpModel
+from interp_harvest.corpus import Corpus
+from interp_harvest.errors import OutputExists, ResumeMismatch
+from interp_harvest.packing import Context, PackingPolicy, pack, tokenizer_encoder
+from interp_harvest.plan import (
+    ActivationsPlan,
+    check_batch_size,
+    check_free_disk,
+    plan_activations,
+)
+from interp_harvest.progress import Progress
+from interp_harvest.shards import (
+    MANIFEST,
+    atomic_write_bytes,
+    atomic_write_json,
+    read_manifest,
+    remove_stray_temporaries,
+    shard_name,
+    valid_prefix,
+)
+
+__all__ = ["FORMAT", "ShardRedone", "harvest_activations", "job_identity"]
+
+FORMAT = "interp-harvest/activations"
+FORMAT_VERSION = 1
+# The manifest keys a resume must find unchanged: the rest (shards, counts) is progress.
+IDENTITY_KEYS = ("format", "format_version", "model", "backend", "corpus", "packing", "plan")
+
+
+class ShardRedone(UserWarning):
+    """A resume found a listed shard missing, truncated or corrupted, and redoes it."""
+
+
+def job_identity(
+    model: InterpModel, corpus: Corpus, policy: PackingPolicy, plan: ActivationsPlan
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "model": model.model_id,
+        "backend": model.backend_name,
+        "corpus": {"fingerprint": corpus.fingerprint(), "text_field": corpus.text_field},
+        "packing": policy.describe(),
+        "plan": plan.describe(),
+    }
+
+
+def harvest_activations(
+    model: InterpModel,
+    data: str | os.PathLike[str] | Corpus,
+    out: str | os.PathLike[str],
+    *,
+    points: Sequence[Any],
+    tokens: int,
+    context_size: int,
+    bos: str = "context",
+    dtype: str = "float32",
+    batch_size: int = 8,
+    contexts_per_shard: int = 256,
+    text_field: str = "text",
+    resume: bool = False,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or, with `resume`, continue) the job; return the final manifest."""
+    import torch
+    from safetensors.torch import save
+
+    check_batch_size(batch_size)
+    corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
+    plan = plan_activations(
+        model.facts,
+        points,
+        tokens=tokens,
+        context_size=context_size,
+        dtype=dtype,
+        contexts_per_shard=contexts_per_shard,
+    )
+    for address in plan.points:
+        verdict = model.supports(address)
+        if not verdict:
+            message = f"{address} cannot be harvested on {model.backend_name}: {verdict.explain()}"
+            raise PointUnsupported(message)
+    policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    identity = job_identity(model, corpus, policy, plan)
+    manifest = _start(folder, identity, resume)
+    if manifest.get("complete"):
+        return manifest
+    done = manifest["contexts"]
+    check_free_disk(folder, (plan.contexts - done) * plan.bytes_per_context)
+    atomic_write_json(folder / MANIFEST, manifest)
+
+    storage = getattr(torch, dtype)
+    contexts = pack(
+        corpus,
+        tokenizer_encoder(model.tokenizer),
+        policy,
+        max_contexts=plan.contexts - done,
+        start=tuple(manifest["resume_at"]),  # type: ignore[arg-type]
+        first_index=done,
+    )
+    started = time.monotonic()
+    tokens_before = done * context_size  # written by earlier runs: not part of this run's rate
+    this_run = 0
+    shard = len(manifest["shards"])
+    for group in _chunks(contexts, contexts_per_shard):
+        rows: dict[str, list[Any]] = {str(a): [] for a in plan.points}
+        for batch in _chunks(iter(group), batch_size):
+            ids = torch.tensor([c.tokens for c in batch], dtype=torch.long)
+            cache = sync.capture(model, ids, list(plan.points))
+            for address in plan.points:
+                tensor = cache[address].detach().to("cpu", storage).contiguous()
+                _check_rows(tensor, address, len(batch), plan)
+                rows[str(address)].append(tensor)
+            this_run += ids.numel()
+            if on_progress is not None:
+                on_progress(
+                    Progress(
+                        tokens_before + this_run,
+                        plan.tokens,
+                        this_run,
+                        time.monotonic() - started,
+                        shard,
+                        plan.shards,
+                    )
+                )
+        tensors = {name: torch.cat(parts) for name, parts in rows.items()}
+        tensors["token_ids"] = torch.tensor([c.tokens for c in group], dtype=torch.int32)
+        tensors["source"] = torch.tensor([[c.document, c.offset] for c in group], dtype=torch.int64)
+        # One metadata key: safetensors writes the metadata map in hash order, so two keys could
+        # come out in either order and a redone shard would differ from the first by its header.
+        header = json.dumps({"format": FORMAT, "first_context": group[0].index}, sort_keys=True)
+        blob = save(tensors, metadata={"interp_harvest": header})
+        name = shard_name(shard)
+        atomic_write_bytes(folder / name, blob)
+        manifest["shards"].append(
+            {
+                "file": name,
+                "first_context": group[0].index,
+                "contexts": len(group),
+                "tokens": len(group) * context_size,
+                "bytes": len(blob),
+                "sha256": hashlib.sha256(blob).hexdigest(),
+                "resume_at": list(group[-1].resume_at),
+            }
+        )
+        done += len(group)
+        manifest["contexts"] = done
+        manifest["tokens"] = done * context_size
+        manifest["resume_at"] = list(group[-1].resume_at)
+        atomic_write_json(folder / MANIFEST, manifest)
+        shard += 1
+    manifest["complete"] = True
+    # A corpus shorter than the budget ends the job early; the manifest says so rather than
+    # letting a reader assume the budget was met.
+    manifest["corpus_exhausted"] = done < plan.contexts
+    atomic_write_json(folder / MANIFEST, manifest)
+    return manifest
+
+
+def _start(folder: Path, identity: dict[str, Any], resume: bool) -> dict[str, Any]:
+    """The manifest to continue from: a fresh one, or a checked previous one."""
+    previous = read_manifest(folder)
+    fresh = {**identity, "shards": [], "contexts": 0, "tokens": 0, "resume_at": [0, 0]}
+    fresh["complete"] = False
+    if previous is None:
+        remove_stray_temporaries(folder)
+        return fresh
+    if not resume:
+        message = (
+            f"{str(folder)!r} already holds a harvest ({previous.get('contexts', 0):,} contexts "
+            f"written); continue it with --resume (resume=True) or choose an empty --out"
+        )
+        raise OutputExists(message)
+    changed = [k for k in IDENTITY_KEYS if previous.get(k) != identity[k]]
+    if changed:
+        detail = "; ".join(f"{k}: was {previous.get(k)!r}, now {identity[k]!r}" for k in changed)
+        message = (
+            f"cannot resume {str(folder)!r}: it was written by a different job ({detail}); "
+            f"rerun with the same model, backend, corpus and options, or choose an empty --out"
+        )
+        raise ResumeMismatch(message)
+    remove_stray_temporaries(folder)
+    kept, rejected = valid_prefix(folder, previous["shards"])
+    if rejected is not None:
+        redone = len(previous["shards"]) - len(kept)
+        warnings.warn(
+            f"{rejected}: it and the {redone - 1} shards after it are redone",
+            ShardRedone,
+            stacklevel=3,
+        )
+    if rejected is None and previous.get("complete"):
+        return previous
+    for entry in previous["shards"][len(kept) :]:
+        (folder / entry["file"]).unlink(missing_ok=True)
+    if not kept:
+        return fresh
+    if rejected is not None or len(kept) < len(previous["shards"]):
+        # Continue from the packing position recorded with the last good shard.
+        return _rewound(previous, kept)
+    return previous
+
+
+def _rewound(previous: dict[str, Any], kept: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        **previous,
+        "shards": kept,
+        "contexts": sum(e["contexts"] for e in kept),
+        "tokens": sum(e["tokens"] for e in kept),
+        "resume_at": kept[-1]["resume_at"],
+        "complete": False,
+    }
+
+
+def _chunks(items: Iterator[Context], size: int) -> Iterator[list[Context]]:
+    chunk: list[Context] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _check_rows(tensor: Any, address: Any, batch: int, plan: ActivationsPlan) -> None:
+    expected = (batch, *plan.row_shapes[str(address)])
+    if tuple(tensor.shape) != expected:
+        # A backend returning another shape than the registry's would make the manifest lie.
+        message = (
+            f"{address} came back as {list(tensor.shape)}, the point registry says "
+            f"{list(expected)} for {batch} contexts; this backend's capture disagrees with the "
+            f"point definition"
+        )
+        raise PointUnsupported(message)

@@ -1,0 +1,223 @@
+"""`interp harvest activations|stats MODEL --data PATH ...`: the dataset jobs from a shell.
+
+Registered as a subcommand of the `interp` CLI through the `interp.commands` entry-point group.
+The model is loaded through the registry (`--backend`, default auto); `--option KEY=JSON` passes
+any other `load_model` keyword untouched. `--dry-run` prices the job from the model's config
+alone (no weights are loaded) and checks the output disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from interp_core.cli_common import HelpFormatter
+from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_harvest.errors import DiskFull
+from interp_harvest.packing import BOS_POLICIES
+from interp_harvest.plan import DTYPE_BYTES, check_batch_size, check_free_disk, plan_activations
+
+__all__ = ["main", "register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add `harvest` (with its jobs as subcommands) to the `interp` CLI."""
+    parser = subparsers.add_parser(
+        "harvest",
+        help="dataset jobs: activations to sharded safetensors, per-point statistics",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
+    )
+    jobs = parser.add_subparsers(dest="job", required=True)
+    activations = jobs.add_parser(
+        "activations",
+        help="activations at points over a corpus, as checksummed resumable shards",
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
+    )
+    _common(activations)
+    activations.add_argument("--out", required=True, type=Path, help="output folder")
+    activations.add_argument(
+        "--dtype", default="float32", choices=sorted(DTYPE_BYTES), help="dtype the shards store"
+    )
+    activations.add_argument(
+        "--shard-contexts", type=int, default=256, help="contexts per shard file"
+    )
+    activations.add_argument(
+        "--format",
+        default="safetensors",
+        choices=("safetensors", "saelens"),
+        help="output layout (only safetensors is built so far)",
+    )
+    activations.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    activations.add_argument(
+        "--dry-run", action="store_true", help="print the plan and the disk check; run nothing"
+    )
+    activations.set_defaults(run=_run_activations)
+    stats = jobs.add_parser(
+        "stats",
+        help="per-point mean / variance / norms over a corpus",
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
+    )
+    _common(stats)
+    stats.add_argument("--out", required=True, type=Path, help="output .safetensors file")
+    stats.add_argument(
+        "--exclude-bos", action="store_true", help="leave BOS positions out of the statistics"
+    )
+    stats.set_defaults(run=_run_stats)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
+    parser.add_argument("--data", required=True, type=Path, help="corpus file or folder")
+    parser.add_argument(
+        "--points",
+        required=True,
+        action="extend",
+        nargs="+",
+        metavar="ADDRESS",
+        help="points to read (repeatable): resid_post.6 mlp_out.3 ...",
+    )
+    parser.add_argument("--tokens", required=True, type=int, help="token budget")
+    parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
+    parser.add_argument("--backend", default="auto", help="registered backend")
+    parser.add_argument(
+        "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
+    )
+    parser.add_argument("--text-field", default="text", help="jsonl/parquet/arrow text field")
+    parser.add_argument("--batch-size", type=int, default=8, help="contexts per forward")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="any other load_model keyword, its value as JSON (e.g. --option dtype='\"float32\"')",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+
+
+def _load_options(pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            message = f"--option {pair!r} is not KEY=JSON"
+            raise InvalidArgument(message)
+        try:
+            options[key] = json.loads(value)
+        except ValueError as error:
+            message = f"--option {key}: {value!r} is not JSON ({error})"
+            raise InvalidArgument(message) from error
+    return options
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from interp_core import load_model
+
+    return load_model(args.model, backend=args.backend, **_load_options(args.option))
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    from interp_harvest.progress import ProgressBar
+
+    return None if args.no_progress else ProgressBar()
+
+
+def _run_activations(args: argparse.Namespace) -> int:
+    from interp_harvest.corpus import Corpus
+
+    if args.format == "saelens":
+        message = (
+            "--format saelens (SAELens's cached-activations datasets folder) is not built yet; "
+            "use --format safetensors (shards + manifest.json)"
+        )
+        raise CapabilityUnsupported(message)
+    # Refused before a model load that can take minutes.
+    check_batch_size(args.batch_size)
+    corpus = Corpus(args.data, text_field=args.text_field)
+    if args.dry_run:
+        return _dry_run(args)
+    from interp_harvest.activations import harvest_activations
+
+    model = _load(args)
+    manifest = harvest_activations(
+        model,
+        corpus,
+        args.out,
+        points=args.points,
+        tokens=args.tokens,
+        context_size=args.context_size,
+        bos=args.bos,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        contexts_per_shard=args.shard_contexts,
+        resume=args.resume,
+        on_progress=_progress(args),
+    )
+    print(
+        f"{manifest['tokens']:,} tokens in {len(manifest['shards'])} shards at {args.out}"
+        + (" (the corpus ran out before the budget)" if manifest.get("corpus_exhausted") else "")
+    )
+    return 0
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    from interp_core.cli import load_config
+    from interp_core.facts import ModelFacts
+
+    _, config = load_config(args.model)
+    plan = plan_activations(
+        ModelFacts.from_config(config),
+        args.points,
+        tokens=args.tokens,
+        context_size=args.context_size,
+        dtype=args.dtype,
+        contexts_per_shard=args.shard_contexts,
+    )
+    print(plan.summary())
+    try:
+        free = check_free_disk(args.out, plan.total_bytes)
+    except DiskFull as error:
+        print(f"disk: {error}")
+        return 1
+    print(f"disk: {free:,} bytes free at {args.out}: fits")
+    return 0
+
+
+def _run_stats(args: argparse.Namespace) -> int:
+    from interp_harvest.stats import harvest_stats, write_stats
+
+    check_batch_size(args.batch_size)
+    model = _load(args)
+    stats = harvest_stats(
+        model,
+        args.data,
+        points=args.points,
+        tokens=args.tokens,
+        context_size=args.context_size,
+        bos=args.bos,
+        exclude_bos=args.exclude_bos,
+        batch_size=args.batch_size,
+        text_field=args.text_field,
+        on_progress=_progress(args),
+    )
+    path = write_stats(stats, args.out)
+    for address, point in stats.items():
+        print(
+            f"{address}: {point.count:,} tokens, mean norm {point.norm_mean:.4g}, "
+            f"max norm {point.norm_max:.4g}"
+        )
+    print(f"written to {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`interp harvest ...` as its own program (what `python -m interp_harvest` runs)."""
+    from interp_core.cli import main as interp_main
+
+    return interp_main(["harvest", *(sys.argv[1:] if argv is None else argv)])

@@ -1,0 +1,54 @@
+"""Shared plumbing of the interp-harvest suite: one tiny eager model (through the registry) and
+one small jsonl corpus for every module, and one torch thread (the tiny model gains nothing from
+a second on a busy machine). The suite runs in importlib mode, so this folder is put on sys.path
+for the helpers module."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interp_testmodels.threads import one_torch_thread_fixture
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+_one_torch_thread = one_torch_thread_fixture()
+
+
+@pytest.fixture(scope="session")
+def model_path() -> str:
+    from interp_testmodels import build_family
+
+    return str(build_family("llama"))
+
+
+@pytest.fixture(scope="session")
+def eager_model(model_path: str) -> Any:
+    from interp_core import load_model
+
+    return load_model(model_path, backend="eager")
+
+
+@pytest.fixture(scope="session")
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from harvest_helpers import write_jsonl_corpus
+
+    return write_jsonl_corpus(tmp_path_factory.mktemp("corpus") / "docs.jsonl")
+
+
+@pytest.fixture(scope="session")
+def reference_run(
+    eager_model: Any, corpus_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """An uninterrupted run of JOB: what every killed, truncated or resumed run must equal."""
+    from harvest_helpers import JOB
+    from interp_harvest import harvest_activations
+
+    out = tmp_path_factory.mktemp("reference") / "harvest"
+    harvest_activations(eager_model, corpus_file, out, **JOB)
+    return out

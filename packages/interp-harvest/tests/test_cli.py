@@ -1,0 +1,109 @@
+"""`interp harvest`: the dry run prices the job from the config alone (no model load) with the
+bytes the real run writes; the CLI run writes exactly what the Python API writes; refusals are
+messages with exit status 2."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harvest_helpers import JOB
+from interp_harvest.shards import read_manifest
+
+from interp_core.cli import main
+
+
+def _args(model_path: str, corpus: Path, out: Path, *extra: str) -> list[str]:
+    points = [a for p in JOB["points"] for a in ("--points", p)]
+    return [
+        "harvest",
+        "activations",
+        model_path,
+        "--data",
+        str(corpus),
+        *points,
+        "--tokens",
+        str(JOB["tokens"]),
+        "--context-size",
+        str(JOB["context_size"]),
+        "--shard-contexts",
+        str(JOB["contexts_per_shard"]),
+        "--batch-size",
+        str(JOB["batch_size"]),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def _no_model_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the dry run loaded the model")
+
+    monkeypatch.setattr("interp_core.load_model", refuse)
+
+
+def test_the_dry_run_prints_the_bytes_the_run_writes_without_loading_the_model(
+    model_path: str,
+    corpus_file: Path,
+    reference_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_model_load(monkeypatch)
+    out = tmp_path / "planned"
+    assert main(_args(model_path, corpus_file, out, "--dry-run")) == 0
+    printed = capsys.readouterr().out
+    manifest = read_manifest(reference_run)
+    assert manifest is not None
+    assert f"to disk: {manifest['plan']['total_bytes']:,} bytes" in printed
+    assert "160 tokens = 10 contexts x 16 tokens, in 3 shards of 4 contexts" in printed
+    assert "fits" in printed
+    assert not out.exists()
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr("interp_harvest.plan.shutil.disk_usage", lambda _: usage(1, 1, 4096))
+    assert main(_args(model_path, corpus_file, out, "--dry-run")) == 1
+    assert "4.0 KiB free" in capsys.readouterr().out
+
+
+def test_the_cli_run_writes_what_the_api_writes_with_a_progress_bar(
+    model_path: str,
+    corpus_file: Path,
+    reference_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "harvest"
+    assert main(_args(model_path, corpus_file, out, "--backend", "eager")) == 0
+    captured = capsys.readouterr()
+    assert "160 tokens in 3 shards" in captured.out
+    assert "160/160 tokens" in captured.err and "shard 3/3" in captured.err
+    files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    assert files == {p.name: p.read_bytes() for p in sorted(reference_run.iterdir())}
+    # run again without --resume: refused, nothing touched
+    assert main(_args(model_path, corpus_file, out, "--backend", "eager")) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_refusals_are_messages(
+    model_path: str,
+    corpus_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_model_load(monkeypatch)
+    assert main(_args(model_path, corpus_file, tmp_path / "o", "--format", "saelens")) == 2
+    assert "use --format safetensors" in capsys.readouterr().err
+    assert main(_args(model_path, tmp_path / "nowhere", tmp_path / "o", "--dry-run")) == 2
+    assert "does not exist" in capsys.readouterr().err
+    args = _args(model_path, corpus_file, tmp_path / "o", "--dry-run")
+    args[args.index("--context-size") + 1] = "1000"
+    assert main(args) == 2
+    assert "holds no whole context of 1000 tokens" in capsys.readouterr().err
+    args = _args(model_path, corpus_file, tmp_path / "o", "--batch-size", "0")
+    assert main(args) == 2
+    assert "batch_size is contexts per forward" in capsys.readouterr().err
