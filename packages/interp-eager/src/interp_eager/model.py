@@ -57,6 +57,7 @@ from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
 from interp_eager.allocator import keep_freed_memory
 from interp_eager.altup import altup_collapse
+from interp_eager.call_inputs import call_inputs, refuse_for_embeds_prompt
 from interp_eager.arguments import (
     capture_budget,
     check_budget_option,
@@ -404,8 +405,24 @@ class EagerModel(ModelBase):
         attention_mask: Any = None,
         steering: Any = None,
         detach: bool = True,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
-        """One forward pass with captures (sync; the async `capture` wraps it)."""
+        """One forward pass with captures (sync; the async `capture` wraps it).
+
+        `prompt_embeds` and `lora`: see `interp_eager.call_inputs`.
+        """
+        if prompt_embeds is not None or lora is not None:
+            if prompt_embeds is not None and attention_mask is not None:
+                message = (
+                    "prompt_embeds takes one unpadded prompt, so attention_mask has nothing "
+                    "to mask; leave attention_mask unset"
+                )
+                raise CapabilityUnsupported(message)
+            with call_inputs(self, tokens, prompt_embeds, lora) as inputs:
+                return self._run_with_cache(
+                    inputs.ids, points, attention_mask, steering, detach, True
+                )
         with self._serving():
             return self._run_with_cache(tokens, points, attention_mask, steering, detach, True)
 
@@ -474,9 +491,17 @@ class EagerModel(ModelBase):
         steering: Any = None,
         attention_mask: Any = None,
         detach: bool = True,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
         return self.run_with_cache(
-            tokens, points, attention_mask=attention_mask, steering=steering, detach=detach
+            tokens,
+            points,
+            attention_mask=attention_mask,
+            steering=steering,
+            detach=detach,
+            prompt_embeds=prompt_embeds,
+            lora=lora,
         )
 
     # --- generation -----------------------------------------------------------------------------
@@ -529,7 +554,18 @@ class EagerModel(ModelBase):
         )
         return sampling, steps
 
-    def generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
+    def generate_sync(
+        self, tokens: Any, *, prompt_embeds: Any = None, lora: Any = None, **kwargs: Any
+    ) -> Generation:
+        """Generate from `tokens`; `prompt_embeds` / `lora`: see `interp_eager.call_inputs`."""
+        if prompt_embeds is None and lora is None:
+            return self._generate_sync(tokens, **kwargs)
+        if prompt_embeds is not None and tokens is None:
+            refuse_for_embeds_prompt(kwargs)
+        with call_inputs(self, tokens, prompt_embeds, lora) as inputs:
+            return inputs.finish(self._generate_sync(inputs.ids, **kwargs))
+
+    def _generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
         prompt_rows: list[Any] = []
         with self._serving():
             ids = self._tokens(tokens)
@@ -570,6 +606,13 @@ class EagerModel(ModelBase):
         with the token that completes them, or with the last step. The first step carries the
         sampling settings used.
         """
+        for key in ("prompt_embeds", "lora"):
+            if kwargs.get(key) is not None:
+                message = (
+                    f"generate_stream does not take {key} yet (its hooks would stay on the "
+                    f"model between the stream's steps); use generate"
+                )
+                raise CapabilityUnsupported(message)
         sampling, steps = self._decode_steps(tokens, **gen_defaults(kwargs))
         eos = self._eos_ids()
         generated: list[int] = []
@@ -597,7 +640,20 @@ class EagerModel(ModelBase):
         temperature: float = 0.0,
         seed: int | None = None,
         steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> tuple[Generation, ActivationCache]:
+        if prompt_embeds is not None or lora is not None:
+            with call_inputs(self, tokens, prompt_embeds, lora) as inputs:
+                generation, cache = await self.capture_generation(
+                    inputs.ids,
+                    points,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                    steering=steering,
+                )
+            return inputs.finish(generation), cache
         with self._serving():
             addresses = [self._check_address(a) for a in to_addresses(points)]
             ids = self._tokens(tokens)
