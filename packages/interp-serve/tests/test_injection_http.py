@@ -47,7 +47,11 @@ def test_embeds_and_lora_round_trip(lora_remote: Any, local: Any, adapter: Path)
     ids = local.to_tokens(TEST_PROMPT)
     vector = torch.randn(local.d_model, generator=torch.Generator().manual_seed(0)) * 3
     rows = torch.randn(6, local.d_model, generator=torch.Generator().manual_seed(1))
-    for tokens, embeds, lora in [(None, rows, None), (ids, {2: vector}, "tiny"), (ids, None, "tiny")]:
+    for tokens, embeds, lora in [
+        (None, rows, None),
+        (ids, {2: vector}, "tiny"),
+        (ids, None, "tiny"),
+    ]:
         local_lora = None if lora is None else str(adapter)
         ours = sync._run(
             lora_remote, lora_remote.capture(tokens, _POINTS, prompt_embeds=embeds, lora=lora)
@@ -68,10 +72,13 @@ def test_embeds_and_lora_round_trip(lora_remote: Any, local: Any, adapter: Path)
         assert tuple(generated.prompt_token_ids) == tuple(expected.prompt_token_ids)
     generation, cache = sync._run(
         lora_remote,
-        lora_remote.capture_generation(None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows),
+        lora_remote.capture_generation(
+            None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows
+        ),
     )
     local_generation, local_cache = sync._run(
-        local, local.capture_generation(None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows)
+        local,
+        local.capture_generation(None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows),
     )
     assert generation.token_ids == local_generation.token_ids
     assert torch.equal(cache["resid_post.1"], local_cache["resid_post.1"])

@@ -22,7 +22,7 @@ from interp_testmodels.lora import write_lora_adapter
 
 pytestmark = pytest.mark.slow
 
-_POINTS = ["resid_post.0", "resid_post.1", "attn_out.1"]
+_POINTS = ["embeddings", "resid_post.0", "resid_post.1", "attn_out.1"]
 _TOL = {"atol": 1e-4, "rtol": 1e-4}
 
 
@@ -61,13 +61,28 @@ def test_embeds_prompts_equal_eager(vllm_model: Any, eager: Any) -> None:
             vllm_model,
             vllm_model.generate(tokens, max_new_tokens=6, temperature=0.0, prompt_embeds=embeds),
         )
-        expected = eager.generate_sync(tokens, max_new_tokens=6, temperature=0.0, prompt_embeds=embeds)
+        expected = eager.generate_sync(
+            tokens, max_new_tokens=6, temperature=0.0, prompt_embeds=embeds
+        )
         assert generated.token_ids == expected.token_ids
         assert tuple(generated.prompt_token_ids) == tuple(expected.prompt_token_ids)
+    # Generate and capture in one pass, from embeddings: prompt rows and the decode steps.
+    points = ["resid_post.1"]
+    ours_gen, ours_cache = _run(
+        vllm_model,
+        vllm_model.capture_generation(None, points, max_new_tokens=4, prompt_embeds=noise),
+    )
+    want_gen, want_cache = _run(
+        eager, eager.capture_generation(None, points, max_new_tokens=4, prompt_embeds=noise)
+    )
+    assert ours_gen.token_ids == want_gen.token_ids
+    torch.testing.assert_close(ours_cache["resid_post.1"], want_cache["resid_post.1"], **_TOL)
     # The tokens' own rows as a whole prompt generate what the tokens generate.
     from_rows = _run(
         vllm_model,
-        vllm_model.generate(None, max_new_tokens=6, temperature=0.0, prompt_embeds=_rows(eager, ids)),
+        vllm_model.generate(
+            None, max_new_tokens=6, temperature=0.0, prompt_embeds=_rows(eager, ids)
+        ),
     )
     from_tokens = _run(vllm_model, vllm_model.generate(ids, max_new_tokens=6, temperature=0.0))
     assert from_rows.token_ids == from_tokens.token_ids

@@ -76,10 +76,11 @@ def read_lora_config(path: str | os.PathLike[str], *, name: str | None = None) -
     folder = os.fspath(path)
     config_file = os.path.join(folder, ADAPTER_CONFIG)
     if not os.path.isfile(config_file):
-        raise InvalidArgument(
+        msg = (
             f"no LoRA adapter at {folder}: {ADAPTER_CONFIG} is missing; pass the folder PEFT's "
             f"save_pretrained wrote (it holds {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS})"
         )
+        raise InvalidArgument(msg)
     if not os.path.isfile(os.path.join(folder, ADAPTER_WEIGHTS)):
         raise _refuse(
             folder,
@@ -90,9 +91,11 @@ def read_lora_config(path: str | os.PathLike[str], *, name: str | None = None) -
         with open(config_file, encoding="utf-8") as handle:
             raw: Any = json.load(handle)
     except (OSError, ValueError) as error:
-        raise InvalidArgument(f"cannot read {config_file}: {error}") from error
+        msg = f"cannot read {config_file}: {error}"
+        raise InvalidArgument(msg) from error
     if not isinstance(raw, dict):
-        raise InvalidArgument(f"{config_file} holds {type(raw).__name__}, not a JSON object")
+        msg = f"{config_file} holds {type(raw).__name__}, not a JSON object"
+        raise InvalidArgument(msg)
     kind = raw.get("peft_type", "LORA")
     if str(kind).upper() != "LORA":
         raise _refuse(folder, f"it is a {kind} adapter, not LORA", "pass a LoRA adapter folder")
@@ -102,9 +105,11 @@ def read_lora_config(path: str | os.PathLike[str], *, name: str | None = None) -
             raise _refuse(folder, f"{key}={value!r}: {why}", f"retrain it without {key}")
     rank, alpha = raw.get("r"), raw.get("lora_alpha")
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-        raise InvalidArgument(f"{config_file}: r={rank!r} is not a positive int")
+        msg = f"{config_file}: r={rank!r} is not a positive int"
+        raise InvalidArgument(msg)
     if not isinstance(alpha, int | float) or isinstance(alpha, bool):
-        raise InvalidArgument(f"{config_file}: lora_alpha={alpha!r} is not a number")
+        msg = f"{config_file}: lora_alpha={alpha!r} is not a number"
+        raise InvalidArgument(msg)
     targets = raw.get("target_modules")
     regex = isinstance(targets, str)
     if regex:
@@ -135,7 +140,8 @@ def check_lora(lora: Any) -> LoraConfig | None:
         return lora
     if isinstance(lora, str | os.PathLike):
         return read_lora_config(lora)
-    raise InvalidArgument(
+    msg = (
         f"lora={lora!r} is a {type(lora).__name__}; pass a PEFT adapter folder's path or a "
         f"LoraConfig (interp_core.read_lora_config)"
     )
+    raise InvalidArgument(msg)

@@ -14,7 +14,7 @@ call ever sees them:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -26,7 +26,15 @@ from interp_core.results import Generation
 from interp_torch.embeds import Injection, check_prompt_embeds, splice_rows
 from interp_torch.lora import lora_delta, read_lora_weights, targets_module
 
-__all__ = ["CallInputs", "call_inputs", "refuse_for_embeds_prompt"]
+__all__ = [
+    "CallInputs",
+    "call_inputs",
+    "capture_generation",
+    "generate",
+    "refuse_for_embeds_prompt",
+    "refuse_in_stream",
+    "run",
+]
 
 # Sampling options that read the prompt's token ids, which a whole-embeddings prompt has none of.
 _READS_PROMPT_IDS = ("presence_penalty", "frequency_penalty", "repetition_penalty")
@@ -51,16 +59,18 @@ def refuse_for_embeds_prompt(kwargs: dict[str, Any]) -> None:
     """Refuse the sampling options that would read a whole-embeds prompt's (absent) tokens."""
     for key in _READS_PROMPT_IDS:
         if kwargs.get(key) not in (None, 0, 0.0, 1, 1.0):
-            raise CapabilityUnsupported(
+            msg = (
                 f"{key}={kwargs[key]!r} counts the prompt's tokens, and a prompt given as "
                 f"embeddings has none; leave {key} unset, or pass tokens with "
                 f"prompt_embeds={{position: row}}"
             )
+            raise CapabilityUnsupported(msg)
     if kwargs.get("prompt_logprobs") is not None:
-        raise CapabilityUnsupported(
+        msg = (
             "prompt_logprobs scores the prompt's tokens, and a prompt given as embeddings has "
             "none; leave prompt_logprobs unset"
         )
+        raise CapabilityUnsupported(msg)
 
 
 def _one_prompt(model: Any, tokens: Any) -> list[int] | None:
@@ -68,10 +78,10 @@ def _one_prompt(model: Any, tokens: Any) -> list[int] | None:
         return None
     ids = model._tokens(tokens)
     if ids.shape[0] != 1:
-        raise CapabilityUnsupported(
-            f"prompt_embeds applies to one prompt; got a batch of {ids.shape[0]}; call once "
-            f"per row"
+        msg = (
+            f"prompt_embeds applies to one prompt; got a batch of {ids.shape[0]}; call once per row"
         )
+        raise CapabilityUnsupported(msg)
     return ids[0].tolist()
 
 
@@ -88,17 +98,19 @@ def _lora_weights(model: Any, config: LoraConfig) -> dict[str, Any]:
             except AttributeError:
                 module = None
             if not isinstance(module, torch.nn.Linear) or not targets_module(config, name):
-                raise CapabilityUnsupported(
+                msg = (
                     f"the LoRA adapter {config.name} updates {name}, which is not a linear "
                     f"module of {model.model_id} it targets; use an adapter trained on this "
                     f"model's architecture"
                 )
+                raise CapabilityUnsupported(msg)
             if (b.shape[0], a.shape[1]) != tuple(module.weight.shape):
-                raise CapabilityUnsupported(
+                msg = (
                     f"the LoRA adapter {config.name} has a {b.shape[0]}x{a.shape[1]} update for "
                     f"{name}, whose weight is {tuple(module.weight.shape)}; it was trained on "
                     f"another model"
                 )
+                raise CapabilityUnsupported(msg)
             dtype, device = module.weight.dtype, module.weight.device
             resolved[name] = (module, a.to(device, dtype), b.to(device, dtype))
         cache[config.path] = resolved
@@ -133,9 +145,7 @@ def _splice_hooks(model: Any, injection: Injection, stack: ExitStack) -> None:
 
 
 @contextmanager
-def call_inputs(
-    model: Any, tokens: Any, prompt_embeds: Any, lora: Any
-) -> Iterator[CallInputs]:
+def call_inputs(model: Any, tokens: Any, prompt_embeds: Any, lora: Any) -> Iterator[CallInputs]:
     """Hold the model and install the call's embeddings splice and adapter for its duration."""
     with model._serving(), ExitStack() as stack:
         config = check_lora(lora)
@@ -153,3 +163,60 @@ def call_inputs(
         if injection is not None:
             _splice_hooks(model, injection, stack)
         yield CallInputs(ids, injection, config)
+
+
+# --- the model's calls with their inputs (EagerModel delegates here when either is given) --------
+def run(
+    model: Any, tokens: Any, prompt_embeds: Any, lora: Any, forward: Callable[..., Any], *args: Any
+) -> Any:
+    """`forward(ids, points, attention_mask, ...)` (the model's capture) with the inputs on."""
+    if prompt_embeds is not None and args[1] is not None:
+        msg = (
+            "prompt_embeds takes one unpadded prompt, so attention_mask has nothing to mask; "
+            "leave attention_mask unset"
+        )
+        raise CapabilityUnsupported(msg)
+    with call_inputs(model, tokens, prompt_embeds, lora) as inputs:
+        return forward(inputs.ids, *args)
+
+
+def generate(
+    model: Any,
+    tokens: Any,
+    prompt_embeds: Any,
+    lora: Any,
+    generate_ids: Callable[..., Generation],
+    kwargs: dict[str, Any],
+) -> Generation:
+    """`generate_ids(ids, **kwargs)` (the model's generation) with the inputs on."""
+    if prompt_embeds is not None and tokens is None:
+        refuse_for_embeds_prompt(kwargs)
+    with call_inputs(model, tokens, prompt_embeds, lora) as inputs:
+        return inputs.finish(generate_ids(inputs.ids, **kwargs))
+
+
+async def capture_generation(
+    model: Any,
+    tokens: Any,
+    points: Any,
+    prompt_embeds: Any,
+    lora: Any,
+    capture: Callable[..., Any],
+    **options: Any,
+) -> tuple[Generation, Any]:
+    """The model's `capture_generation` with the inputs on (its generation and its capture
+    both run inside them: each starts a fresh sequence, so the splice fires for both)."""
+    with call_inputs(model, tokens, prompt_embeds, lora) as inputs:
+        generation, cache = await capture(inputs.ids, points, **options)
+    return inputs.finish(generation), cache
+
+
+def refuse_in_stream(kwargs: dict[str, Any]) -> None:
+    """A stream holds nothing on the model between its steps, so it cannot hold these hooks."""
+    for key in ("prompt_embeds", "lora"):
+        if kwargs.get(key) is not None:
+            msg = (
+                f"generate_stream does not take {key} yet (its hooks would stay on the model "
+                f"between the stream's steps); use generate"
+            )
+            raise CapabilityUnsupported(msg)

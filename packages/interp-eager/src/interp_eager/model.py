@@ -55,9 +55,9 @@ from interp_core.sampling import (
 from interp_core.steering import SteeringSpec
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
+from interp_eager import call_inputs
 from interp_eager.allocator import keep_freed_memory
 from interp_eager.altup import altup_collapse
-from interp_eager.call_inputs import call_inputs, refuse_for_embeds_prompt
 from interp_eager.arguments import (
     capture_budget,
     check_budget_option,
@@ -413,16 +413,8 @@ class EagerModel(ModelBase):
         `prompt_embeds` and `lora`: see `interp_eager.call_inputs`.
         """
         if prompt_embeds is not None or lora is not None:
-            if prompt_embeds is not None and attention_mask is not None:
-                message = (
-                    "prompt_embeds takes one unpadded prompt, so attention_mask has nothing "
-                    "to mask; leave attention_mask unset"
-                )
-                raise CapabilityUnsupported(message)
-            with call_inputs(self, tokens, prompt_embeds, lora) as inputs:
-                return self._run_with_cache(
-                    inputs.ids, points, attention_mask, steering, detach, True
-                )
+            args = (points, attention_mask, steering, detach, True)
+            return call_inputs.run(self, tokens, prompt_embeds, lora, self._run_with_cache, *args)
         with self._serving():
             return self._run_with_cache(tokens, points, attention_mask, steering, detach, True)
 
@@ -560,10 +552,7 @@ class EagerModel(ModelBase):
         """Generate from `tokens`; `prompt_embeds` / `lora`: see `interp_eager.call_inputs`."""
         if prompt_embeds is None and lora is None:
             return self._generate_sync(tokens, **kwargs)
-        if prompt_embeds is not None and tokens is None:
-            refuse_for_embeds_prompt(kwargs)
-        with call_inputs(self, tokens, prompt_embeds, lora) as inputs:
-            return inputs.finish(self._generate_sync(inputs.ids, **kwargs))
+        return call_inputs.generate(self, tokens, prompt_embeds, lora, self._generate_sync, kwargs)
 
     def _generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
         prompt_rows: list[Any] = []
@@ -606,13 +595,7 @@ class EagerModel(ModelBase):
         with the token that completes them, or with the last step. The first step carries the
         sampling settings used.
         """
-        for key in ("prompt_embeds", "lora"):
-            if kwargs.get(key) is not None:
-                message = (
-                    f"generate_stream does not take {key} yet (its hooks would stay on the "
-                    f"model between the stream's steps); use generate"
-                )
-                raise CapabilityUnsupported(message)
+        call_inputs.refuse_in_stream(kwargs)
         sampling, steps = self._decode_steps(tokens, **gen_defaults(kwargs))
         eos = self._eos_ids()
         generated: list[int] = []
@@ -644,16 +627,11 @@ class EagerModel(ModelBase):
         lora: Any = None,
     ) -> tuple[Generation, ActivationCache]:
         if prompt_embeds is not None or lora is not None:
-            with call_inputs(self, tokens, prompt_embeds, lora) as inputs:
-                generation, cache = await self.capture_generation(
-                    inputs.ids,
-                    points,
-                    max_new_tokens=max_new_tokens,
-                    temperature=temperature,
-                    seed=seed,
-                    steering=steering,
-                )
-            return inputs.finish(generation), cache
+            options = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+            run = self.capture_generation
+            return await call_inputs.capture_generation(
+                self, tokens, points, prompt_embeds, lora, run, steering=steering, **options
+            )
         with self._serving():
             addresses = [self._check_address(a) for a in to_addresses(points)]
             ids = self._tokens(tokens)

@@ -51,37 +51,43 @@ def decode_prompt_embeds(text: str, cap: int) -> Any:
     from interp_serve.tensors import decode
 
     if len(text) * 3 // 4 > cap:
-        raise InvalidArgument(
+        msg = (
             f"prompt_embeds is {len(text) * 3 // 4} bytes, over this server's cap of {cap}; "
             f"send a shorter prompt"
         )
+        raise InvalidArgument(msg)
     try:
         data = base64.b64decode(text, validate=True)
         tensors = decode(data, "torch")
     except (binascii.Error, ValueError, RuntimeError) as error:
-        raise InvalidArgument(
+        msg = (
             f"prompt_embeds is not base64 safetensors ({error}); encode it with "
             f"interp_serve.injection.encode_prompt_embeds"
-        ) from error
+        )
+        raise InvalidArgument(msg) from error
     if set(tensors) not in ({"rows"}, {"rows", "positions"}):
-        raise InvalidArgument(
+        msg = (
             f"prompt_embeds holds tensors {sorted(tensors)}; it holds `rows` and, to replace "
             f"token slots, `positions`"
         )
+        raise InvalidArgument(msg)
     rows = tensors["rows"]
     if "positions" not in tensors:
         return rows
     positions = tensors["positions"]
     if positions.dim() != 1 or rows.dim() != 2 or positions.shape[0] != rows.shape[0]:
-        raise InvalidArgument(
+        msg = (
             f"prompt_embeds has positions {tuple(positions.shape)} for rows "
             f"{tuple(rows.shape)}; one position per row, rows [k, d_model]"
         )
+        raise InvalidArgument(msg)
     if positions.is_floating_point():
-        raise InvalidArgument("prompt_embeds positions are floats; send int64 positions")
+        msg = "prompt_embeds positions are floats; send int64 positions"
+        raise InvalidArgument(msg)
     keys = [int(p) for p in positions.tolist()]
     if len(set(keys)) != len(keys):
-        raise InvalidArgument(f"prompt_embeds positions {keys} repeat a position")
+        msg = f"prompt_embeds positions {keys} repeat a position"
+        raise InvalidArgument(msg)
     return dict(zip(keys, rows, strict=True))
 
 
@@ -91,9 +97,11 @@ def parse_lora_option(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     for item in items:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise InvalidArgument(f"--lora {item!r} is not NAME=PATH; e.g. --lora oracle=./adapter")
+            msg = f"--lora {item!r} is not NAME=PATH; e.g. --lora oracle=./adapter"
+            raise InvalidArgument(msg)
         if name in pairs:
-            raise InvalidArgument(f"--lora names {name!r} twice; give each adapter its own name")
+            msg = f"--lora names {name!r} twice; give each adapter its own name"
+            raise InvalidArgument(msg)
         read_lora_config(path, name=name)  # refused at start, not on the first request
         pairs[name] = path
     return tuple(pairs.items())
@@ -113,9 +121,8 @@ class ServedAdapters:
             return None
         if name not in self._configs:
             served = ", ".join(self.names()) or "none (start the server with --lora NAME=PATH)"
-            raise InvalidArgument(
-                f"lora={name!r} is not an adapter this server serves; served: {served}"
-            )
+            msg = f"lora={name!r} is not an adapter this server serves; served: {served}"
+            raise InvalidArgument(msg)
         return self._configs[name]
 
 
@@ -126,23 +133,26 @@ def completion_inputs(service: Any, body: Any) -> dict[str, Any]:
     if options is None or (options.prompt_embeds is None and options.lora is None):
         return {}
     if body.stream:
-        raise CapabilityUnsupported(
+        msg = (
             "interp.prompt_embeds and interp.lora are not served with stream: true yet; send "
             "stream: false"
         )
+        raise CapabilityUnsupported(msg)
     if options.lens is not None:
-        raise CapabilityUnsupported(
+        msg = (
             "interp.lens with interp.prompt_embeds or interp.lora is not served: the lens runs "
             "the base model on the prompt's tokens; drop interp.lens"
         )
+        raise CapabilityUnsupported(msg)
     inputs = service.call_inputs(options.prompt_embeds, options.lora)
     rows = inputs.get("prompt_embeds")
     if rows is not None and not isinstance(rows, Mapping) and getattr(body, "messages", None):
-        raise InvalidArgument(
+        msg = (
             "interp.prompt_embeds without positions is a whole prompt, and a chat request's "
             "messages are one too; send positions to replace token slots of the rendered chat, "
             "or use /v1/completions with prompt: []"
         )
+        raise InvalidArgument(msg)
     return inputs
 
 
@@ -152,10 +162,11 @@ def whole_embeds_prompt(inputs: Mapping[str, Any], prompt: Any) -> bool:
     if rows is None or isinstance(rows, Mapping):
         return False
     if prompt != []:
-        raise InvalidArgument(
+        msg = (
             "interp.prompt_embeds without positions is the whole prompt; send prompt: [] (or "
             "positions, to replace slots of the prompt's tokens)"
         )
+        raise InvalidArgument(msg)
     return True
 
 
@@ -173,9 +184,10 @@ def remote_fields(prompt_embeds: Any, lora: Any) -> dict[str, Any]:
         fields["prompt_embeds"] = encode_prompt_embeds(prompt_embeds)
     if lora is not None:
         if not isinstance(lora, str):
-            raise InvalidArgument(
+            msg = (
                 f"lora={type(lora).__name__} on backend='remote': the server's adapters are "
                 f"named, never sent; pass the name the server serves it under (--lora NAME=PATH)"
             )
+            raise InvalidArgument(msg)
         fields["lora"] = lora
     return fields

@@ -92,9 +92,7 @@ class InterpOptions(BaseModel):
     prompt_logprobs: Any = Field(
         None, description="alternatives per prompt token, in interp.prompt_logprobs (0 to 20)"
     )
-    prompt_embeds: str | None = Field(
-        None, description=_EMBEDS + " (then `prompt` is `[]`)"
-    )
+    prompt_embeds: str | None = Field(None, description=_EMBEDS + " (then `prompt` is `[]`)")
     lora: str | None = Field(None, description=_LORA)
 
 

@@ -46,7 +46,8 @@ def write_lora_adapter(
         tensors[f"base_model.model.{name}.lora_A.weight"] = a.contiguous()
         tensors[f"base_model.model.{name}.lora_B.weight"] = b.contiguous()
     if not tensors:
-        raise ValueError(f"{type(hf_model).__name__} has no linear module named {targets}")
+        msg = f"{type(hf_model).__name__} has no linear module named {targets}"
+        raise ValueError(msg)
     save_file(tensors, str(out / "adapter_model.safetensors"))
     config = {
         "peft_type": "LORA",

@@ -38,16 +38,20 @@ def _as_rows(value: Any, d_model: int, what: str) -> torch.Tensor:
         try:
             value = torch.as_tensor(value)
         except (TypeError, ValueError, RuntimeError) as error:
-            raise InvalidArgument(f"{what} is not a tensor of floats: {error}") from error
+            msg = f"{what} is not a tensor of floats: {error}"
+            raise InvalidArgument(msg) from error
     if not value.is_floating_point():
-        raise InvalidArgument(f"{what} has dtype {value.dtype}; embedding rows are floats")
+        msg = f"{what} has dtype {value.dtype}; embedding rows are floats"
+        raise InvalidArgument(msg)
     if value.shape[-1:] != (d_model,):
-        raise InvalidArgument(
+        msg = (
             f"{what} has shape {tuple(value.shape)}; its last axis must be d_model={d_model} "
             f"(the width of the model's input-embedding module)"
         )
+        raise InvalidArgument(msg)
     if not bool(torch.isfinite(value).all()):
-        raise InvalidArgument(f"{what} holds NaN or infinite values")
+        msg = f"{what} holds NaN or infinite values"
+        raise InvalidArgument(msg)
     return value.detach()
 
 
@@ -62,50 +66,58 @@ def check_prompt_embeds(
         return None
     if isinstance(prompt_embeds, Mapping):
         if tokens is None:
-            raise InvalidArgument(
+            msg = (
                 "prompt_embeds given as {position: row} replaces slots of a tokenized prompt, "
                 "but no tokens were given; pass the tokens, or the whole prompt as a "
                 "[seq, d_model] tensor with tokens=None"
             )
+            raise InvalidArgument(msg)
         if not prompt_embeds:
-            raise InvalidArgument("prompt_embeds={} replaces no position; pass None instead")
+            msg = "prompt_embeds={} replaces no position; pass None instead"
+            raise InvalidArgument(msg)
         positions = []
         for key in prompt_embeds:
             if not isinstance(key, int) or isinstance(key, bool):
-                raise InvalidArgument(f"prompt_embeds position {key!r} is not an int")
+                msg = f"prompt_embeds position {key!r} is not an int"
+                raise InvalidArgument(msg)
             if not 0 <= key < len(tokens):
-                raise InvalidArgument(
+                msg = (
                     f"prompt_embeds position {key} is outside the {len(tokens)}-token prompt "
                     f"(0..{len(tokens) - 1}); negative positions are not counted from the end"
                 )
+                raise InvalidArgument(msg)
             positions.append(key)
         order = sorted(positions)
         rows = torch.stack(
             [_as_rows(prompt_embeds[p], d_model, f"prompt_embeds[{p}]") for p in order]
         )
         if rows.dim() != 2:
-            raise InvalidArgument(
+            msg = (
                 f"each prompt_embeds row must be one vector [d_model]; got {tuple(rows.shape[1:])}"
             )
+            raise InvalidArgument(msg)
         return Injection(tuple(order), rows, len(tokens), whole=False)
     if tokens is not None:
-        raise InvalidArgument(
+        msg = (
             "prompt_embeds as a tensor is the whole prompt, and tokens were given too; pass "
             "tokens=None, or {position: row} to replace only some token slots"
         )
+        raise InvalidArgument(msg)
     rows = _as_rows(prompt_embeds, d_model, "prompt_embeds")
     if rows.dim() == 3:
         if rows.shape[0] != 1:
-            raise CapabilityUnsupported(
+            msg = (
                 f"prompt_embeds holds a batch of {rows.shape[0]} prompts; a call takes one "
                 f"embeddings prompt [seq, d_model]; call once per prompt"
             )
+            raise CapabilityUnsupported(msg)
         rows = rows[0]
     if rows.dim() != 2 or rows.shape[0] == 0:
-        raise InvalidArgument(
+        msg = (
             f"prompt_embeds has shape {tuple(rows.shape)}; the whole prompt is [seq, d_model] "
             f"with seq >= 1"
         )
+        raise InvalidArgument(msg)
     return Injection(tuple(range(rows.shape[0])), rows, rows.shape[0], whole=True)
 
 

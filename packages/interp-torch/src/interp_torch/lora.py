@@ -38,32 +38,36 @@ def read_lora_weights(config: LoraConfig) -> LoraWeights:
     for key, tensor in tensors.items():
         match = _KEY.match(key)
         if match is None:
-            raise CapabilityUnsupported(
+            msg = (
                 f"cannot use the LoRA adapter at {config.path}: its weight {key!r} is not a "
                 f"lora_A / lora_B matrix (embedding or magnitude adapters are not supported); "
                 f"use an adapter of linear layers only"
             )
+            raise CapabilityUnsupported(msg)
         module = match["module"].removeprefix(_PREFIX)
         pairs.setdefault(module, {})[match["side"]] = tensor
     weights: LoraWeights = {}
     for module, sides in sorted(pairs.items()):
         if set(sides) != {"A", "B"}:
-            raise InvalidArgument(f"the LoRA adapter at {config.path} has only {set(sides)} of "
-                                  f"{module}; an adapter holds both lora_A and lora_B")
+            msg = (
+                f"the LoRA adapter at {config.path} has only {set(sides)} of "
+                f"{module}; an adapter holds both lora_A and lora_B"
+            )
+            raise InvalidArgument(msg)
         a, b = sides["A"], sides["B"]
         if a.dim() != 2 or b.dim() != 2 or a.shape[0] != config.rank or b.shape[1] != a.shape[0]:
-            raise InvalidArgument(
+            msg = (
                 f"the LoRA adapter at {config.path}: {module} has A {tuple(a.shape)} and B "
                 f"{tuple(b.shape)}, not [r={config.rank}, in] and [out, r={config.rank}]"
             )
+            raise InvalidArgument(msg)
         weights[module] = (a, b)
     if not weights:
-        raise InvalidArgument(f"the LoRA adapter at {config.path} holds no weights")
+        msg = f"the LoRA adapter at {config.path} holds no weights"
+        raise InvalidArgument(msg)
     return weights
 
 
-def lora_delta(
-    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, scaling: float
-) -> torch.Tensor:
+def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, scaling: float) -> torch.Tensor:
     """What PEFT adds to a target module's output for input `x` (dropout off, as at inference)."""
     return torch.nn.functional.linear(torch.nn.functional.linear(x, a), b) * scaling

@@ -68,39 +68,59 @@ class CallInputs:
         config = check_lora(lora)
         if config is not None:
             if not self._extra.get("enable_lora"):
-                raise self._refuse_setting("lora=", "'enable_lora': True")
+                msg = "lora="
+                raise self._refuse_setting(msg, "'enable_lora': True")
             limit = self._extra.get("max_lora_rank", _DEFAULT_MAX_LORA_RANK)
             if config.rank > limit:
+                msg = f"the LoRA adapter {config.name} has rank {config.rank}"
                 raise CapabilityUnsupported.build(
-                    f"the LoRA adapter {config.name} has rank {config.rank}",
+                    msg,
                     f"this engine was started with max_lora_rank={limit}",
                     f"load with extra_vllm_kwargs={{'max_lora_rank': {config.rank}}} or more",
                 )
         if prompt_embeds is None:
             return None, config
         if not self._extra.get("enable_prompt_embeds"):
-            raise self._refuse_setting("prompt_embeds=", "'enable_prompt_embeds': True")
+            msg = "prompt_embeds="
+            raise self._refuse_setting(msg, "'enable_prompt_embeds': True")
         if tokens is not None and (self._facts.embedding_multiplier or 1.0) != 1.0:
+            msg = f"prompt_embeds={{position: row}} on vLLM for {self._facts.model_type}"
             raise CapabilityUnsupported.build(
-                f"prompt_embeds={{position: row}} on vLLM for {self._facts.model_type}",
+                msg,
                 "this model scales its embeddings, so its stored rows are not what its "
                 "embedding step outputs",
                 "pass the whole prompt as a [seq, d_model] tensor, or use the eager backend",
             )
         for key in _COUNTS_PROMPT_IDS:
             if (options or {}).get(key) not in (None, 0, 0.0, 1, 1.0):
+                msg = f"{key} with prompt_embeds on vLLM"
                 raise CapabilityUnsupported.build(
-                    f"{key} with prompt_embeds on vLLM",
+                    msg,
                     "vLLM runs an embeddings prompt without token ids to count",
                     f"leave {key} unset",
                 )
         if (options or {}).get("prompt_logprobs") is not None:
+            msg = "prompt_logprobs with prompt_embeds on vLLM"
             raise CapabilityUnsupported.build(
-                "prompt_logprobs with prompt_embeds on vLLM",
+                msg,
                 "an embeddings prompt has no token ids to score",
                 "leave prompt_logprobs unset",
             )
         return prompt_embeds, config
+
+    def check_points(self, addresses: Sequence[Any], injection: Any) -> None:
+        """Refuse `embeddings` where vLLM reads it off the token table's output: with
+        prompt embeds that module still runs, on the placeholder ids, for the whole batch."""
+        if injection is None or not self._facts.learned_positions:
+            return
+        if any(getattr(a, "name", None) == "embeddings" for a in addresses):
+            msg = "capturing embeddings with prompt_embeds on vLLM for this model"
+            raise CapabilityUnsupported.build(
+                msg,
+                "its embeddings are read at the token table's output, which vLLM runs on "
+                "placeholder ids for an embeddings prompt",
+                "capture resid_pre.0 (it adds the position embeddings), or use the eager backend",
+            )
 
     def prompts(
         self, tokens: Any, prompt_embeds: Any, checked_prompts: Callable[[Any], list[list[int]]]
@@ -116,8 +136,9 @@ class CallInputs:
             return [[0] * injection.length], injection
         prompts = checked_prompts(tokens)
         if len(prompts) != 1:
+            msg = f"prompt_embeds with a batch of {len(prompts)} prompts"
             raise CapabilityUnsupported.build(
-                f"prompt_embeds with a batch of {len(prompts)} prompts",
+                msg,
                 "the rows replace slots of one prompt",
                 "call once per prompt (the calls run concurrently on vLLM)",
             )

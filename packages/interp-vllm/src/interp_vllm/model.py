@@ -521,6 +521,7 @@ class VLLMModel(ModelBase):
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
+        self._inputs.check_points(addresses, injection)
         length = len(prompts[0])
         writes = self._writes(steering, length, f"this capture's {length}-token prompt", prompts)
         spec = self._spec(addresses, writes)
@@ -652,6 +653,7 @@ class VLLMModel(ModelBase):
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
+        self._inputs.check_points(addresses, injection)
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         inputs = await self._request_inputs(prompt, injection, adapter)
