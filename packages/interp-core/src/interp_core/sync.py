@@ -239,16 +239,21 @@ def run_with_cache(
     *,
     attention_mask: Tensor | None = None,
     steering: Steering = None,
+    prompt_embeds: Any = None,
+    lora: Any = None,
 ) -> ActivationCache:
     """TransformerLens-style name for `capture`."""
     points = to_addresses(points)
+    extra = _call_inputs(prompt_embeds, lora)
     return cast(
         "ActivationCache",
         _guarded(
             "run_with_cache",
             "capture",
             model,
-            lambda: model.capture(tokens, points, steering=steering, attention_mask=attention_mask),
+            lambda: model.capture(
+                tokens, points, steering=steering, attention_mask=attention_mask, **extra
+            ),
         ),
     )
 
