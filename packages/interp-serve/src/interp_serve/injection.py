@@ -11,7 +11,6 @@ each read and checked at start, and a request picks one by name.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,7 +58,8 @@ def decode_prompt_embeds(text: str, cap: int) -> Any:
     try:
         data = base64.b64decode(text, validate=True)
         tensors = decode(data, "torch")
-    except (binascii.Error, ValueError, RuntimeError) as error:
+    # safetensors raises its own SafetensorError (an Exception) on malformed bytes.
+    except Exception as error:
         msg = (
             f"prompt_embeds is not base64 safetensors ({error}); encode it with "
             f"interp_serve.injection.encode_prompt_embeds"

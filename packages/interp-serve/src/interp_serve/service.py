@@ -503,7 +503,14 @@ class Service:
 
 def _checked_or_placeholders(service: Service, tokens: Any, inputs: Any) -> Any:
     """The request's checked ids; None when the embeddings rows are the whole prompt."""
-    if tokens is None and (inputs or {}).get("prompt_embeds") is not None:
+    if tokens is None:
+        rows = (inputs or {}).get("prompt_embeds")
+        if rows is None or isinstance(rows, Mapping):
+            message = (
+                "the request has no tokens; send tokens, or prompt_embeds without positions "
+                "(the rows are then the whole prompt)"
+            )
+            raise InvalidArgument(message)
         return None
     return service.ids(tokens)
 
