@@ -47,40 +47,26 @@ def test_embeds_and_lora_round_trip(lora_remote: Any, local: Any, adapter: Path)
     ids = local.to_tokens(TEST_PROMPT)
     vector = torch.randn(local.d_model, generator=torch.Generator().manual_seed(0)) * 3
     rows = torch.randn(6, local.d_model, generator=torch.Generator().manual_seed(1))
-    for tokens, embeds, lora in [
-        (None, rows, None),
-        (ids, {2: vector}, "tiny"),
-        (ids, None, "tiny"),
-    ]:
-        local_lora = None if lora is None else str(adapter)
-        ours = sync._run(
-            lora_remote, lora_remote.capture(tokens, _POINTS, prompt_embeds=embeds, lora=lora)
-        )
-        want = local.run_with_cache(tokens, _POINTS, prompt_embeds=embeds, lora=local_lora)
+    greedy = {"max_new_tokens": 5, "temperature": 0.0}
+    cases = [(None, rows, None), (ids, {2: vector}, "tiny"), (ids, None, "tiny")]
+    for tokens, embeds, lora in cases:
+        # The server names the adapter; in-process the same folder is passed by path.
+        here = None if lora is None else str(adapter)
+        ours = sync.capture(lora_remote, tokens, _POINTS, prompt_embeds=embeds, lora=lora)
+        want = sync.capture(local, tokens, _POINTS, prompt_embeds=embeds, lora=here)
         for point in _POINTS:
             assert torch.equal(ours[point], want[point]), point
-        generated = sync._run(
-            lora_remote,
-            lora_remote.generate(
-                tokens, max_new_tokens=5, temperature=0.0, prompt_embeds=embeds, lora=lora
-            ),
-        )
-        expected = local.generate_sync(
-            tokens, max_new_tokens=5, temperature=0.0, prompt_embeds=embeds, lora=local_lora
-        )
+        generated = sync.generate(lora_remote, tokens, prompt_embeds=embeds, lora=lora, **greedy)
+        expected = sync.generate(local, tokens, prompt_embeds=embeds, lora=here, **greedy)
         assert generated.token_ids == expected.token_ids
         assert tuple(generated.prompt_token_ids) == tuple(expected.prompt_token_ids)
-    generation, cache = sync._run(
-        lora_remote,
-        lora_remote.capture_generation(
-            None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows
-        ),
+    generation, cache = sync.capture_generation(
+        lora_remote, None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows
     )
-    local_generation, local_cache = sync._run(
-        local,
-        local.capture_generation(None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows),
+    local_generation, local_cache = sync.capture_generation(
+        local, None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows
     )
     assert generation.token_ids == local_generation.token_ids
     assert torch.equal(cache["resid_post.1"], local_cache["resid_post.1"])
     with pytest.raises(InterpError, match="tiny"):
-        sync._run(lora_remote, lora_remote.capture(ids, _POINTS, lora="other"))
+        sync.capture(lora_remote, ids, _POINTS, lora="other")
