@@ -16,8 +16,10 @@ import pytest
 import torch
 from eager_helpers import model, no_hooks_left, prompt_ids
 
+from interp_core import sync
 from interp_core.adapters import read_lora_config
 from interp_core.errors import CapabilityUnsupported, InterpError, InvalidArgument
+from interp_core.steering import SteeringSpec
 from interp_testmodels.lora import merged_into, write_lora_adapter
 
 _FAMILIES = ("llama", "gemma")  # gemma: its embedding module scales its own output
@@ -103,6 +105,18 @@ def test_generation_from_embeds_equals_generation_from_the_tokens() -> None:
         == sampled[1]
         == m.generate_sync(ids, max_new_tokens=6, temperature=1.0, seed=5).token_ids
     )
+    # Steering and a captured generation read the embeddings prompt as they read the tokens.
+    spec = SteeringSpec("resid_post.0", _vector(m), scale=4.0)
+    rows = _embedded(m, ids)[0]
+    steered = m.run_with_cache(None, ["resid_post.1"], steering=spec, prompt_embeds=rows)
+    plain = m.run_with_cache(ids, ["resid_post.1"], steering=spec)
+    assert torch.equal(steered["resid_post.1"], plain["resid_post.1"])
+    gen_rows, cache_rows = sync.capture_generation(
+        m, None, ["resid_post.1"], max_new_tokens=4, prompt_embeds=rows
+    )
+    gen_ids, cache_ids = sync.capture_generation(m, ids, ["resid_post.1"], max_new_tokens=4)
+    assert gen_rows.token_ids == gen_ids.token_ids
+    assert torch.equal(cache_rows["resid_post.1"], cache_ids["resid_post.1"])
 
 
 @pytest.fixture(scope="module")
