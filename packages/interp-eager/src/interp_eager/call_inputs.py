@@ -14,6 +14,7 @@ call ever sees them:
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -85,12 +86,16 @@ def _one_prompt(model: Any, tokens: Any) -> list[int] | None:
     return ids[0].tolist()
 
 
+_LORA_CACHE: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _lora_weights(model: Any, config: LoraConfig) -> dict[str, Any]:
     """The adapter's (A, B) per module of this model, read once per model and folder."""
-    cache = model.__dict__.setdefault("_lora_weights", {})
+    hf = model.hf_model
+    # Keyed by the loaded HF model: a reload (shutdown, warmup) holds other modules.
+    cache = _LORA_CACHE.setdefault(hf, {})
     if config.path not in cache:
         weights = read_lora_weights(config)
-        hf = model.hf_model
         resolved = {}
         for name, (a, b) in weights.items():
             try:
