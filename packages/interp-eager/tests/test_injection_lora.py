@@ -189,3 +189,15 @@ def test_malformed_embeds_and_adapters_are_refused(adapter: Path, tmp_path: Path
     with pytest.raises(InvalidArgument, match=r"adapter_config\.json"):
         m.run_with_cache(ids, [], lora=str(tmp_path / "missing"))
     assert no_hooks_left(m)
+
+
+def test_a_stream_with_embeds_and_an_adapter_equals_generate(adapter: Path) -> None:
+    m = model("llama")
+    ids = prompt_ids(m)
+    rows = _embedded(m, ids)[0]
+    for tokens, options in [(None, {"prompt_embeds": rows}), (ids, {"lora": str(adapter)})]:
+        whole = sync.generate(m, tokens, max_new_tokens=6, temperature=0.0, **options)
+        steps = list(sync.generate_stream(m, tokens, max_new_tokens=6, temperature=0.0, **options))
+        assert [s.token_id for s in steps] == list(whole.token_ids)
+        # Between and after the steps nothing of the call stays on the model.
+        assert no_hooks_left(m)

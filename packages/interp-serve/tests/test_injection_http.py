@@ -70,3 +70,12 @@ def test_embeds_and_lora_round_trip(lora_remote: Any, local: Any, adapter: Path)
     assert torch.equal(cache["resid_post.1"], local_cache["resid_post.1"])
     with pytest.raises(InterpError, match="tiny"):
         sync.capture(lora_remote, ids, _POINTS, lora="other")
+
+
+def test_a_stream_carries_the_embeds_and_the_adapter(lora_remote: Any, local: Any) -> None:
+    ids = local.to_tokens(TEST_PROMPT)
+    vector = torch.randn(local.d_model, generator=torch.Generator().manual_seed(2)) * 3
+    greedy = {"max_new_tokens": 5, "temperature": 0.0, "prompt_embeds": {1: vector}}
+    steps = list(sync.generate_stream(lora_remote, ids, lora="tiny", **greedy))
+    whole = sync.generate(lora_remote, ids, lora="tiny", **greedy)
+    assert [s.token_id for s in steps] == list(whole.token_ids)

@@ -84,6 +84,11 @@ def test_embeds_prompts_equal_eager(vllm_model: Any, eager: Any) -> None:
     )
     assert ours_gen.token_ids == want_gen.token_ids
     torch.testing.assert_close(ours_cache[point], want_cache[point], **_TOL)
+    # A stream from the same rows yields the same tokens.
+    stream = sync.generate_stream(vllm_model, None, prompt_embeds=noise, **greedy)
+    assert [step.token_id for step in stream] == list(
+        sync.generate(vllm_model, None, prompt_embeds=noise, **greedy).token_ids
+    )
     # The tokens' own rows as a whole prompt generate what the tokens generate.
     from_rows = sync.generate(vllm_model, None, prompt_embeds=_rows(eager, ids), **greedy)
     assert from_rows.token_ids == sync.generate(vllm_model, ids, **greedy).token_ids
@@ -100,6 +105,8 @@ def test_lora_equals_eager(vllm_model: Any, eager: Any, adapter: Path) -> None:
     greedy = {"max_new_tokens": 6, "temperature": 0.0, "lora": str(adapter)}
     generated = sync.generate(vllm_model, ids, **greedy)
     assert generated.token_ids == sync.generate(eager, ids, **greedy).token_ids
+    streamed = [step.token_id for step in sync.generate_stream(vllm_model, ids, **greedy)]
+    assert streamed == list(generated.token_ids)
     # The same request without the adapter is the base model again (no adapter leaks).
     again = sync.capture(vllm_model, ids, _POINTS)
     torch.testing.assert_close(again["resid_post.1"], plain["resid_post.1"], **_TOL)

@@ -186,6 +186,8 @@ class InterpModel(Protocol):
         n_logprobs: int = 0,
         prompt_logprobs: int | None = None,
         use_generation_config: bool = True,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> AsyncIterator[GenerationStep]:
         """Async iterator of steps whose texts concatenate to what `generate` returns."""
         ...

@@ -358,6 +358,8 @@ def generate_stream(
     n_logprobs: int = 0,
     prompt_logprobs: int | None = None,
     use_generation_config: bool = True,
+    prompt_embeds: Any = None,
+    lora: Any = None,
 ) -> Iterator[GenerationStep]:
     """Blocking iterator over `model.generate_stream(...)`.
 
@@ -385,6 +387,7 @@ def generate_stream(
         n_logprobs=n_logprobs,
         prompt_logprobs=prompt_logprobs,
         use_generation_config=use_generation_config,
+        **_call_inputs(prompt_embeds, lora),
     )
     return _iterate(model, stream, context)
 

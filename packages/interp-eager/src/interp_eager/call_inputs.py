@@ -31,9 +31,9 @@ __all__ = [
     "CallInputs",
     "call_inputs",
     "capture_generation",
+    "for_stream",
     "generate",
     "refuse_for_embeds_prompt",
-    "refuse_in_stream",
     "run",
 ]
 
@@ -216,12 +216,17 @@ async def capture_generation(
     return inputs.finish(generation), cache
 
 
-def refuse_in_stream(kwargs: dict[str, Any]) -> None:
-    """A stream holds nothing on the model between its steps, so it cannot hold these hooks."""
-    for key in ("prompt_embeds", "lora"):
-        if kwargs.get(key) is not None:
-            msg = (
-                f"generate_stream does not take {key} yet (its hooks would stay on the model "
-                f"between the stream's steps); use generate"
-            )
-            raise CapabilityUnsupported(msg)
+def for_stream(
+    model: Any, tokens: Any, kwargs: dict[str, Any]
+) -> tuple[Any, dict[str, Any], Callable[[], Any] | None]:
+    """A stream's ids, keywords and step guard: with embeddings or an adapter, each step's
+    forward runs with them installed, and only then (a stream holds nothing between steps)."""
+    kwargs = dict(kwargs)
+    prompt_embeds, lora = kwargs.pop("prompt_embeds", None), kwargs.pop("lora", None)
+    if prompt_embeds is None and lora is None:
+        return tokens, kwargs, None
+    if prompt_embeds is not None and tokens is None:
+        refuse_for_embeds_prompt(kwargs)
+    with call_inputs(model, tokens, prompt_embeds, lora) as inputs:  # checked once, up front
+        ids = inputs.ids
+    return ids, kwargs, lambda: call_inputs(model, tokens, prompt_embeds, lora)

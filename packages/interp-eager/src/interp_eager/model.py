@@ -509,6 +509,7 @@ class EagerModel(ModelBase):
         *,
         steering: Any,
         on_prompt: Any = None,
+        guard: Any = None,
         **arguments: Any,
     ) -> tuple[Sampling, Iterator[Step]]:
         sampling = self.resolve_sampling(**arguments)
@@ -541,7 +542,7 @@ class EagerModel(ModelBase):
             sampling,
             eos=self._eos_ids(),
             context=limit,
-            guard=self._serving,
+            guard=guard or self._serving,
             on_prompt=on_prompt,
         )
         return sampling, steps
@@ -595,8 +596,8 @@ class EagerModel(ModelBase):
         with the token that completes them, or with the last step. The first step carries the
         sampling settings used.
         """
-        call_inputs.refuse_in_stream(kwargs)
-        sampling, steps = self._decode_steps(tokens, **gen_defaults(kwargs))
+        tokens, kwargs, guard = call_inputs.for_stream(self, tokens, kwargs)
+        sampling, steps = self._decode_steps(tokens, guard=guard, **gen_defaults(kwargs))
         eos = self._eos_ids()
         generated: list[int] = []
         emitted = ""

@@ -132,12 +132,6 @@ def completion_inputs(service: Any, body: Any) -> dict[str, Any]:
     options = body.interp
     if options is None or (options.prompt_embeds is None and options.lora is None):
         return {}
-    if body.stream:
-        msg = (
-            "interp.prompt_embeds and interp.lora are not served with stream: true yet; send "
-            "stream: false"
-        )
-        raise CapabilityUnsupported(msg)
     if options.lens is not None:
         msg = (
             "interp.lens with interp.prompt_embeds or interp.lora is not served: the lens runs "

@@ -160,6 +160,7 @@ async def _answer(
         meta["lens"] = lens_to_json(result)
     if body.stream:
         shown = meta if options is not None else None
+        sampling.update(inputs or {})  # the backend's stream takes them with the sampling
         return await _stream(service, body, tokens, specs, sampling, shown, chat=chat)
     if options is not None and options.capture:
         for key in list(sampling):

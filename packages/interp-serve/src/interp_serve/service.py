@@ -272,9 +272,9 @@ class Service:
         )
 
     def generate_stream(
-        self, tokens: list[Any], steering: list[SteeringSpec], **sampling: Any
+        self, tokens: list[Any] | None, steering: list[SteeringSpec], **sampling: Any
     ) -> AsyncIterator[GenerationStep]:
-        self.price("this generation", tokens)
+        self.price("this generation", _priced(tokens, sampling))
         return self.engine.stream(
             "the stream",
             lambda: self.model.generate_stream(tokens, steering=steering, **sampling),

@@ -588,21 +588,24 @@ class VLLMModel(ModelBase):
     ) -> AsyncIterator[GenerationStep]:
         """One step per generated token, texts as vLLM's incremental detokenizer emits them;
         the first step carries the sampling used, each its `n_logprobs` alternatives."""
-        for key in ("prompt_embeds", "lora"):
-            if options.get(key) is not None:
-                msg = f"generate_stream does not take {key} yet; use generate"
-                raise CapabilityUnsupported(msg)
-        prompt = self._one_prompt(tokens, "generate_stream")
+        prompt_embeds, lora = options.pop("prompt_embeds", None), options.pop("lora", None)
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora, options)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
+        prompt = self._one_prompt(prompts, "generate_stream")
         sampling = self.resolve_sampling(max_new_tokens=max_new_tokens, **options)
         params = sampling_params.params(sampling, stream=True)
         self._may_write(steering)
         engine = await self._ready()
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec([], writes)
-        rid, request = submission(prompt, params, spec)
+        inputs = await self._request_inputs(prompt, injection, adapter)
+        fields, adapter_request = (
+            (None, None) if inputs is None else (inputs.fields, inputs.lora_request)
+        )
+        rid, request = submission(prompt, params, spec, fields)
         index = 0
         try:
-            async for output in engine.generate(request, params, rid):
+            async for output in engine.generate(request, params, rid, lora_request=adapter_request):
                 if output.finished and spec:
                     # Before the last step: a refusal the workers recorded (a steering write
                     # that overflowed, say) is raised instead of ending the stream as if sound.
