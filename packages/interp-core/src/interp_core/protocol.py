@@ -111,11 +111,16 @@ class InterpModel(Protocol):
         *,
         steering: Steering = None,
         attention_mask: Tensor | None = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
         """One forward pass; the cache holds `[batch, seq, ...]` tensors keyed by `Address`.
 
         Refuses (`PointUnsupported`) any point `supports` refuses, before any work; a backend that
         cannot honour an argument (e.g. `attention_mask`) raises `CapabilityUnsupported`.
+        `prompt_embeds` (a `[seq, d_model]` prompt with `tokens=None`, or `{position: row}` slots
+        of the tokens) and `lora` (a PEFT folder or `interp_core.adapters.LoraConfig`) apply to
+        this call only.
         """
         ...
 
@@ -128,6 +133,8 @@ class InterpModel(Protocol):
         temperature: float = 0.0,
         seed: int | None = None,
         steering: Steering = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> tuple[Generation, ActivationCache]:
         """Generate, and capture over prompt + generated tokens minus the last one.
 
@@ -153,6 +160,8 @@ class InterpModel(Protocol):
         n_logprobs: int = 0,
         prompt_logprobs: int | None = None,
         use_generation_config: bool = True,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> Generation:
         """One completion. A sampling knob left None takes the checkpoint's generation_config.json
         value unless `use_generation_config=False`, else the library default
@@ -177,6 +186,8 @@ class InterpModel(Protocol):
         n_logprobs: int = 0,
         prompt_logprobs: int | None = None,
         use_generation_config: bool = True,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> AsyncIterator[GenerationStep]:
         """Async iterator of steps whose texts concatenate to what `generate` returns."""
         ...

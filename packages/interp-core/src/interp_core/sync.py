@@ -205,18 +205,31 @@ def capture(
     *,
     steering: Steering = None,
     attention_mask: Tensor | None = None,
+    prompt_embeds: Any = None,
+    lora: Any = None,
 ) -> ActivationCache:
-    """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors."""
+    """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors.
+
+    `prompt_embeds` / `lora` (a prompt given as embedding rows, a LoRA adapter) travel only when
+    set, so a backend that does not take them still serves every other call."""
     points = to_addresses(points)
+    extra = _call_inputs(prompt_embeds, lora)
     return cast(
         "ActivationCache",
         _guarded(
             "capture",
             "capture",
             model,
-            lambda: model.capture(tokens, points, steering=steering, attention_mask=attention_mask),
+            lambda: model.capture(
+                tokens, points, steering=steering, attention_mask=attention_mask, **extra
+            ),
         ),
     )
+
+
+def _call_inputs(prompt_embeds: Any, lora: Any) -> dict[str, Any]:
+    inputs = {"prompt_embeds": prompt_embeds, "lora": lora}
+    return {key: value for key, value in inputs.items() if value is not None}
 
 
 def run_with_cache(
@@ -226,16 +239,21 @@ def run_with_cache(
     *,
     attention_mask: Tensor | None = None,
     steering: Steering = None,
+    prompt_embeds: Any = None,
+    lora: Any = None,
 ) -> ActivationCache:
     """TransformerLens-style name for `capture`."""
     points = to_addresses(points)
+    extra = _call_inputs(prompt_embeds, lora)
     return cast(
         "ActivationCache",
         _guarded(
             "run_with_cache",
             "capture",
             model,
-            lambda: model.capture(tokens, points, steering=steering, attention_mask=attention_mask),
+            lambda: model.capture(
+                tokens, points, steering=steering, attention_mask=attention_mask, **extra
+            ),
         ),
     )
 
@@ -249,9 +267,12 @@ def capture_generation(
     temperature: float = 0.0,
     seed: int | None = None,
     steering: Steering = None,
+    prompt_embeds: Any = None,
+    lora: Any = None,
 ) -> tuple[Generation, ActivationCache]:
     """Blocking `model.capture_generation(...)`."""
     points = to_addresses(points)
+    extra = _call_inputs(prompt_embeds, lora)
     return cast(
         "tuple[Generation, ActivationCache]",
         _guarded(
@@ -265,6 +286,7 @@ def capture_generation(
                 temperature=temperature,
                 seed=seed,
                 steering=steering,
+                **extra,
             ),
         ),
     )
@@ -287,8 +309,11 @@ def generate(
     n_logprobs: int = 0,
     prompt_logprobs: int | None = None,
     use_generation_config: bool = True,
+    prompt_embeds: Any = None,
+    lora: Any = None,
 ) -> Generation:
     """Blocking `model.generate(...)`."""
+    extra = _call_inputs(prompt_embeds, lora)
     return cast(
         "Generation",
         _guarded(
@@ -310,6 +335,7 @@ def generate(
                 n_logprobs=n_logprobs,
                 prompt_logprobs=prompt_logprobs,
                 use_generation_config=use_generation_config,
+                **extra,
             ),
         ),
     )
@@ -332,6 +358,8 @@ def generate_stream(
     n_logprobs: int = 0,
     prompt_logprobs: int | None = None,
     use_generation_config: bool = True,
+    prompt_embeds: Any = None,
+    lora: Any = None,
 ) -> Iterator[GenerationStep]:
     """Blocking iterator over `model.generate_stream(...)`.
 
@@ -359,6 +387,7 @@ def generate_stream(
         n_logprobs=n_logprobs,
         prompt_logprobs=prompt_logprobs,
         use_generation_config=use_generation_config,
+        **_call_inputs(prompt_embeds, lora),
     )
     return _iterate(model, stream, context)
 

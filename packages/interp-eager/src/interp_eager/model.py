@@ -55,6 +55,7 @@ from interp_core.sampling import (
 from interp_core.steering import SteeringSpec
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
+from interp_eager import call_inputs
 from interp_eager.allocator import keep_freed_memory
 from interp_eager.altup import altup_collapse
 from interp_eager.arguments import (
@@ -404,8 +405,16 @@ class EagerModel(ModelBase):
         attention_mask: Any = None,
         steering: Any = None,
         detach: bool = True,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
-        """One forward pass with captures (sync; the async `capture` wraps it)."""
+        """One forward pass with captures (sync; the async `capture` wraps it).
+
+        `prompt_embeds` and `lora`: see `interp_eager.call_inputs`.
+        """
+        if prompt_embeds is not None or lora is not None:
+            args = (points, attention_mask, steering, detach, True)
+            return call_inputs.run(self, tokens, prompt_embeds, lora, self._run_with_cache, *args)
         with self._serving():
             return self._run_with_cache(tokens, points, attention_mask, steering, detach, True)
 
@@ -474,9 +483,17 @@ class EagerModel(ModelBase):
         steering: Any = None,
         attention_mask: Any = None,
         detach: bool = True,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
         return self.run_with_cache(
-            tokens, points, attention_mask=attention_mask, steering=steering, detach=detach
+            tokens,
+            points,
+            attention_mask=attention_mask,
+            steering=steering,
+            detach=detach,
+            prompt_embeds=prompt_embeds,
+            lora=lora,
         )
 
     # --- generation -----------------------------------------------------------------------------
@@ -492,6 +509,7 @@ class EagerModel(ModelBase):
         *,
         steering: Any,
         on_prompt: Any = None,
+        guard: Any = None,
         **arguments: Any,
     ) -> tuple[Sampling, Iterator[Step]]:
         sampling = self.resolve_sampling(**arguments)
@@ -524,12 +542,20 @@ class EagerModel(ModelBase):
             sampling,
             eos=self._eos_ids(),
             context=limit,
-            guard=self._serving,
+            guard=guard or self._serving,
             on_prompt=on_prompt,
         )
         return sampling, steps
 
-    def generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
+    def generate_sync(
+        self, tokens: Any, *, prompt_embeds: Any = None, lora: Any = None, **kwargs: Any
+    ) -> Generation:
+        """Generate from `tokens`; `prompt_embeds` / `lora`: see `interp_eager.call_inputs`."""
+        if prompt_embeds is None and lora is None:
+            return self._generate_sync(tokens, **kwargs)
+        return call_inputs.generate(self, tokens, prompt_embeds, lora, self._generate_sync, kwargs)
+
+    def _generate_sync(self, tokens: Any, **kwargs: Any) -> Generation:
         prompt_rows: list[Any] = []
         with self._serving():
             ids = self._tokens(tokens)
@@ -570,7 +596,8 @@ class EagerModel(ModelBase):
         with the token that completes them, or with the last step. The first step carries the
         sampling settings used.
         """
-        sampling, steps = self._decode_steps(tokens, **gen_defaults(kwargs))
+        tokens, kwargs, guard = call_inputs.for_stream(self, tokens, kwargs)
+        sampling, steps = self._decode_steps(tokens, guard=guard, **gen_defaults(kwargs))
         eos = self._eos_ids()
         generated: list[int] = []
         emitted = ""
@@ -597,7 +624,15 @@ class EagerModel(ModelBase):
         temperature: float = 0.0,
         seed: int | None = None,
         steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> tuple[Generation, ActivationCache]:
+        if prompt_embeds is not None or lora is not None:
+            options = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+            run = self.capture_generation
+            return await call_inputs.capture_generation(
+                self, tokens, points, prompt_embeds, lora, run, steering=steering, **options
+            )
         with self._serving():
             addresses = [self._check_address(a) for a in to_addresses(points)]
             ids = self._tokens(tokens)

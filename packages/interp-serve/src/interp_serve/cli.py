@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.errors import InvalidArgument
+from interp_serve.injection import parse_lora_option
 from interp_serve.saes import import_interp_sae, load_saes
 from interp_serve.settings import ServerSettings
 
@@ -77,6 +78,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="[NAME=]PATH",
         help="load this SAE folder at start (repeatable; named after its folder unless NAME=); "
         "needs interp-sae",
+    )
+    parser.add_argument(
+        "--lora",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a PEFT LoRA folder requests may name (repeatable; checked at start; vLLM needs "
+        "--option extra_vllm_kwargs='{\"enable_lora\": true}')",
     )
     auth = parser.add_argument_group("authentication")
     auth.add_argument("--api-key-file", type=Path, help=f"keys, one per line (also: {KEYS_ENV})")
@@ -225,6 +234,7 @@ def build_settings(args: argparse.Namespace) -> ServerSettings:
         lens_dir=args.lens_dir,
         max_forward_bytes=args.max_forward_bytes,
         max_text_chars=args.max_text_chars,
+        loras=parse_lora_option(args.lora),
     )
 
 

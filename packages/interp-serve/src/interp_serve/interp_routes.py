@@ -52,10 +52,16 @@ def _service(request: Request) -> Service:
 async def capture(body: CaptureRequest, request: Request) -> Any:
     service = _service(request)
     specs = service.specs(body.steering)
+    inputs = service.call_inputs(body.prompt_embeds, body.lora)
     extra: dict[str, Any] = {}
     if body.generate is not None:
         generation, cache = await service.capture_generation(
-            body.tokens, body.points, specs, request.is_disconnected, **body.generate.model_dump()
+            body.tokens,
+            body.points,
+            specs,
+            request.is_disconnected,
+            inputs,
+            **body.generate.model_dump(),
         )
         prompt = len(generation.prompt_token_ids)
         positions = {
@@ -65,7 +71,7 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
         extra["generation"] = generation_to_json(generation)
     else:
         cache = await service.capture(
-            body.tokens, body.points, specs, body.attention_mask, request.is_disconnected
+            body.tokens, body.points, specs, body.attention_mask, request.is_disconnected, inputs
         )
         first = next(iter(cache.values()), None)
         seq = int(first.shape[1]) if first is not None and len(first.shape) > 1 else None

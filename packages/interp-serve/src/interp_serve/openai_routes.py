@@ -25,6 +25,7 @@ from fastapi.responses import StreamingResponse
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.sampling import SEED_LIMIT
 from interp_serve.errors import status_of
+from interp_serve.injection import completion_inputs, prompt_length, whole_embeds_prompt
 from interp_serve.openai_logprobs import chat_logprobs, completion_logprobs, requested_logprobs
 from interp_serve.schemas import ChatRequest, CompletionRequest
 from interp_serve.service import Service
@@ -117,8 +118,11 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     service = _service(request)
     service.check_model(body.model)
     _refuse_unserved(body)
+    inputs = completion_inputs(service, body)
+    if whole_embeds_prompt(inputs, body.prompt):
+        return await _answer(service, body, None, request, chat=False, inputs=inputs)
     tokens = await service.prompt_ids(body.prompt)
-    return await _answer(service, body, tokens, request, chat=False)
+    return await _answer(service, body, tokens, request, chat=False, inputs=inputs)
 
 
 @router.post("/v1/chat/completions", summary="OpenAI-compatible chat completion")
@@ -126,12 +130,19 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     service = _service(request)
     service.check_model(body.model)
     _refuse_unserved(body)
+    inputs = completion_inputs(service, body)
     tokens = await service.chat_ids([m.model_dump() for m in body.messages])
-    return await _answer(service, body, tokens, request, chat=True)
+    return await _answer(service, body, tokens, request, chat=True, inputs=inputs)
 
 
 async def _answer(
-    service: Service, body: Any, tokens: list[list[int]], request: Request, *, chat: bool
+    service: Service,
+    body: Any,
+    tokens: list[list[int]] | None,
+    request: Request,
+    *,
+    chat: bool,
+    inputs: dict[str, Any] | None = None,
 ) -> Any:
     options = body.interp
     specs = (
@@ -149,6 +160,7 @@ async def _answer(
         meta["lens"] = lens_to_json(result)
     if body.stream:
         shown = meta if options is not None else None
+        sampling.update(inputs or {})  # the backend's stream takes them with the sampling
         return await _stream(service, body, tokens, specs, sampling, shown, chat=chat)
     if options is not None and options.capture:
         for key in list(sampling):
@@ -166,9 +178,9 @@ async def _answer(
         if sampling["temperature"] is None:
             sampling.pop("temperature")  # capture_generation's own default: greedy
         generation, cache = await service.capture_generation(
-            tokens, options.capture, specs, request.is_disconnected, **sampling
+            tokens, options.capture, specs, request.is_disconnected, inputs, **sampling
         )
-        prompt = len(tokens[0])
+        prompt = prompt_length(tokens, inputs)
         positions = {
             "prompt": [0, prompt],
             "generated": [prompt, prompt + len(generation.token_ids) - 1],
@@ -177,7 +189,7 @@ async def _answer(
         generations = [generation]
     else:
         generations = [
-            await service.generate(tokens, specs, request.is_disconnected, **options)
+            await service.generate(tokens, specs, request.is_disconnected, inputs, **options)
             for options in _samples(body, sampling)
         ]
         generation = generations[0]

@@ -31,6 +31,7 @@ from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.steering import as_specs
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
+from interp_serve.injection import remote_fields
 from interp_serve.patch_wire import pack_patch_values
 from interp_serve.remote_chat import remote_generation_labels, remote_message_spans
 from interp_serve.remote_readouts import RemoteReadouts
@@ -336,11 +337,14 @@ class RemoteModel(ModelBase):
         *,
         steering: Any = None,
         attention_mask: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
         body: dict[str, Any] = {
-            "tokens": nested_ids(tokens),
+            "tokens": None if tokens is None else nested_ids(tokens),
             "points": [str(to_address(p)) for p in points],
             "steering": self._steering(steering),
+            **remote_fields(prompt_embeds, lora),
         }
         if attention_mask is not None:
             body["attention_mask"] = nested_ids(attention_mask)
@@ -356,11 +360,14 @@ class RemoteModel(ModelBase):
         temperature: float = 0.0,
         seed: int | None = None,
         steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> tuple[Generation, ActivationCache]:
         body = {
-            "tokens": nested_ids(tokens),
+            "tokens": None if tokens is None else nested_ids(tokens),
             "points": [str(to_address(p)) for p in points],
             "steering": self._steering(steering),
+            **remote_fields(prompt_embeds, lora),
             "generate": {
                 "max_new_tokens": max_new_tokens,
                 "temperature": temperature,
@@ -379,12 +386,14 @@ class RemoteModel(ModelBase):
         steering: Any = None,
         n_logprobs: int = 0,
         prompt_logprobs: int | None = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
         **knobs: Any,
     ) -> dict:
         """The completions request of one generation; its keywords are `InterpModel.generate`'s,
         which `generate` and `generate_stream` pass on. Only the knobs the caller set travel:
         an unset one is decided on the server, against the checkpoint it serves."""
-        ids = nested_ids(tokens)
+        ids = [] if tokens is None else nested_ids(tokens)
         if ids and isinstance(ids[0], list):
             if len(ids) != 1:
                 message = (
@@ -399,7 +408,10 @@ class RemoteModel(ModelBase):
                 f"generate() got unknown arguments {unknown}; it takes {sorted(_GENERATE_KNOBS)}"
             )
             raise CapabilityUnsupported(message)
-        interp: dict[str, Any] = {"steering": self._steering(steering)}
+        interp: dict[str, Any] = {
+            "steering": self._steering(steering),
+            **remote_fields(prompt_embeds, lora),
+        }
         if n_logprobs:
             interp["n_logprobs"] = n_logprobs
         if prompt_logprobs is not None:

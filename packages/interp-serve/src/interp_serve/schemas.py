@@ -31,6 +31,11 @@ __all__ = [
 # Unknown fields refused; declared types strict (`true` is no int, `"yes"` no bool).
 _STRICT = ConfigDict(extra="forbid", strict=True)
 _TOKENS = "token ids: one prompt `[seq]` or a batch `[[...], ...]`"
+_EMBEDS = (
+    "base64 safetensors: `rows` [k, d_model] (the input-embedding module's output) and, to "
+    "replace token slots, int64 `positions` [k]; without positions the rows are the whole prompt"
+)
+_LORA = "a LoRA adapter this server serves, by name (`interp serve --lora NAME=PATH`)"
 _STEERING = (
     "steering specs: {address, vector (list of numbers), op (add|orthogonal|projection_cap|"
     "clamp|norm_add|ablate|swap|set), scale, positions, min, max, encoder, bias, threshold, "
@@ -89,6 +94,8 @@ class InterpOptions(BaseModel):
     prompt_logprobs: Any = Field(
         None, description="alternatives per prompt token, in interp.prompt_logprobs (0 to 20)"
     )
+    prompt_embeds: str | None = Field(None, description=_EMBEDS + " (then `prompt` is `[]`)")
+    lora: str | None = Field(None, description=_LORA)
 
 
 class _Sampling(BaseModel):
@@ -150,8 +157,10 @@ class GenerateOptions(BaseModel):
 
 class CaptureRequest(BaseModel):
     model_config = _STRICT
-    tokens: list[Any] = Field(description=_TOKENS)
+    tokens: list[Any] | None = Field(None, description=_TOKENS + "; none with whole prompt_embeds")
     points: list[str] = Field(description="addresses to capture, e.g. resid_post.3")
+    prompt_embeds: str | None = Field(None, description=_EMBEDS)
+    lora: str | None = Field(None, description=_LORA)
     steering: list[dict[str, Any]] = Field(default_factory=list, description=_STEERING)
     attention_mask: list[Any] | None = Field(None, description="same shape as tokens")
     generate: GenerateOptions | None = Field(

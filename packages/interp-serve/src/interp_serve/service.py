@@ -26,6 +26,7 @@ from interp_core.sampling import check_lens_top_k
 from interp_core.steering import SteeringSpec
 from interp_serve import tensors as tensor_io
 from interp_serve.engine import Engine
+from interp_serve.injection import ServedAdapters, decode_prompt_embeds
 from interp_serve.inputs import check_ids, check_text, text_chars
 from interp_serve.metrics import Metrics
 from interp_serve.patch_wire import unpack_patch_values
@@ -87,6 +88,7 @@ class Service:
         # name -> interp_sae.SAE, loaded at start (`--sae`); empty without interp-sae.
         self.saes: dict[str, Any] = dict(saes or {})
         self.name = settings.served_name or model.model_id
+        self.adapters = ServedAdapters(settings.loras)
         self.engine = Engine(
             model,
             max_concurrency=settings.max_concurrency,
@@ -121,6 +123,17 @@ class Service:
                 f"(GET /v1/models); send model={self.name!r}"
             )
             raise InvalidArgument(message)
+
+    def call_inputs(self, prompt_embeds: str | None, lora: str | None) -> dict[str, Any]:
+        """A request's embeddings prompt and adapter as the backend's keywords (none unset)."""
+        inputs: dict[str, Any] = {}
+        if prompt_embeds is not None:
+            cap = self.settings.max_body_bytes
+            inputs["prompt_embeds"] = decode_prompt_embeds(prompt_embeds, cap)
+        adapter = self.adapters.pick(lora)
+        if adapter is not None:
+            inputs["lora"] = adapter
+        return inputs
 
     def ids(self, tokens: Any, what: str = "tokens", *, in_range: bool = False) -> Any:
         """A request's token ids, checked to be ints (not bools) `[seq]` or `[[...], ...]`;
@@ -242,21 +255,27 @@ class Service:
 
     # --- engine calls ---------------------------------------------------------------------------
     async def generate(
-        self, tokens: list[Any], steering: list[SteeringSpec], gone: Gone | None, **sampling: Any
+        self,
+        tokens: list[Any] | None,
+        steering: list[SteeringSpec],
+        gone: Gone | None,
+        inputs: Mapping[str, Any] | None = None,
+        **sampling: Any,
     ) -> Generation:
         # The prompt's forward: each later step runs one token per row against the KV cache,
         # which the backend sizes itself.
-        self.price("this generation", tokens)
+        self.price("this generation", _priced(tokens, inputs))
+        kwargs = {**sampling, **(inputs or {})}
         return await self.engine.call(
             "the generation",
-            lambda: self.model.generate(tokens, steering=steering, **sampling),
+            lambda: self.model.generate(tokens, steering=steering, **kwargs),
             gone,
         )
 
     def generate_stream(
-        self, tokens: list[Any], steering: list[SteeringSpec], **sampling: Any
+        self, tokens: list[Any] | None, steering: list[SteeringSpec], **sampling: Any
     ) -> AsyncIterator[GenerationStep]:
-        self.price("this generation", tokens)
+        self.price("this generation", _priced(tokens, sampling))
         return self.engine.stream(
             "the stream",
             lambda: self.model.generate_stream(tokens, steering=steering, **sampling),
@@ -412,10 +431,11 @@ class Service:
         steering: list[SteeringSpec],
         attention_mask: Any = None,
         gone: Gone | None = None,
+        inputs: Mapping[str, Any] | None = None,
     ) -> Any:
-        tokens = self.ids(tokens)
-        self.price("this capture", tokens, points)
-        kwargs: dict[str, Any] = {"steering": steering}
+        tokens = _checked_or_placeholders(self, tokens, inputs)
+        self.price("this capture", _priced(tokens, inputs), points)
+        kwargs: dict[str, Any] = {"steering": steering, **(inputs or {})}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask
         return await self.engine.call(
@@ -468,15 +488,39 @@ class Service:
         points: list[str],
         steering: list[SteeringSpec],
         gone: Gone | None = None,
+        inputs: Mapping[str, Any] | None = None,
         **sampling: Any,
     ) -> tuple[Any, Any]:
-        tokens = self.ids(tokens)
-        self.price("this captured generation", tokens, points, extra=sampling.get("max_new_tokens"))
+        tokens = _checked_or_placeholders(self, tokens, inputs)
+        more = sampling.get("max_new_tokens")
+        self.price("this captured generation", _priced(tokens, inputs), points, extra=more)
+        kwargs = {**sampling, **(inputs or {})}
         return await self.engine.call(
             "the captured generation",
-            lambda: self.model.capture_generation(tokens, points, steering=steering, **sampling),
+            lambda: self.model.capture_generation(tokens, points, steering=steering, **kwargs),
             gone,
         )
+
+
+def _checked_or_placeholders(service: Service, tokens: Any, inputs: Any) -> Any:
+    """The request's checked ids; None when the embeddings rows are the whole prompt."""
+    if tokens is None:
+        rows = (inputs or {}).get("prompt_embeds")
+        if rows is None or isinstance(rows, Mapping):
+            message = (
+                "the request has no tokens; send tokens, or prompt_embeds without positions "
+                "(the rows are then the whole prompt)"
+            )
+            raise InvalidArgument(message)
+        return None
+    return service.ids(tokens)
+
+
+def _priced(tokens: Any, inputs: Any) -> list[Any]:
+    """What a forward is priced on: the ids, or one position per row of a whole-embeds prompt."""
+    if tokens is None:
+        return [0] * int(inputs["prompt_embeds"].shape[0])
+    return tokens
 
 
 def _batch_and_seq(tokens: list[Any]) -> tuple[int, int]:

@@ -58,3 +58,5 @@ class ServerSettings:
     # Characters of text one request may have tokenized: tokenizing is linear in them, and a
     # tokenizer's peak is tens of bytes per character.
     max_text_chars: int = 1_000_000
+    # LoRA adapters a request may name (`--lora NAME=PATH`): (name, folder) pairs.
+    loras: tuple[tuple[str, str], ...] = ()

@@ -63,6 +63,7 @@ from interp_core.steering import active_steering
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes, spec_to_wire
 from interp_vllm import sampling_params
+from interp_vllm.call_inputs import CallInputs
 from interp_vllm.calls import Installed, ModelCalls
 from interp_vllm.decoding import WorkerDecoding
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
@@ -206,6 +207,7 @@ class VLLMModel(ModelBase):
             extra=dict(extra_vllm_kwargs or {}),
             static=self._static.taps(self._config) if mode == "static" else None,
         )
+        self._inputs = CallInputs(self._facts, dict(extra_vllm_kwargs or {}), mode)
         self._engine: Any = None
         self._model_dtype: Any = None  # the torch dtype the engine runs (known once started)
         self._children: list[Any] = []
@@ -470,10 +472,19 @@ class VLLMModel(ModelBase):
         spec: dict[str, Any] | None,
         *,
         lens_top_k: int | None = None,
+        inputs: Any = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Run one request to the end; with a spec, collect what its hooks produced."""
         engine = await self._ready()
-        return await run_request(engine, prompt, params, spec, self._facts, lens_top_k=lens_top_k)
+        return await run_request(
+            engine, prompt, params, spec, self._facts, lens_top_k=lens_top_k, inputs=inputs
+        )
+
+    async def _request_inputs(self, prompt: list[int], injection: Any, lora: Any) -> Any:
+        """The request fields of `prompt_embeds=` / `lora=` (`interp_vllm.call_inputs`)."""
+        return await self._inputs.request(
+            prompt, injection, lora, self.embed_rows, self._model_dtype
+        )
 
     def _spec(
         self, addresses: Sequence[Address], writes: list[dict[str, Any]]
@@ -494,22 +505,34 @@ class VLLMModel(ModelBase):
         *,
         steering: Any = None,
         attention_mask: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> ActivationCache:
         self._require_hooks("capture")
-        prompts = self._prompts(tokens)
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
         points = to_addresses(points)  # the form before any engine starts; support after
+        if prompt_embeds is not None and attention_mask is not None:
+            raise InvalidArgument.build(
+                "capture with both prompt_embeds= and attention_mask= is not served",
+                "injected rows are placed by their positions in one unpadded prompt",
+                "send one prompt's embeddings without a mask (one capture per prompt)",
+            )
         batch = split_rows(prompts, attention_mask)  # a padded batch: one request per row
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
+        self._inputs.check_points(addresses, injection)
         # One admission for the whole batch, as eager's: positions count each row's real tokens
         # from 0 (a write past a short row's end applies to none of its tokens).
         rows = [list(row) for row in batch.rows]
         length = max(len(row) for row in rows)
         writes = self._writes(steering, length, f"this capture's {length}-token prompt", rows)
         spec = self._spec(addresses, writes)
+        # An adapter applies to every row alike; injected rows come with one unpadded prompt.
+        inputs = await self._request_inputs(rows[0], injection, adapter)
         results = await asyncio.gather(
-            *(self._request(row, self._sampling(1, 0.0), spec) for row in rows)
+            *(self._request(row, self._sampling(1, 0.0), spec, inputs=inputs) for row in rows)
         )
         per_row = [
             self._cache(addresses, payload, len(row))
@@ -524,18 +547,25 @@ class VLLMModel(ModelBase):
         *,
         max_new_tokens: int = 64,
         steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
         **options: Any,
     ) -> Generation:
         """One generation; unset knobs follow the checkpoint (`ModelBase.resolve_sampling`)."""
-        prompt = self._one_prompt(tokens, "generate")
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora, options)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
+        prompt = self._one_prompt(prompts, "generate")
         sampling = self.resolve_sampling(max_new_tokens=max_new_tokens, **options)
         params = sampling_params.params(sampling)
         self._may_write(steering)
         engine = await self._ready()
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
+        inputs = await self._request_inputs(prompt, injection, adapter)
         # Straight to the wire: the admitted writes leave this module once, as the request.
-        final, _ = await run_request(engine, prompt, params, request_spec([], writes), self._facts)
-        return as_generation(final, prompt, sampling)
+        spec = request_spec([], writes)
+        final, _ = await run_request(engine, prompt, params, spec, self._facts, inputs=inputs)
+        generation = as_generation(final, prompt, sampling)
+        return generation if inputs is None else inputs.finish(generation)
 
     def _one_prompt(self, tokens: Any, what: str) -> list[int]:
         prompts = self._prompts(tokens)
@@ -557,17 +587,24 @@ class VLLMModel(ModelBase):
     ) -> AsyncIterator[GenerationStep]:
         """One step per generated token, texts as vLLM's incremental detokenizer emits them;
         the first step carries the sampling used, each its `n_logprobs` alternatives."""
-        prompt = self._one_prompt(tokens, "generate_stream")
+        prompt_embeds, lora = options.pop("prompt_embeds", None), options.pop("lora", None)
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora, options)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
+        prompt = self._one_prompt(prompts, "generate_stream")
         sampling = self.resolve_sampling(max_new_tokens=max_new_tokens, **options)
         params = sampling_params.params(sampling, stream=True)
         self._may_write(steering)
         engine = await self._ready()
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec([], writes)
-        rid, request = submission(prompt, params, spec)
+        inputs = await self._request_inputs(prompt, injection, adapter)
+        fields, adapter_request = (
+            (None, None) if inputs is None else (inputs.fields, inputs.lora_request)
+        )
+        rid, request = submission(prompt, params, spec, fields)
         index = 0
         try:
-            async for output in engine.generate(request, params, rid):
+            async for output in engine.generate(request, params, rid, lora_request=adapter_request):
                 if output.finished and spec:
                     # Before the last step: a refusal the workers recorded (a steering write
                     # that overflowed, say) is raised instead of ending the stream as if sound.
@@ -601,10 +638,14 @@ class VLLMModel(ModelBase):
         temperature: float = 0.0,
         seed: int | None = None,
         steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
     ) -> tuple[Generation, ActivationCache]:
         """Generate and capture in the same pass: prompt rows, then one row per decode step."""
         self._require_hooks("capture_generation")
-        prompt = self._one_prompt(tokens, "capture_generation")
+        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora)
+        prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
+        prompt = self._one_prompt(prompts, "capture_generation")
         points = to_addresses(points)  # the form before any engine starts; support after
         # Unset knobs follow the checkpoint, as in generate (and as eager's capture_generation).
         sampling = self.resolve_sampling(
@@ -614,10 +655,14 @@ class VLLMModel(ModelBase):
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
+        self._inputs.check_points(addresses, injection)
         writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
-        final, payload = await self._request(prompt, params, spec)
+        inputs = await self._request_inputs(prompt, injection, adapter)
+        final, payload = await self._request(prompt, params, spec, inputs=inputs)
         generation = as_generation(final, prompt, sampling)
+        if inputs is not None:
+            generation = inputs.finish(generation)
         # The last sampled token is never fed back, so rows cover prompt + generated - 1.
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)

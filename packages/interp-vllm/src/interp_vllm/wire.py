@@ -82,14 +82,15 @@ def request_spec(keys: Sequence[str], writes: list[dict[str, Any]]) -> dict[str,
 
 
 def submission(
-    prompt: list[int], params: Any, spec: dict[str, Any] | None
+    prompt: list[int], params: Any, spec: dict[str, Any] | None, fields: Any = None
 ) -> tuple[str, dict[str, Any]]:
     """A fresh request id and the prompt to submit; an interpreted request carries its spec in
-    `extra_args` and its id as the cache salt (so prefix caching never shares its KV blocks)."""
+    `extra_args` and its id as the cache salt (so prefix caching never shares its KV blocks).
+    `fields` (an embeddings prompt, `interp_vllm.call_inputs`) replace the token ids."""
     from interp_vllm.worker import SPEC_KEY
 
     rid = f"interp-{uuid.uuid4().hex}"
-    request: dict[str, Any] = {"prompt_token_ids": prompt}
+    request: dict[str, Any] = dict(fields) if fields else {"prompt_token_ids": prompt}
     if spec:
         params.extra_args = {SPEC_KEY: {**spec, "id": rid}}
         request["cache_salt"] = rid
@@ -104,12 +105,16 @@ async def run_request(
     facts: ModelFacts,
     *,
     lens_top_k: int | None = None,
+    inputs: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """Run one request to the end; with a spec, collect what its hooks produced."""
-    rid, request = submission(prompt, params, spec)
+    """Run one request to the end; with a spec, collect what its hooks produced. `inputs` (an
+    `interp_vllm.call_inputs.RequestInputs`) carries an embeddings prompt and a LoRA adapter."""
+    fields = None if inputs is None else inputs.fields
+    lora = None if inputs is None else inputs.lora_request
+    rid, request = submission(prompt, params, spec, fields)
     final = None
     try:
-        async for output in engine.generate(request, params, rid):
+        async for output in engine.generate(request, params, rid, lora_request=lora):
             final = output
     except BaseException as exc:
         died = engine_death(engine, exc)
