@@ -513,8 +513,9 @@ class VLLMModel(ModelBase):
         prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
         points = to_addresses(points)  # the form before any engine starts; support after
         if prompt_embeds is not None and attention_mask is not None:
+            msg = "capture with both prompt_embeds= and attention_mask= is not served"
             raise InvalidArgument.build(
-                "capture with both prompt_embeds= and attention_mask= is not served",
+                msg,
                 "injected rows are placed by their positions in one unpadded prompt",
                 "send one prompt's embeddings without a mask (one capture per prompt)",
             )
