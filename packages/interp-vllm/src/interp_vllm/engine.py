@@ -34,6 +34,7 @@ from typing import Any
 from interp_core.backends import cuda_available
 from interp_core.compat import known_issues_for as core_known_issues
 from interp_core.errors import InvalidArgument
+from interp_vllm import shm_segments
 from interp_vllm.support import known_issues_for
 
 __all__ = ["QUANTIZATION", "EngineSettings", "cpu_binding", "import_vllm", "shutdown_engine"]
@@ -149,6 +150,7 @@ class EngineSettings:
             engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs()))
         # The engine core is our child; its workers are its children and exit when it does.
         children = [p for p in multiprocessing.active_children() if p.pid not in before]
+        shm_segments.note(children)
         return engine, children
 
 
@@ -196,9 +198,14 @@ def shutdown_engine(engine: Any, children: list[Any]) -> None:
     vLLM's own shutdown signals the engine core (and kills it after a grace period) but does not
     join it, so the process would linger as a zombie until this interpreter exits.
     """
-    engine.shutdown()
-    for child in children:
-        child.join(timeout=10)
-        if child.is_alive():
-            child.kill()
-            child.join(timeout=5)
+    try:
+        engine.shutdown()
+    finally:
+        for child in children:
+            child.join(timeout=10)
+            if child.is_alive():
+                child.kill()
+                child.join(timeout=5)
+        # vLLM never unlinks the ring buffers of an engine core that was killed (by its own
+        # shutdown's grace period, a crash or an operator); they are released here.
+        shm_segments.release(children)
