@@ -492,6 +492,8 @@ class EagerModel(ModelBase):
         *,
         steering: Any,
         on_prompt: Any = None,
+        reads: Sequence[Any] = (),
+        on_reads: Any = None,
         **arguments: Any,
     ) -> tuple[Sampling, Iterator[Step]]:
         sampling = self.resolve_sampling(**arguments)
@@ -526,6 +528,8 @@ class EagerModel(ModelBase):
             context=limit,
             guard=self._serving,
             on_prompt=on_prompt,
+            reads=reads,
+            on_reads=on_reads,
         )
         return sampling, steps
 
@@ -777,6 +781,12 @@ class EagerModel(ModelBase):
     def lens_sets(self) -> dict[str, list[int]]:
         """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
         return self._readouts.lens_sets()
+
+    def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
+        """The lens over a generation, a step per forward (`interp_eager.lens_generation`)."""
+        from interp_eager.lens_generation import generate_with_lens
+
+        return generate_with_lens(self, tokens, lenses, **options)
 
     def __repr__(self) -> str:
         state = "loaded" if self._tree is not None else "not loaded"
