@@ -40,9 +40,9 @@ from interp_core.errors import (
     UnknownPoint,
 )
 from interp_core.facts import MLAFacts, ModelFacts, MoEFacts
+from interp_core.lens_generation import LensStep
 from interp_core.points import POINTS, PointSpec, get_point, point_names, points_for
 from interp_core.protocol import Backend, InterpModel
-from interp_core.lens_generation import LensStep
 from interp_core.readouts import DirectionSet, LensSpec, TopTokens
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.shapes import point_shape, point_width

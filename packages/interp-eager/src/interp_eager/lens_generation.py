@@ -89,7 +89,9 @@ async def generate_with_lens(
             pending.append((positions.tolist(), blocks))
 
         options = {key: sampling[key] for key in _SAMPLING if key in sampling}
-        arguments = gen_defaults({"max_new_tokens": max_new_tokens, "steering": steering, **options})
+        arguments = gen_defaults(
+            {"max_new_tokens": max_new_tokens, "steering": steering, **options}
+        )
         ids = model._tokens(tokens)
         taps = [model.tap(a) for a in addresses.values()]
         decided, steps = model._prepare_decoding(ids, reads=taps, on_reads=decode, **arguments)
