@@ -111,8 +111,8 @@ class ReadoutConformance:
 
     prompt: ClassVar[str] = checks.DEFAULT_PROMPT
     readout_rtol: ClassVar[float] = 1e-4
-    # model_types whose KV-cache decoding differs from one forward over the whole sequence (the
-    # model's own logits do): the lens over their generated tokens is held to its structure only.
+    # model_types whose forward over a longer sequence changes earlier positions' outputs: the
+    # lens over their generated tokens has no one-forward reference and is held to its structure.
     decode_differs_from_prefill: ClassVar[frozenset[str]] = frozenset()
 
     def test_unembed_rows_are_the_unembedding(self, interp_model: Any) -> None:

@@ -83,9 +83,10 @@ def check_generate_with_lens(
     top_n: int = 3,
     decode_equals_prefill: bool = True,
 ) -> None:
-    """`decode_equals_prefill=False` for a family whose KV-cache decoding computes generated
-    positions differently from one forward over the whole sequence (its own logits differ): the
-    generated steps are then held to their structure only, the prompt's still to the lens."""
+    """`decode_equals_prefill=False` for a family whose forward over a longer sequence changes
+    the outputs of earlier positions (so one forward over prompt + generation is no reference):
+    the prompt's steps are then held to the lens over the prompt alone, the generated steps to
+    their structure only."""
     problems: list[str] = []
     tokens = model.to_tokens(prompt)
     nested = to_nested(tokens)
@@ -99,7 +100,7 @@ def check_generate_with_lens(
         problems.append("generate_with_lens streamed no step")
         _fail(model, problems)
     full = tokens.new_tensor([sequence]) if hasattr(tokens, "new_tensor") else [sequence]
-    lens = sync.logit_lens(model, full, top_k=top_n)
+    lens = sync.logit_lens(model, full if decode_equals_prefill else tokens, top_k=top_n)
     for step in steps:
         if step.is_generated and not decode_equals_prefill:
             continue
