@@ -145,6 +145,25 @@ class _ByHand:
                     a.top_probs[index], b.top_probs[index], atol=1e-5, rtol=0
                 )
 
+    def test_the_lens_streams_before_the_request_ends(self, interp_model: Any) -> None:
+        """The first step is yielded while the workers still hold the request (it is collected
+        only once its last output is handled), and nothing is held after the stream ends."""
+        tokens = _prompt(interp_model)
+
+        async def first_then_rest() -> tuple[Any, list[str], list[Any], list[str]]:
+            stream = interp_model.generate_with_lens(
+                tokens, [LensSpec([0])], max_new_tokens=12, temperature=0.0
+            )
+            first = await anext(stream)
+            held = await interp_model.pending_requests()
+            rest = [step async for step in stream]
+            return first, held, rest, await interp_model.pending_requests()
+
+        first, held, rest, after = sync.run(interp_model, first_then_rest)
+        assert first.position == 0 and len(held) == 1
+        assert len(rest) == tokens.shape[1] + 10 and rest[-1].finish_reason == "length"
+        assert after == []
+
 
 class TestHookedReadouts(ReadoutConformance, _ByHand):
     interp_families = ("llama",)
