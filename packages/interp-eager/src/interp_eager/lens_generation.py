@@ -73,7 +73,13 @@ async def generate_with_lens(
             mask = torch.as_tensor(plan.word_mask, dtype=torch.bool)
 
         def decode(session: Any, positions: torch.Tensor, is_prompt: bool) -> None:
-            rows = {layer: session.result(address) for layer, address in addresses.items()}
+            keep = positions >= plan.skip_before  # rows before skip_before are never decoded
+            if not bool(keep.any()):
+                return
+            rows = {
+                layer: session.result(address)[:, keep.to(session.result(address).device)]
+                for layer, address in addresses.items()
+            }
             blocks = []
             for spec in plan.lenses:
                 fitted = spec if spec.jacobian else None
@@ -86,7 +92,7 @@ async def generate_with_lens(
                 logits = model._decode_residuals(stacked, raw=False)
                 top = masked_top_tokens(logits, plan.top_n, mask)
                 blocks.append((top.ids.transpose(0, 1).cpu(), top.probs.transpose(0, 1).cpu()))
-            pending.append((positions.tolist(), blocks))
+            pending.append((positions[keep].tolist(), blocks))
 
         options = {key: sampling[key] for key in _SAMPLING if key in sampling}
         arguments = gen_defaults(
@@ -106,7 +112,6 @@ async def generate_with_lens(
             (position, index, blocks)
             for where, blocks in pending
             for index, position in enumerate(where)
-            if position >= plan.skip_before
         ]
         pending.clear()
         for n, (position, index, blocks) in enumerate(ready):

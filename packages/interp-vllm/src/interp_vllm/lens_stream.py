@@ -182,7 +182,13 @@ def _poll_options(plan: LensPlan, keys: dict[int, str]) -> dict[str, Any]:
         }
         for spec in plan.lenses
     ]
-    return {"top_k": plan.top_n, "lenses": lenses, "mask": mask, "final": False}
+    return {
+        "top_k": plan.top_n,
+        "lenses": lenses,
+        "mask": mask,
+        "skip_before": plan.skip_before,
+        "final": False,
+    }
 
 
 async def _polled(

@@ -67,7 +67,8 @@ class LensStreamWorkerMixin(HoldsWorkerState):
         """The top-k of request `rid`'s lens rows held since the last poll.
 
         `options`: `top_k`, `lenses` (per lens its site keys in layer order and the fitted set's
-        name or None), `mask` (an encoded `[vocab]` bool tensor, or None) and `final`. Answers
+        name or None), `mask` (an encoded `[vocab]` bool tensor, or None), `skip_before` (rows
+        of earlier positions are dropped undecoded) and `final`. Answers
         `{"positions": [...], "lenses": [{"ids": [n_layers][n][k], "probs": ...}]}`.
         """
         mask = self._interp_mask_for(rid, options)
@@ -76,6 +77,14 @@ class LensStreamWorkerMixin(HoldsWorkerState):
             return {"positions": [], "lenses": []}
         held = {key: _ordered(chunks) for key, chunks in request.lens_rows.items()}
         request.lens_rows = {}
+        first = int(options.get("skip_before", 0))
+        if first:  # rows before skip_before are never decoded nor sent
+            for key, (where, rows) in list(held.items()):
+                keep = [n for n, position in enumerate(where) if position >= first]
+                pick = torch.tensor(keep, dtype=torch.long, device=rows.device)
+                held[key] = ([where[n] for n in keep], rows.index_select(0, pick))
+            if not next(iter(held.values()))[0]:
+                return {"positions": [], "lenses": []}
         if "final_norm" not in self._interp.sites:  # not the last pipeline stage
             return None
         where = next(iter(held.values()))[0]
