@@ -100,7 +100,7 @@ async def generate_with_lens(
         )
         ids = model._tokens(tokens)
         taps = [model.tap(a) for a in addresses.values()]
-        decided, steps = model._prepare_decoding(ids, reads=taps, on_reads=decode, **arguments)
+        decided, steps = model._prepare_decoding(ids, reads=(taps, decode), **arguments)
         prompt = ids[0].tolist()
         check_skip_reach(plan, len(prompt), decided.max_new_tokens)
     eos = model._eos_ids()

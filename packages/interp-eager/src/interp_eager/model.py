@@ -55,6 +55,7 @@ from interp_core.sampling import (
 from interp_core.steering import SteeringSpec
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
+from interp_eager import lens_generation
 from interp_eager.allocator import keep_freed_memory
 from interp_eager.altup import altup_collapse
 from interp_eager.arguments import (
@@ -492,8 +493,7 @@ class EagerModel(ModelBase):
         *,
         steering: Any,
         on_prompt: Any = None,
-        reads: Sequence[Any] = (),
-        on_reads: Any = None,
+        reads: Any = None,
         **arguments: Any,
     ) -> tuple[Sampling, Iterator[Step]]:
         sampling = self.resolve_sampling(**arguments)
@@ -529,7 +529,6 @@ class EagerModel(ModelBase):
             guard=self._serving,
             on_prompt=on_prompt,
             reads=reads,
-            on_reads=on_reads,
         )
         return sampling, steps
 
@@ -784,9 +783,7 @@ class EagerModel(ModelBase):
 
     def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
         """The lens over a generation, a step per forward (`interp_eager.lens_generation`)."""
-        from interp_eager.lens_generation import generate_with_lens
-
-        return generate_with_lens(self, tokens, lenses, **options)
+        return lens_generation.generate_with_lens(self, tokens, lenses, **options)
 
     def __repr__(self) -> str:
         state = "loaded" if self._tree is not None else "not loaded"
