@@ -153,6 +153,12 @@ class WorkerLensStream:
             raise
         finally:
             if engine_death(engine) is None:
+                if plan.word_mask is not None and not poll["final"]:
+                    # A stream left early: the workers forget the mask they keep for it.
+                    ending = {**poll, "final": True, "lenses": []}
+                    await asyncio.shield(
+                        engine.collective_rpc("interp_lens_poll", args=(rid, ending))
+                    )
                 await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
         expected = max(len(sequence) - 1 - plan.skip_before, 0)
         if waiting or streamed + len(ready) != expected:
