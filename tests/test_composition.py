@@ -31,6 +31,7 @@ COLLABORATORS = (
     "decoding.py",
     "tokens.py",
     "readouts_client.py",
+    "lens_stream.py",
     "calls.py",
 )
 WORKER_MODULES = (
@@ -40,6 +41,7 @@ WORKER_MODULES = (
     "static_taps.py",
     "sae_worker.py",
     "readouts_worker.py",
+    "lens_stream_worker.py",
 )
 SHARED = ("model_id", "facts", "n_layers", "d_model")  # the identity block
 SHARED += ("generate_text", "capture_residuals", "message_spans", "message_partition")

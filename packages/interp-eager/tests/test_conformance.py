@@ -22,3 +22,7 @@ class TestEagerConformance(Conformance):
 
 class TestEagerReadoutConformance(ReadoutConformance):
     interp_families = FAMILY_NAMES
+    # DeepSeek-V4's compressed attention: a forward over prompt + generation changes the logits
+    # of prompt positions 14 on (measured: the prompt alone reads as the stream does), so one
+    # forward over the whole sequence is no reference for the stream.
+    decode_differs_from_prefill = frozenset({"deepseek_v4"})

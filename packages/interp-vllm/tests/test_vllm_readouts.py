@@ -20,6 +20,7 @@ from interp_core.address import Address
 from interp_core.backends import load_model
 from interp_core.errors import InvalidArgument
 from interp_core.readouts import DirectionSet, LensSpec
+from interp_core.steering import SteeringSpec
 from interp_core.testing import ReadoutConformance
 from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
@@ -108,6 +109,60 @@ class _ByHand:
         sync.set_lens_jacobians(interp_model, None, name="fit")
         with pytest.raises(InvalidArgument, match="no lens set 'fit'"):
             sync.logit_lens(interp_model, tokens, LensSpec([0], jacobian=True, jacobian_set="fit"))
+
+    def test_lens_over_a_generation_is_eagers(self, interp_model: Any, eager: Any) -> None:
+        """Streamed from the workers, step for step what eager's KV loop reads: a plain and a
+        fitted lens in one call, under steering, with a word mask."""
+        tokens = _prompt(eager)
+        torch.manual_seed(3)
+        lens = {
+            layer: torch.eye(eager.d_model) + 0.2 * torch.randn(eager.d_model, eager.d_model)
+            for layer in (0, 1)
+        }
+        spec = SteeringSpec("resid_post.0", torch.randn(eager.d_model), scale=2.0)
+        mask = torch.arange(eager.facts.vocab_size) % 3 != 0
+        lenses = [LensSpec(None), "gen-fit"]
+        options = {"top_n": 5, "max_new_tokens": 6, "temperature": 0.0, "steering": spec}
+        for model in (interp_model, eager):
+            sync.set_lens_jacobians(model, lens, name="gen-fit")
+        try:
+            got = list(
+                sync.generate_with_lens(interp_model, tokens, lenses, word_mask=mask, **options)
+            )
+            want = list(sync.generate_with_lens(eager, tokens, lenses, word_mask=mask, **options))
+        finally:
+            for model in (interp_model, eager):
+                sync.set_lens_jacobians(model, None, name="gen-fit")
+        assert [s.token_id for s in got] == [s.token_id for s in want]
+        assert [s.next_token_id for s in got] == [s.next_token_id for s in want]
+        assert got[-1].finish_reason == want[-1].finish_reason == "length"
+        assert sum(s.is_generated for s in got) == 5
+        for a, b in zip(got, want, strict=True):
+            for index in range(len(lenses)):
+                assert torch.equal(a.top_ids[index], b.top_ids[index]), (a.position, index)
+                assert not bool((a.top_ids[index] % 3 == 0).any())
+                torch.testing.assert_close(
+                    a.top_probs[index], b.top_probs[index], atol=1e-5, rtol=0
+                )
+
+    def test_the_lens_streams_before_the_request_ends(self, interp_model: Any) -> None:
+        """The first step is yielded while the workers still hold the request (it is collected
+        only once its last output is handled), and nothing is held after the stream ends."""
+        tokens = _prompt(interp_model)
+
+        async def first_then_rest() -> tuple[Any, list[str], list[Any], list[str]]:
+            stream = interp_model.generate_with_lens(
+                tokens, [LensSpec([0])], max_new_tokens=12, temperature=0.0
+            )
+            first = await anext(stream)
+            held = await interp_model.pending_requests()
+            rest = [step async for step in stream]
+            return first, held, rest, await interp_model.pending_requests()
+
+        first, held, rest, after = sync.run(interp_model, first_then_rest)
+        assert first.position == 0 and len(held) == 1
+        assert len(rest) == tokens.shape[1] + 10 and rest[-1].finish_reason == "length"
+        assert after == []
 
 
 class TestHookedReadouts(ReadoutConformance, _ByHand):

@@ -40,6 +40,7 @@ from interp_core.errors import (
     UnknownPoint,
 )
 from interp_core.facts import MLAFacts, ModelFacts, MoEFacts
+from interp_core.lens_generation import LensStep
 from interp_core.patching import Ablation, LogitDiff, Patch, patch_from
 from interp_core.points import POINTS, PointSpec, get_point, point_names, points_for
 from interp_core.protocol import Backend, InterpModel
@@ -58,6 +59,7 @@ from interp_core.sync import (
     generate,
     generate_stream,
     generate_text,
+    generate_with_lens,
     logit_lens,
     project,
     run_with_cache,
@@ -93,6 +95,7 @@ __all__ = [
     "LensPrediction",
     "LensResult",
     "LensSpec",
+    "LensStep",
     "LogitDiff",
     "MLAFacts",
     "MoEFacts",
@@ -125,6 +128,7 @@ __all__ = [
     "generate",
     "generate_stream",
     "generate_text",
+    "generate_with_lens",
     "get_backend",
     "get_point",
     "load_model",

@@ -287,6 +287,29 @@ class ReadoutModel(InterpModel, Protocol):
         Returns the bytes the set holds (per tensor-parallel rank)."""
         ...
 
+    def generate_with_lens(
+        self,
+        tokens: Tokens,
+        lenses: Sequence[Any],
+        *,
+        top_n: int = 10,
+        point: str = "resid_post",
+        max_new_tokens: int = 16,
+        skip_before: int = 0,
+        word_mask: Any = None,
+        steering: Steering = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+    ) -> AsyncIterator[Any]:
+        """Generate one completion and stream an `interp_core.lens_generation.LensStep` per
+        position from `skip_before` on (prompt positions, then each generated token fed back),
+        as the forward passes produce them; each step holds, per lens (`LensSpec`, `"logit"`
+        or an installed fitted set's name), the `[n_layers, top_n]` top tokens at `point`.
+        Everything is refused before the first forward pass."""
+        ...
+
 
 @runtime_checkable
 class Backend(Protocol):

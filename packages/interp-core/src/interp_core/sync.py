@@ -2,8 +2,8 @@
 
 Every async method of `InterpModel` has a blocking twin here taking the model as first argument:
 `capture` (alias `run_with_cache`), `capture_generation`, `capture_attention`,
-`capture_residuals`, `generate`, `generate_text`, `generate_stream` (a plain iterator),
-`logit_lens`, `decode_residuals`, `unembed_rows`, `embed_rows`, `project`,
+`capture_residuals`, `generate`, `generate_text`, `generate_stream` and `generate_with_lens`
+(plain iterators), `logit_lens`, `decode_residuals`, `unembed_rows`, `embed_rows`, `project`,
 `set_lens_jacobians`, `warmup` and `shutdown`. `sync_model(model)` returns the same
 twins as methods of one object (`SyncModel`), cached per model. `steer` and `active_steering`
 are re-exported from `interp_core.steering` so sync code finds everything in one module.
@@ -64,6 +64,7 @@ __all__ = [
     "generate",
     "generate_stream",
     "generate_text",
+    "generate_with_lens",
     "logit_lens",
     "project",
     "run",
@@ -603,6 +604,17 @@ def set_lens_jacobians(model: ReadoutModel, jacobians: Any, *, name: str = "defa
     )
 
 
+def generate_with_lens(
+    model: ReadoutModel, tokens: Tokens, lenses: Sequence[Any], **options: Any
+) -> Iterator[Any]:
+    """Blocking iterator over `model.generate_with_lens(...)`: one `LensStep` per position as
+    the model produces it (`interp_core.lens_generation`); one event loop serves the stream."""
+    _refuse_inside_loop("generate_with_lens", "generate_with_lens")
+    context = contextvars.copy_context()
+    stream = context.run(model.generate_with_lens, tokens, lenses, **options)
+    return _iterate(model, stream, context)
+
+
 # --- the facade ---------------------------------------------------------------------------------
 _TWINS: dict[str, Callable[..., Any]] = {
     "capture": capture,
@@ -613,6 +625,7 @@ _TWINS: dict[str, Callable[..., Any]] = {
     "generate": generate,
     "generate_text": generate_text,
     "generate_stream": generate_stream,
+    "generate_with_lens": generate_with_lens,
     "logit_lens": logit_lens,
     "decode_residuals": decode_residuals,
     "unembed_rows": unembed_rows,

@@ -25,7 +25,7 @@ token-less step after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple
 
@@ -147,6 +147,7 @@ def decode_steps(
     context: int | None,
     guard: Callable[[], AbstractContextManager[Any]] = nullcontext,
     on_prompt: Callable[[torch.Tensor], None] | None = None,
+    reads: tuple[Sequence[Any], Callable[[HookSession, torch.Tensor, bool], None]] | None = None,
 ) -> Iterator[Step]:
     """Yield a `Step` per generated token of the HF model `hf` (token id, log-probability,
     is_last, the `sampling.n_logprobs` raw alternatives and the token's raw log-probability).
@@ -156,11 +157,15 @@ def decode_steps(
     `sampling` holds the checked arguments (`interp_core.sampling`), `eos` the ids that end the
     sequence and `context` the number of positions the model has (None: unbounded). The caller
     guarantees the prompt leaves room in the context for at least one token, so every call
-    yields at least one step and exactly one step has is_last set. Each step's forward pass runs
+    yields at least one step and exactly one step has is_last set. `reads`, when given, is
+    `(taps, on_reads)`: the taps are captured in every forward and handed, still inside the
+    guard, to `on_reads(session, positions, is_prompt)` (the lens over a generation decodes
+    them there). Each step's forward pass runs
     inside `guard()` (the model's lock, which also refuses a model shut down meanwhile) with the
     steering hooks installed; neither is held while the step is yielded.
     """
     max_new_tokens = sampling.max_new_tokens
+    taps, on_reads = reads if reads is not None else ((), None)
     generator = None
     if sampling.seed is not None:
         generator = torch.Generator(device="cpu").manual_seed(sampling.seed)
@@ -171,15 +176,22 @@ def decode_steps(
     for step in range(max_new_tokens):
         positions = torch.arange(length - current.shape[1], length, device=ids.device)
         positions = positions.unsqueeze(0)
-        with guard(), HookSession([], writes) as session, torch.no_grad():
-            session.start_forward(positions)
-            output = hf(
-                input_ids=current,
-                position_ids=positions,
-                past_key_values=past,
-                use_cache=True,
-            )
-            session.check_writes_applied()
+        with guard():
+            # Reads are copied: this loop cannot rerun a forward the model mutated in place.
+            with HookSession(taps, writes, copy=bool(taps)) as session, torch.no_grad():
+                session.start_forward(positions)
+                output = hf(
+                    input_ids=current,
+                    position_ids=positions,
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                session.check_writes_applied()
+            if on_reads is not None:
+                # After the hooks are gone: decoding the reads runs the final norm and head,
+                # which a steering write or read of this step must not touch.
+                with torch.no_grad():
+                    on_reads(session, positions[0], step == 0)
         past = output.past_key_values
         with torch.no_grad():
             if step == 0 and on_prompt is not None:

@@ -55,7 +55,7 @@ from interp_core.sampling import (
 from interp_core.steering import SteeringSpec
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
-from interp_eager import call_inputs
+from interp_eager import call_inputs, lens_generation
 from interp_eager.allocator import keep_freed_memory
 from interp_eager.altup import altup_collapse
 from interp_eager.arguments import (
@@ -510,6 +510,7 @@ class EagerModel(ModelBase):
         steering: Any,
         on_prompt: Any = None,
         guard: Any = None,
+        reads: Any = None,
         **arguments: Any,
     ) -> tuple[Sampling, Iterator[Step]]:
         sampling = self.resolve_sampling(**arguments)
@@ -544,6 +545,7 @@ class EagerModel(ModelBase):
             context=limit,
             guard=guard or self._serving,
             on_prompt=on_prompt,
+            reads=reads,
         )
         return sampling, steps
 
@@ -812,6 +814,10 @@ class EagerModel(ModelBase):
     def lens_sets(self) -> dict[str, list[int]]:
         """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
         return self._readouts.lens_sets()
+
+    def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
+        """The lens over a generation, a step per forward (`interp_eager.lens_generation`)."""
+        return lens_generation.generate_with_lens(self, tokens, lenses, **options)
 
     def __repr__(self) -> str:
         state = "loaded" if self._tree is not None else "not loaded"

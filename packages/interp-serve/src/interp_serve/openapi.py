@@ -43,6 +43,9 @@ def schema() -> dict[str, Any]:
                 ok = responses["200"]
                 ok["description"] = "JSON, or with stream: true server-sent events"
                 ok["content"]["text/event-stream"] = {}
+            if path in EVENT_STREAM_PATHS:
+                # Always server-sent events (one per step, then [DONE]); refusals stay JSON.
+                responses["200"]["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
             for status in _statuses(path):
                 responses.setdefault(
                     status,
@@ -58,6 +61,8 @@ def schema() -> dict[str, Any]:
 
 # The routes whose answer is a stream of server-sent events when the body asks for one.
 STREAMING_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
+# The routes whose 200 is always a stream of server-sent events.
+EVENT_STREAM_PATHS = frozenset({"/v1/lens/generate"})
 
 # Every error answer, whatever the route: its status and what it means.
 ERROR_STATUSES = {

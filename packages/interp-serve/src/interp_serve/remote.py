@@ -521,6 +521,20 @@ class RemoteModel(ModelBase):
         """The fitted lens sets installed on the server, and their layers."""
         return self._readouts.lens_sets()
 
+    def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
+        """The lens over a generation on the server, a step per server-sent event
+        (`interp_serve.remote_lens`)."""
+        from interp_serve.remote_lens import RemoteLensStream
+
+        stream = RemoteLensStream(
+            client=self._aclient,
+            raise_for=self._raise_for,
+            unreachable=self._unreachable,
+            steering=self._steering,
+            tensor_type=self._tensor_type,
+        )
+        return stream.generate_with_lens(tokens, lenses, **options)
+
     # --- SAEs loaded on the server (interp serve --sae) ---------------------------------------
     def saes(self) -> list[dict[str, Any]]:
         """The SAEs the server loaded: name, address, write_address, d_in, d_sae, ..."""

@@ -281,6 +281,33 @@ class Service:
             lambda: self.model.generate_stream(tokens, steering=steering, **sampling),
         )
 
+    def generate_with_lens(
+        self,
+        tokens: list[Any],
+        lenses: list[Any],
+        steering: list[SteeringSpec],
+        *,
+        top_n: Any,
+        max_new_tokens: Any,
+        **options: Any,
+    ) -> AsyncIterator[Any]:
+        """The lens over a generation (`lens_routes`): `top_n` capped like a lens's `top_k`, the
+        forward priced over the prompt and every position the generation may add."""
+        tokens = self.ids(tokens)
+        top_n = self.lens_top_k(top_n)
+        self.price("this lens over a generation", tokens, extra=max_new_tokens)
+        return self.engine.stream(
+            "the lens over a generation",
+            lambda: self.model.generate_with_lens(
+                tokens,
+                lenses,
+                top_n=top_n,
+                max_new_tokens=max_new_tokens,
+                steering=steering,
+                **options,
+            ),
+        )
+
     async def logit_lens(
         self, tokens: list[Any], layers: Any, top_k: Any, point: Any, gone: Gone | None = None
     ) -> LensResult:

@@ -11,6 +11,8 @@
 * `apply_directions(rows, vectors, bias, nonlinearity)`: a `DirectionSet` on `[..., width]` rows
   -> `[..., k]` float32.
 * `top_tokens(logits, k)`: softmax over the full vocabulary, then the k best.
+* `masked_top_tokens(logits, k, mask)`: the same probabilities, ranked among the ids a
+  `[vocab]` boolean mask allows (the lens's "words only" read-out).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from interp_core.readouts import LENS_FORMAT, TopTokens, check_jacobians, jacobi
 __all__ = [
     "apply_directions",
     "lens_nbytes",
+    "masked_top_tokens",
     "read_lens",
     "save_lens",
     "top_tokens",
@@ -138,3 +141,22 @@ def top_tokens(logits: torch.Tensor, k: int) -> TopTokens:
     probs = torch.softmax(logits.float(), dim=-1)
     values, indices = probs.topk(min(int(k), probs.shape[-1]), dim=-1)
     return TopTokens(indices.to(torch.int64), values)
+
+
+def masked_top_tokens(logits: torch.Tensor, k: int, mask: torch.Tensor | None) -> TopTokens:
+    """`top_tokens`, ranked only among the ids `mask` allows; probabilities stay over the full
+    vocabulary (the log-normaliser is taken before masking). A mask shorter than the logits
+    (a head padded past the tokenizer's vocabulary) allows none of the padding ids."""
+    if mask is None:
+        return top_tokens(logits, k)
+    logits = logits.float()
+    log_z = logits.logsumexp(dim=-1, keepdim=True)
+    vocab = int(logits.shape[-1])
+    allowed = mask.to(device=logits.device, dtype=torch.bool).flatten()[:vocab]
+    if allowed.shape[0] < vocab:
+        allowed = torch.nn.functional.pad(allowed, (0, vocab - allowed.shape[0]), value=False)
+    ranked = logits.masked_fill(~allowed, float("-inf"))
+    chosen = min(int(k), vocab)
+    indices = ranked.topk(chosen, dim=-1).indices
+    probs = (logits.gather(-1, indices) - log_z).exp()
+    return TopTokens(indices.to(torch.int64), probs)

@@ -772,6 +772,14 @@ class VLLMModel(ModelBase):
         """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
         return self._readouts.lens_sets()
 
+    def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
+        """The lens over a generation, decoded in the workers as the engine steps
+        (`interp_vllm.lens_stream`)."""
+        from interp_vllm.lens_stream import WorkerLensStream
+
+        stream = WorkerLensStream(self._calls, self.resolve_sampling, self.lens_sets)
+        return stream.generate_with_lens(tokens, lenses, **options)
+
     async def pending_requests(self) -> list[str]:
         """Request ids whose rows the workers still hold (should be empty when idle)."""
         engine = await self._ready()

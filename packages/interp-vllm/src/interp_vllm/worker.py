@@ -55,6 +55,7 @@ from interp_core.errors import (
 from interp_core.family_conventions import conventions_for
 from interp_torch.steering import compute_dtype
 from interp_vllm.keys import site_key
+from interp_vllm.lens_stream_worker import LensStreamWorkerMixin
 from interp_vllm.readouts_worker import ReadoutsWorkerMixin
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
@@ -109,7 +110,7 @@ def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
     return len(mlps)
 
 
-class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin):
+class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin, LensStreamWorkerMixin):
     """Methods vLLM adds to its Worker; every one is called by name over `collective_rpc`.
 
     Their state is one `WorkerState` on the worker object, created by `interp_install`, so it

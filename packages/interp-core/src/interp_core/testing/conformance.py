@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from interp_core.testing import checks, readout_checks
+from interp_core.testing import checks, lens_generation_checks, readout_checks
 
 __all__ = ["Conformance", "ReadoutConformance"]
 
@@ -104,12 +104,16 @@ class Conformance:
 class ReadoutConformance:
     """The read-outs beyond capture, each against its formula by hand
     (`interp_core.testing.readout_checks`): `unembed_rows`, `embed_rows`, `decode_residuals`
-    (logits and top-k), `project` and a fitted lens (`set_lens_jacobians` + `LensSpec`).
+    (logits and top-k), `project`, a fitted lens (`set_lens_jacobians` + `LensSpec`) and the
+    lens over a generation (`generate_with_lens`).
     Subclass it next to `Conformance` (same fixtures): `class TestMine(Conformance,
     ReadoutConformance)`. `readout_rtol` loosens the comparisons for a backend in a low dtype."""
 
     prompt: ClassVar[str] = checks.DEFAULT_PROMPT
     readout_rtol: ClassVar[float] = 1e-4
+    # model_types whose forward over a longer sequence changes earlier positions' outputs: the
+    # lens over their generated tokens has no one-forward reference and is held to its structure.
+    decode_differs_from_prefill: ClassVar[frozenset[str]] = frozenset()
 
     def test_unembed_rows_are_the_unembedding(self, interp_model: Any) -> None:
         readout_checks.check_unembed_rows(interp_model, prompt=self.prompt, rtol=self.readout_rtol)
@@ -127,3 +131,9 @@ class ReadoutConformance:
 
     def test_fitted_lens_decodes_j_bar_h(self, interp_model: Any) -> None:
         readout_checks.check_fitted_lens(interp_model, prompt=self.prompt)
+
+    def test_lens_over_a_generation_is_the_prompt_lens(self, interp_model: Any) -> None:
+        exact = interp_model.facts.model_type not in self.decode_differs_from_prefill
+        lens_generation_checks.check_generate_with_lens(
+            interp_model, prompt=self.prompt, decode_equals_prefill=exact
+        )

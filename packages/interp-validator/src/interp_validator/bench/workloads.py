@@ -39,7 +39,7 @@ __all__ = [
     "run_benchmarks",
 ]
 
-WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F")
+WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F", "G")
 # One line each for `interp-bench --help` and the benchmarks page (the package docstring has more).
 WORKLOAD_SUMMARIES = {
     "P1": "capture resid_post at every layer vs a plain HF forward (eager backend and each "
@@ -52,6 +52,8 @@ WORKLOAD_SUMMARIES = {
     "S": "interp serve vs in-process: 8 concurrent capture+generate, and activation transfer",
     "F": "top-32 SAE features at one layer, 8 concurrent requests on vLLM: encoded in the worker "
     "vs captured and encoded in the client, in-process and served over HTTP",
+    "G": "the lens over a generation (top-10 at every layer, 64 new tokens) vs plain generation "
+    "on the same engine: vllm-static (compiled) and the hooked backend, one stream",
 }
 VOCAB = 1000
 # Goals the issues set, stated on the rows they judge (`Row.goal`; `interp-bench --check`).
@@ -412,7 +414,7 @@ def run_benchmarks(
             result.rows += _served(
                 model_dir, repeats=max(3, repeats // 3), say=say, errors=result.errors
             )
-        if chosen & {"P3", "P4", "L", "F"}:
+        if chosen & {"P3", "P4", "L", "F", "G"}:
             hooked = None
             extra: dict[str, Any] = {}
             # The eager model is the baseline of L and P4 only.
@@ -451,6 +453,24 @@ def run_benchmarks(
                     )
                     say("P3: 8 concurrent requests, vllm-static vs vanilla vLLM compiled")
                     result.rows += bench_static_concurrent(extra, repeats=repeats)
+                if "G" in chosen:
+                    from interp_validator.bench.lens_generation import bench_lens_generation
+
+                    if "static" not in extra:
+                        say("G: starting vllm-static (compiled), resid_post at every layer")
+                        extra["static"] = load_model(
+                            str(model_dir),
+                            backend="vllm-static",
+                            static_points=[f"resid_post.{i}" for i in range(hooked.n_layers)],
+                            dtype="float32",
+                            max_model_len=512,
+                        )
+                        sync.warmup(extra["static"])
+                    say("G: lens over a generation vs plain generation, one stream")
+                    engines = {"static": extra["static"], "hooked": hooked}
+                    result.rows += bench_lens_generation(
+                        engines, repeats=max(3, repeats // 2), warmup=1
+                    )
                 if "P4" in chosen:
                     say("P4: 8 concurrent requests with capture, vLLM vs eager")
                     result.rows += bench_concurrent(hooked, eager, repeats=max(3, repeats // 3))

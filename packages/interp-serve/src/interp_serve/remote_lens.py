@@ -1,0 +1,96 @@
+"""The remote backend's lens over a generation: `POST /v1/lens/generate`, read event by event.
+
+`RemoteLensStream` is given the remote model's HTTP pieces (its async client, how it raises an
+error answer, how it words an unreachable server, how it sends steering) and yields each
+`LensStep` as its server-sent event arrives, with the ids and probabilities as the model's
+tensor type (torch or numpy).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from interp_core.lens_generation import LensStep
+from interp_serve.lens_routes import lens_to_json, step_from_json
+from interp_serve.wire import error_from_json, nested_ids
+
+__all__ = ["RemoteLensStream"]
+
+_JSON = {"content-type": "application/json"}
+
+
+class RemoteLensStream:
+    def __init__(
+        self,
+        *,
+        client: Callable[[], Any],
+        raise_for: Callable[[Any], None],
+        unreachable: Callable[[Exception], Exception],
+        steering: Callable[[Any], list[dict[str, Any]]],
+        tensor_type: str,
+    ) -> None:
+        self._client = client
+        self._raise_for = raise_for
+        self._unreachable = unreachable
+        self._steering = steering
+        self._tensor_type = tensor_type
+
+    def _tensor(self, nested: Any, kind: str) -> Any:
+        if self._tensor_type == "torch":
+            import torch
+
+            return torch.tensor(nested, dtype=torch.int64 if kind == "ids" else torch.float32)
+        import numpy as np
+
+        return np.asarray(nested, dtype=np.int64 if kind == "ids" else np.float32)
+
+    async def generate_with_lens(
+        self,
+        tokens: Any,
+        lenses: Any,
+        *,
+        top_n: int = 10,
+        point: str = "resid_post",
+        max_new_tokens: int = 16,
+        skip_before: int = 0,
+        word_mask: Any = None,
+        steering: Any = None,
+        **sampling: Any,
+    ) -> AsyncIterator[LensStep]:
+        import httpx
+
+        listed = [lenses] if not isinstance(lenses, list | tuple) else list(lenses)
+        mask = word_mask.tolist() if hasattr(word_mask, "tolist") else word_mask
+        ids = nested_ids(tokens)
+        body = {
+            "tokens": ids[0] if ids and isinstance(ids[0], list) and len(ids) == 1 else ids,
+            "lenses": [lens_to_json(lens) for lens in listed],
+            "top_n": top_n,
+            "point": point,
+            "max_new_tokens": max_new_tokens,
+            "skip_before": skip_before,
+            "word_mask": None if mask is None else list(mask),
+            "steering": self._steering(steering),
+            **{key: value for key, value in sampling.items() if value is not None},
+        }
+        try:
+            async with self._client().stream(
+                "POST", "/v1/lens/generate", content=json.dumps(body).encode(), headers=_JSON
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    self._raise_for(response)
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    payload = line[len("data: ") :]
+                    if payload == "[DONE]":
+                        return
+                    data = json.loads(payload)
+                    if "error" in data:
+                        raise error_from_json(data, int(data["error"].get("code") or 500))
+                    yield step_from_json(data, self._tensor)
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from error
