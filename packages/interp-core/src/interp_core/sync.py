@@ -2,7 +2,8 @@
 
 Every async method of `InterpModel` has a blocking twin here taking the model as first argument:
 `capture` (alias `run_with_cache`), `capture_generation`, `capture_attention`,
-`capture_residuals`, `generate`, `generate_text`, `generate_stream` (a plain iterator),
+`capture_residuals`, `generate`, `generate_samples`, `generate_text`, `generate_stream` and
+`capture_generation_stream` (plain iterators),
 `logit_lens`, `decode_residuals`, `unembed_rows`, `embed_rows`, `project`,
 `set_lens_jacobians`, `warmup` and `shutdown`. `sync_model(model)` returns the same
 twins as methods of one object (`SyncModel`), cached per model. `steer` and `active_steering`
@@ -49,6 +50,7 @@ from interp_core.steering import active_steering, steer
 if TYPE_CHECKING:
     from interp_core.address import AddressLike
     from interp_core.cache import ActivationCache
+    from interp_core.capture_stream import CaptureChunk
     from interp_core.protocol import InterpModel, ReadoutModel, Steering, Tensor, Tokens
     from interp_core.results import Generation, GenerationStep, LensResult
 
@@ -58,10 +60,12 @@ __all__ = [
     "capture",
     "capture_attention",
     "capture_generation",
+    "capture_generation_stream",
     "capture_residuals",
     "decode_residuals",
     "embed_rows",
     "generate",
+    "generate_samples",
     "generate_stream",
     "generate_text",
     "logit_lens",
@@ -205,16 +209,22 @@ def capture(
     *,
     steering: Steering = None,
     attention_mask: Tensor | None = None,
+    rows: Sequence[int] | None = None,
 ) -> ActivationCache:
-    """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors."""
+    """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors
+    (`[batch, len(rows), ...]` with `rows=`)."""
     points = to_addresses(points)
+    # rows= reaches the model only when given: a backend without it still serves the rest.
+    extra: dict[str, Any] = {} if rows is None else {"rows": rows}
     return cast(
         "ActivationCache",
         _guarded(
             "capture",
             "capture",
             model,
-            lambda: model.capture(tokens, points, steering=steering, attention_mask=attention_mask),
+            lambda: model.capture(
+                tokens, points, steering=steering, attention_mask=attention_mask, **extra
+            ),
         ),
     )
 
@@ -405,6 +415,36 @@ def _iterate(
                 runner.run(close(), context=context)
 
 
+def capture_generation_stream(
+    model: InterpModel, tokens: Tokens, points: Sequence[AddressLike], **kwargs: Any
+) -> Iterator[CaptureChunk]:
+    """Blocking iterator over `model.capture_generation_stream(...)` (the keywords of
+    `capture_generation` plus the sampling knobs of `generate`); one loop serves the stream,
+    as in `generate_stream`."""
+    _refuse_inside_loop("capture_generation_stream", "capture_generation_stream")
+    points = to_addresses(points)
+    context = contextvars.copy_context()
+    stream = context.run(model.capture_generation_stream, tokens, points, **kwargs)  # type: ignore[attr-defined]
+    return cast("Iterator[CaptureChunk]", _iterate(model, stream, context))
+
+
+def generate_samples(
+    model: InterpModel, tokens: Tokens, *, n: int, seed: int | None = None, **knobs: Any
+) -> tuple[Generation, ...]:
+    """Blocking `n` samples of one prompt, sample i with `seed + i` (`interp_core.samples`)."""
+    from interp_core.samples import generate_samples as samples
+
+    return cast(
+        "tuple[Generation, ...]",
+        _guarded(
+            "generate_samples",
+            "generate_samples",
+            model,
+            lambda: samples(model, tokens, n=n, seed=seed, **knobs),
+        ),
+    )
+
+
 def logit_lens(
     model: InterpModel,
     tokens: Tokens,
@@ -579,6 +619,8 @@ _TWINS: dict[str, Callable[..., Any]] = {
     "capture": capture,
     "run_with_cache": run_with_cache,
     "capture_generation": capture_generation,
+    "capture_generation_stream": capture_generation_stream,
+    "generate_samples": generate_samples,
     "capture_attention": capture_attention,
     "capture_residuals": capture_residuals,
     "generate": generate,

@@ -25,15 +25,17 @@ token-less step after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple
 
 import torch
 
+from interp_core.address import Address
 from interp_core.results import TokenLogprobs
 from interp_core.sampling import Sampling
 from interp_eager.hooks import HookSession, Write
+from interp_eager.taps import Tap
 
 __all__ = ["apply_penalties", "best_logprobs", "decode_steps", "prompt_logprobs", "sample_next"]
 
@@ -147,6 +149,8 @@ def decode_steps(
     context: int | None,
     guard: Callable[[], AbstractContextManager[Any]] = nullcontext,
     on_prompt: Callable[[torch.Tensor], None] | None = None,
+    reads: Sequence[Tap] = (),
+    on_rows: Callable[[dict[Address, torch.Tensor]], None] | None = None,
 ) -> Iterator[Step]:
     """Yield a `Step` per generated token of the HF model `hf` (token id, log-probability,
     is_last, the `sampling.n_logprobs` raw alternatives and the token's raw log-probability).
@@ -159,6 +163,10 @@ def decode_steps(
     yields at least one step and exactly one step has is_last set. Each step's forward pass runs
     inside `guard()` (the model's lock, which also refuses a model shut down meanwhile) with the
     steering hooks installed; neither is held while the step is yielded.
+
+    `reads` are taps captured in every step's forward (the prompt's positions in the first,
+    one fed-back token's in each later one); `on_rows` receives them, copied out of the step,
+    before the step is yielded.
     """
     max_new_tokens = sampling.max_new_tokens
     generator = None
@@ -171,7 +179,8 @@ def decode_steps(
     for step in range(max_new_tokens):
         positions = torch.arange(length - current.shape[1], length, device=ids.device)
         positions = positions.unsqueeze(0)
-        with guard(), HookSession([], writes) as session, torch.no_grad():
+        # copy=True: a streamed row must not alias a tensor a later step may change in place.
+        with guard(), HookSession(reads, writes, copy=True) as session, torch.no_grad():
             session.start_forward(positions)
             output = hf(
                 input_ids=current,
@@ -180,6 +189,10 @@ def decode_steps(
                 use_cache=True,
             )
             session.check_writes_applied()
+            if reads:
+                session.check_fired_once()
+        if on_rows is not None:
+            on_rows({tap.address: session.result(tap.address) for tap in reads})
         past = output.past_key_values
         with torch.no_grad():
             if step == 0 and on_prompt is not None:

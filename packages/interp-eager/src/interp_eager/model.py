@@ -26,6 +26,7 @@ import torch
 
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.cache import ActivationCache
+from interp_core.capture_stream import CaptureChunk
 from interp_core.compat import known_issues_for
 from interp_core.errors import (
     CapabilityUnsupported,
@@ -67,6 +68,7 @@ from interp_eager.arguments import (
     gen_defaults,
     position_ids,
 )
+from interp_eager.capture_stream import capture_rows, stream_capture
 from interp_eager.generation import Step, decode_steps
 from interp_eager.generation import prompt_logprobs as prompt_logprobs_of
 from interp_eager.hooks import HookSession, Write
@@ -474,10 +476,20 @@ class EagerModel(ModelBase):
         steering: Any = None,
         attention_mask: Any = None,
         detach: bool = True,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
-        return self.run_with_cache(
-            tokens, points, attention_mask=attention_mask, steering=steering, detach=detach
-        )
+        def run() -> ActivationCache:
+            return self.run_with_cache(
+                tokens, points, attention_mask=attention_mask, steering=steering, detach=detach
+            )
+
+        return run() if rows is None else capture_rows(self, tokens, run, rows)
+
+    def capture_generation_stream(
+        self, tokens: Any, points: Sequence[Any], **kwargs: Any
+    ) -> AsyncIterator[CaptureChunk]:
+        """Rows per decode step as they are computed (`interp_eager.capture_stream`)."""
+        return stream_capture(self, tokens, points, **kwargs)
 
     # --- generation -----------------------------------------------------------------------------
     def _decode_steps(self, tokens: Any, **arguments: Any) -> tuple[Sampling, Iterator[Step]]:
@@ -492,6 +504,8 @@ class EagerModel(ModelBase):
         *,
         steering: Any,
         on_prompt: Any = None,
+        reads: Sequence[Tap] = (),
+        on_rows: Any = None,
         **arguments: Any,
     ) -> tuple[Sampling, Iterator[Step]]:
         sampling = self.resolve_sampling(**arguments)
@@ -526,6 +540,8 @@ class EagerModel(ModelBase):
             context=limit,
             guard=self._serving,
             on_prompt=on_prompt,
+            reads=reads,
+            on_rows=on_rows,
         )
         return sampling, steps
 
