@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from interp_core.address import Address, to_addresses
+from interp_core.cache import ActivationCache
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 
 __all__ = [
@@ -81,12 +82,12 @@ class CaptureChunk:
         return self.tensors[address]
 
 
-def join_chunks(chunks: Sequence[CaptureChunk], cat: Any) -> dict[Address, Any]:
+def join_chunks(chunks: Sequence[CaptureChunk], cat: Any) -> ActivationCache:
     """Every chunk's tensors concatenated along positions with `cat` (`torch.cat` for the
-    first-party backends' tensors): the tensors `capture_generation` returns for the same call.
+    first-party backends' tensors): the cache `capture_generation` returns for the same call.
     The core takes the function rather than importing a tensor library."""
     if not chunks:
-        return {}
+        return ActivationCache({})
     expected = 0
     for chunk in chunks:
         if chunk.start != expected:
@@ -97,7 +98,7 @@ def join_chunks(chunks: Sequence[CaptureChunk], cat: Any) -> dict[Address, Any]:
     for address in chunks[0].tensors:
         pieces = [chunk.tensors[address] for chunk in chunks if chunk.stop > chunk.start]
         joined[address] = cat(pieces, position_axis(address))
-    return joined
+    return ActivationCache(joined)
 
 
 def select_rows(tensors: Mapping[Address, Any], rows: Sequence[int]) -> dict[Address, Any]:

@@ -590,18 +590,21 @@ class EagerModel(ModelBase):
         eos = self._eos_ids()
         generated: list[int] = []
         emitted = ""
-        for index, (token, logprob, last, top, _) in enumerate(steps):
+        for index, (token, logprob, last, top, raw) in enumerate(steps):
             generated.append(token)
             text = self.tokenizer.decode(generated, skip_special_tokens=True)
             used = sampling if index == 0 else None
+            entry = TokenLogprobs(token, raw, top) if sampling.n_logprobs else None
             if last:
                 finish = "stop" if token in eos else "length"
                 delta = text[len(emitted) :]
-                yield GenerationStep(index, token, delta, logprob, True, finish, top, used)
+                yield GenerationStep(index, token, delta, logprob, True, finish, top, used, entry)
                 return
             delta = "" if text.endswith("\ufffd") else text[len(emitted) :]
             emitted += delta
-            yield GenerationStep(index, token, delta, logprob, top_logprobs=top, sampling=used)
+            yield GenerationStep(
+                index, token, delta, logprob, top_logprobs=top, sampling=used, token_logprobs=entry
+            )
             await asyncio.sleep(0)
 
     async def capture_generation(

@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException
 
 from interp_core.errors import InterpError, InvalidArgument
 from interp_core.protocol import InterpModel
-from interp_serve import interp_routes, openai_routes, readout_routes
+from interp_serve import capture_stream_routes, interp_routes, openai_routes, readout_routes
 from interp_serve.__about__ import __version__
 from interp_serve.errors import TooLarge, Unauthorized, status_of
 from interp_serve.service import Service
@@ -102,6 +102,7 @@ def _routes_app(lifespan: Any = None) -> FastAPI:
     app.include_router(openai_routes.router)
     app.include_router(interp_routes.router)
     app.include_router(readout_routes.router)
+    app.include_router(capture_stream_routes.router)
     return app
 
 

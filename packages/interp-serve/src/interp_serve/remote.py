@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from interp_core.address import Address, AddressLike, to_address
 from interp_core.cache import ActivationCache
+from interp_core.capture_stream import CaptureChunk, check_rows
 from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
 from interp_core.facts import ModelFacts
 from interp_core.model_base import ModelBase
@@ -30,6 +31,7 @@ from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
+from interp_serve.remote_stream import stream_capture
 from interp_serve.remote_readouts import RemoteReadouts
 from interp_serve.wire import (
     error_from_json,
@@ -323,6 +325,7 @@ class RemoteModel(ModelBase):
         *,
         steering: Any = None,
         attention_mask: Any = None,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
         body: dict[str, Any] = {
             "tokens": nested_ids(tokens),
@@ -331,6 +334,10 @@ class RemoteModel(ModelBase):
         }
         if attention_mask is not None:
             body["attention_mask"] = nested_ids(attention_mask)
+        if rows is not None:
+            ids = body["tokens"]
+            length = len(ids[0]) if ids and isinstance(ids[0], list) else len(ids)
+            body["rows"] = list(check_rows(rows, length) or ())
         cache, _ = await self._direct(body)
         return cache
 
@@ -356,6 +363,13 @@ class RemoteModel(ModelBase):
         }
         cache, meta = await self._direct(body)
         return generation_from_json(meta["generation"]), cache
+
+    def capture_generation_stream(
+        self, tokens: Any, points: Sequence[AddressLike], **kwargs: Any
+    ) -> AsyncIterator[CaptureChunk]:
+        """The server's `capture_generation_stream`, one chunk per server-sent event
+        (`POST /v1/capture/stream`, `interp_serve.remote_stream`)."""
+        return stream_capture(self, tokens, points, **kwargs)
 
     def _completion(
         self,

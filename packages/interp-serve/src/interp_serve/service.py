@@ -411,12 +411,15 @@ class Service:
         steering: list[SteeringSpec],
         attention_mask: Any = None,
         gone: Gone | None = None,
+        rows: Any = None,
     ) -> Any:
         tokens = self.ids(tokens)
         self.price("this capture", tokens, points)
         kwargs: dict[str, Any] = {"steering": steering}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask
+        if rows is not None:
+            kwargs["rows"] = rows
         return await self.engine.call(
             "the capture", lambda: self.model.capture(tokens, points, **kwargs), gone
         )

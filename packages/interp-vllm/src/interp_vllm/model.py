@@ -41,6 +41,7 @@ from typing import Any
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
 from interp_core.cache import ActivationCache
+from interp_core.capture_stream import CaptureChunk
 from interp_core.dtypes import canonical_dtype
 from interp_core.errors import (
     CapabilityUnsupported,
@@ -64,6 +65,7 @@ from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes, spec_to_wire
 from interp_vllm import sampling_params
 from interp_vllm.calls import Installed, ModelCalls
+from interp_vllm.capture_stream import check_capture_rows, rows_cache, stream_capture
 from interp_vllm.decoding import WorkerDecoding
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.layout import check_layout
@@ -493,10 +495,12 @@ class VLLMModel(ModelBase):
         *,
         steering: Any = None,
         attention_mask: Any = None,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
         self._require_hooks("capture")
         prompts = self._prompts(tokens)
         points = to_addresses(points)  # the form before any engine starts; support after
+        chosen = None if rows is None else check_capture_rows(rows, len(prompts[0]), points)
         if attention_mask is not None and not all_ones(attention_mask):
             msg = "capture with a padding attention_mask is not served by vLLM"
             raise CapabilityUnsupported.build(
@@ -510,6 +514,8 @@ class VLLMModel(ModelBase):
         length = len(prompts[0])
         writes = self._writes(steering, length, f"this capture's {length}-token prompt", prompts)
         spec = self._spec(addresses, writes)
+        if chosen is not None and spec is not None:
+            spec["rows"] = sorted(chosen)  # only these rows leave the workers
         params = [self._sampling(1, 0.0) for _ in prompts]
         results = await asyncio.gather(
             *(self._request(p, s, spec) for p, s in zip(prompts, params, strict=True))
@@ -518,6 +524,8 @@ class VLLMModel(ModelBase):
 
         per_row = [
             self._cache(addresses, payload, len(p))
+            if chosen is None
+            else rows_cache(addresses, payload, chosen)
             for p, (_, payload) in zip(prompts, results, strict=True)
         ]
         tensors = {a: torch.cat([row[a] for row in per_row]) for a in addresses}
@@ -584,9 +592,12 @@ class VLLMModel(ModelBase):
                     last = output.finished and n == len(ids) - 1
                     text = completion.text if n == len(ids) - 1 else ""
                     reason = completion.finish_reason if last else None
-                    top = alternatives[n].top if alternatives else ()
+                    entry = alternatives[n] if alternatives else None
+                    top = entry.top if entry is not None else ()
                     used = sampling if index == 0 else None
-                    yield GenerationStep(index, int(token), text, None, last, reason, top, used)
+                    yield GenerationStep(
+                        index, int(token), text, None, last, reason, top, used, entry
+                    )
                     index += 1
         except Exception as exc:
             died = engine_death(engine, exc)
@@ -626,6 +637,12 @@ class VLLMModel(ModelBase):
         # The last sampled token is never fed back, so rows cover prompt + generated - 1.
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)
+
+    def capture_generation_stream(
+        self, tokens: Any, points: Sequence[Any], **kwargs: Any
+    ) -> AsyncIterator[CaptureChunk]:
+        """Rows drained from the workers as outputs arrive (`interp_vllm.capture_stream`)."""
+        return stream_capture(self, tokens, points, **kwargs)
 
     async def logit_lens(
         self,
