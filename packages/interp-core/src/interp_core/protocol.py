@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_ch
 if TYPE_CHECKING:
     from interp_core.address import Address, AddressLike
     from interp_core.cache import ActivationCache
+    from interp_core.capture_stream import CaptureChunk
     from interp_core.facts import ModelFacts
     from interp_core.points import PointSpec
     from interp_core.results import Generation, GenerationStep, LensResult, Support
@@ -111,12 +112,39 @@ class InterpModel(Protocol):
         *,
         steering: Steering = None,
         attention_mask: Tensor | None = None,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
         """One forward pass; the cache holds `[batch, seq, ...]` tensors keyed by `Address`.
 
         Refuses (`PointUnsupported`) any point `supports` refuses, before any work; a backend that
         cannot honour an argument (e.g. `attention_mask`) raises `CapabilityUnsupported`.
+        `rows` (token positions, negative from the end; `interp_core.capture_stream.check_rows`)
+        returns only those positions, in that order: `[batch, len(rows), ...]`.
         """
+        ...
+
+    def capture_generation_stream(
+        self,
+        tokens: Tokens,
+        points: Sequence[AddressLike],
+        *,
+        max_new_tokens: int = 8,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        steering: Steering = None,
+        **knobs: Any,
+    ) -> AsyncIterator[CaptureChunk]:
+        """`capture_generation` whose rows arrive while it runs: `CaptureChunk`s whose tensors,
+        joined (`interp_core.capture_stream.join_chunks`), are its cache, the last one carrying
+        the `Generation`. `knobs`: the other sampling keywords of `generate`. A backend that
+        returns captures only at the end refuses it (`ModelBase`)."""
+        ...
+
+    async def generate_samples(
+        self, tokens: Tokens, *, n: int, seed: int | None = None, **knobs: Any
+    ) -> tuple[Generation, ...]:
+        """`n` generations of one prompt, sample i with `seed + i` (`interp_core.samples`);
+        `knobs` are `generate`'s."""
         ...
 
     async def capture_generation(

@@ -236,16 +236,20 @@ def run_with_cache(
     *,
     attention_mask: Tensor | None = None,
     steering: Steering = None,
+    rows: Sequence[int] | None = None,
 ) -> ActivationCache:
     """TransformerLens-style name for `capture`."""
     points = to_addresses(points)
+    extra: dict[str, Any] = {} if rows is None else {"rows": rows}
     return cast(
         "ActivationCache",
         _guarded(
             "run_with_cache",
             "capture",
             model,
-            lambda: model.capture(tokens, points, steering=steering, attention_mask=attention_mask),
+            lambda: model.capture(
+                tokens, points, steering=steering, attention_mask=attention_mask, **extra
+            ),
         ),
     )
 
@@ -416,15 +420,31 @@ def _iterate(
 
 
 def capture_generation_stream(
-    model: InterpModel, tokens: Tokens, points: Sequence[AddressLike], **kwargs: Any
+    model: InterpModel,
+    tokens: Tokens,
+    points: Sequence[AddressLike],
+    *,
+    max_new_tokens: int = 8,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    steering: Steering = None,
+    **knobs: Any,
 ) -> Iterator[CaptureChunk]:
-    """Blocking iterator over `model.capture_generation_stream(...)` (the keywords of
-    `capture_generation` plus the sampling knobs of `generate`); one loop serves the stream,
-    as in `generate_stream`."""
+    """Blocking iterator over `model.capture_generation_stream(...)` (`knobs`: the other
+    sampling keywords of `generate`); one loop serves the stream, as in `generate_stream`."""
     _refuse_inside_loop("capture_generation_stream", "capture_generation_stream")
     points = to_addresses(points)
     context = contextvars.copy_context()
-    stream = context.run(model.capture_generation_stream, tokens, points, **kwargs)  # type: ignore[attr-defined]
+    stream = context.run(
+        model.capture_generation_stream,
+        tokens,
+        points,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        steering=steering,
+        **knobs,
+    )
     return cast("Iterator[CaptureChunk]", _iterate(model, stream, context))
 
 
