@@ -200,6 +200,9 @@ def test_rows_leave_the_worker_alone(engine: Any, tokens: Any, monkeypatch: Any)
 def test_samples_on_vllm_are_successive_seeds(engine: Any, tokens: Any) -> None:
     samples = sync.generate_samples(engine, tokens, n=3, seed=9, max_new_tokens=6)
     for i, sample in enumerate(samples):
-        assert sample.token_ids == sync.generate(engine, tokens, seed=9 + i, max_new_tokens=6).token_ids
+        assert (
+            sample.token_ids
+            == sync.generate(engine, tokens, seed=9 + i, max_new_tokens=6).token_ids
+        )
         assert sample.sampling.seed == 9 + i
     assert len({s.token_ids for s in samples}) > 1

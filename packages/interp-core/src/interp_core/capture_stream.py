@@ -91,7 +91,9 @@ def join_chunks(chunks: Sequence[CaptureChunk], cat: Any) -> ActivationCache:
     expected = 0
     for chunk in chunks:
         if chunk.start != expected:
-            message = f"chunks do not tile the positions: one starts at {chunk.start}, not {expected}"
+            message = (
+                f"chunks do not tile the positions: one starts at {chunk.start}, not {expected}"
+            )
             raise InvalidArgument(message)
         expected = chunk.stop
     joined: dict[Address, Any] = {}
@@ -116,8 +118,9 @@ def check_streamable(addresses: Sequence[Address]) -> None:
     """Refuse points a stream cannot cut into position chunks (see the module docstring)."""
     bad = [str(a) for a in addresses if a.name in KEY_AXIS_POINTS]
     if bad:
+        what = f"capture_generation_stream of {', '.join(bad)}"
         raise CapabilityUnsupported.build(
-            f"capture_generation_stream of {', '.join(bad)}",
+            what,
             "attention patterns have a key axis that grows with every generated token, so no "
             "chunk of rows is a slice of the final tensor",
             "use capture_generation for attention patterns, or stream q/k/z and rebuild them",

@@ -43,6 +43,4 @@ async def generate_samples(
 ) -> tuple[Any, ...]:
     """`n` `Generation`s of one prompt (see the module docstring), in seed order."""
     seeds = sample_seeds(seed, n)
-    return tuple(
-        await asyncio.gather(*(model.generate(tokens, seed=s, **knobs) for s in seeds))
-    )
+    return tuple(await asyncio.gather(*(model.generate(tokens, seed=s, **knobs) for s in seeds)))

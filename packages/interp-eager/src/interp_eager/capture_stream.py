@@ -90,7 +90,9 @@ async def stream_capture(
         emitted += delta
         finish = ("stop" if step.token in eos else "length") if step.last else None
         used = sampling if index == 0 else None
-        entry = TokenLogprobs(step.token, step.raw_logprob, step.top) if sampling.n_logprobs else None
+        entry = (
+            TokenLogprobs(step.token, step.raw_logprob, step.top) if sampling.n_logprobs else None
+        )
         one = GenerationStep(
             index, step.token, delta, step.logprob, step.last, finish, step.top, used, entry
         )

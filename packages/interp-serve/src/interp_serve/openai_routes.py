@@ -2,7 +2,7 @@
 
 Existing OpenAI clients work unchanged: same request fields, same response and stream-chunk
 shapes, errors in the `{"error": {...}}` form. Penalties, `min_p`, `repetition_penalty` and
-`logprobs` / `top_logprobs` are served, streamed too (in OpenAI's shape, `interp_serve.openai_logprobs`);
+`logprobs` / `top_logprobs` are served, on streams too (OpenAI's shapes: `openai_logprobs`);
 a sampling field left out follows the checkpoint's generation_config.json, and the settings used
 are in the response's `interp.sampling`; `n` > 1 gives n choices. Fields the engine does not
 serve (`stop`, `echo`, `n` > 1 on a stream) are refused with a reason instead of

@@ -31,8 +31,8 @@ from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.writes import admit_writes
 from interp_serve import tensors as tensor_io
-from interp_serve.remote_stream import stream_capture
 from interp_serve.remote_readouts import RemoteReadouts
+from interp_serve.remote_stream import stream_capture
 from interp_serve.wire import (
     error_from_json,
     facts_from_json,

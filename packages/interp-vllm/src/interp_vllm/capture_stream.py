@@ -39,8 +39,9 @@ def check_capture_rows(rows: Any, length: int, points: Sequence[Address]) -> tup
     """`rows=` checked against a `length`-token prompt; attention patterns refused with it."""
     patterns = [str(a) for a in points if a.name in RECOMPUTED]
     if patterns:
+        what = f"capture(rows=...) of {', '.join(patterns)} on vLLM"
         raise CapabilityUnsupported.build(
-            f"capture(rows=...) of {', '.join(patterns)} on vLLM",
+            what,
             "attention patterns are rebuilt outside the workers from the q and k of every "
             "position, so those would leave the worker whole",
             "capture the pattern without rows= and slice its query axis, or use backend='eager'",
@@ -64,8 +65,9 @@ def rows_cache(
         where = payload["positions"].get(key, [])
         if rows is None or where != wanted:
             got = "nothing" if rows is None else f"positions {where}"
+            what = f"the vLLM workers returned {got} for {key}, expected {wanted}"
             raise CapabilityUnsupported.build(
-                f"the vLLM workers returned {got} for {key}, expected {wanted}",
+                what,
                 "the hook did not see every chosen position (a prefix-cache hit or a compiled "
                 "forward skips hooks)",
                 "capture without rows= on backend='eager'",
@@ -177,9 +179,10 @@ async def stream_capture(
             stop = held.ready(start, fed)
             if output.finished:
                 if stop < fed:
+                    what = f"the vLLM workers returned rows up to {stop} of a generation "
+                    what += f"that ran {fed} positions"
                     raise CapabilityUnsupported.build(
-                        f"the vLLM workers returned rows up to {stop} of a "
-                        f"generation that ran {fed} positions",
+                        what,
                         "the hook did not see every position (a prefix-cache hit or a "
                         "compiled forward skips hooks)",
                         "use capture_generation on backend='eager'",

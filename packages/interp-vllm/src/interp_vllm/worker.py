@@ -58,8 +58,8 @@ from interp_vllm.keys import site_key
 from interp_vllm.readouts_worker import ReadoutsWorkerMixin
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
-from interp_vllm.stream_worker import StreamWorkerMixin
 from interp_vllm.site_kinds import site_groups, watch_group
+from interp_vllm.stream_worker import StreamWorkerMixin
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
 from interp_vllm.worker_state import (
     Request,
