@@ -10,6 +10,8 @@ The rows come from cached decoding (one new position attending to the KV cache),
 `capture_generation` reruns the whole sequence in one forward: the two agree to float rounding
 (≤ 1e-5 in float32 on the test models), not bit for bit.
 
+`generate_stream` is the same loop without captures (`stream_generation`).
+
 `rows=` on `capture` runs the forward as usual and keeps only the chosen positions: on this
 backend every row is in-process already, so the selection saves the caller the slicing, not a
 transfer.
@@ -18,32 +20,31 @@ transfer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
 
 from interp_core.address import to_addresses
 from interp_core.cache import ActivationCache
 from interp_core.capture_stream import CaptureChunk, check_rows, check_streamable, select_rows
 from interp_core.results import Generation, GenerationStep, TokenLogprobs
+from interp_eager.arguments import gen_defaults
 
-if TYPE_CHECKING:
-    from interp_eager.model import EagerModel
-
-__all__ = ["capture_rows", "stream_capture"]
+__all__ = ["capture_rows", "stream_capture", "stream_generation"]
 
 
-def capture_rows(model: EagerModel, tokens: Any, cache_of: Any, rows: Any) -> ActivationCache:
+def capture_rows(model: Any, tokens: Any, rows: Any, cache_of: Any) -> ActivationCache:
     """`cache_of()` (the full capture) reduced to positions `rows` (checked first, against the
-    input's length, so a bad `rows=` costs no forward)."""
+    input's length, so a bad `rows=` costs no forward); None: the full capture."""
+    if rows is None:
+        return cache_of()
     chosen = check_rows(rows, int(model._tokens(tokens).shape[1]))
     cache = cache_of()
-    if chosen is None:
-        return cache
+    assert chosen is not None
     return ActivationCache(select_rows(cache.tensors, chosen), output=cache.output)
 
 
 async def stream_capture(
-    model: EagerModel,
+    model: Any,
     tokens: Any,
     points: Sequence[Any],
     *,
@@ -75,14 +76,60 @@ async def stream_capture(
             seed=seed,
             **knobs,
         )
-    eos = model._eos_ids()
     prompt = ids[0].tolist()
-    generated: list[int] = []
-    history: list[Any] = []
-    emitted = ""
     start = 0
-    for index, step in enumerate(steps):
+    history: list[Any] = []
+    for step, one in _generation_steps(model, sampling, steps):
         rows = taken.pop()
+        history.append(step)
+        # The first forward ran the prompt, every later one the one token fed back.
+        stop = start + (len(prompt) if one.index == 0 else 1)
+        generation = None
+        if step.last:
+            logprobs = None
+            if sampling.n_logprobs:
+                logprobs = tuple(TokenLogprobs(s.token, s.raw_logprob, s.top) for s in history)
+            generated = [s.token for s in history]
+            generation = Generation(
+                text=model.tokenizer.decode(generated, skip_special_tokens=True),
+                token_ids=generated,
+                prompt_token_ids=prompt,
+                finish_reason=one.finish_reason,
+                sampling=sampling,
+                logprobs=logprobs,
+            )
+        yield CaptureChunk(start, stop, rows, (one,), generation)
+        start = stop
+        if not step.last:
+            await asyncio.sleep(0)
+
+
+async def stream_generation(
+    model: Any, tokens: Any, **kwargs: Any
+) -> AsyncIterator[GenerationStep]:
+    """`generate_stream`: one step per generated token; the last one is marked finished with
+    its reason, the first carries the sampling settings used.
+
+    Step texts concatenate to `generate`'s text. A token that ends inside a multi-byte
+    character emits no text yet (decoding it alone gives U+FFFD); its characters arrive with
+    the token that completes them, or with the last step.
+    """
+    sampling, steps = model._decode_steps(tokens, **gen_defaults(kwargs))
+    for step, one in _generation_steps(model, sampling, steps):
+        yield one
+        if not step.last:
+            await asyncio.sleep(0)
+
+
+def _generation_steps(
+    model: Any, sampling: Any, steps: Any
+) -> Iterator[tuple[Any, GenerationStep]]:
+    """Each decoding `Step` with its `GenerationStep` (the text-delta rule of the module's
+    streams, written once)."""
+    eos = model._eos_ids()
+    generated: list[int] = []
+    emitted = ""
+    for index, step in enumerate(steps):
         generated.append(step.token)
         text = model.tokenizer.decode(generated, skip_special_tokens=True)
         # A token that ends inside a multi-byte character waits for the one that completes it.
@@ -93,26 +140,9 @@ async def stream_capture(
         entry = (
             TokenLogprobs(step.token, step.raw_logprob, step.top) if sampling.n_logprobs else None
         )
-        one = GenerationStep(
-            index, step.token, delta, step.logprob, step.last, finish, step.top, used, entry
+        yield (
+            step,
+            GenerationStep(
+                index, step.token, delta, step.logprob, step.last, finish, step.top, used, entry
+            ),
         )
-        history.append(step)
-        # The first forward ran the prompt, every later one the one token fed back.
-        stop = start + (len(prompt) if index == 0 else 1)
-        generation = None
-        if step.last:
-            logprobs = None
-            if sampling.n_logprobs:
-                logprobs = tuple(TokenLogprobs(s.token, s.raw_logprob, s.top) for s in history)
-            generation = Generation(
-                text=text,
-                token_ids=generated,
-                prompt_token_ids=prompt,
-                finish_reason=finish,
-                sampling=sampling,
-                logprobs=logprobs,
-            )
-        yield CaptureChunk(start, stop, rows, (one,), generation)
-        start = stop
-        if not step.last:
-            await asyncio.sleep(0)

@@ -15,10 +15,9 @@ refused until `warmup()` loads the weights again.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import warnings
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,7 +25,6 @@ import torch
 
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.cache import ActivationCache
-from interp_core.capture_stream import CaptureChunk
 from interp_core.compat import known_issues_for
 from interp_core.errors import (
     CapabilityUnsupported,
@@ -41,7 +39,6 @@ from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.readouts import lens_from_layers
 from interp_core.results import (
     Generation,
-    GenerationStep,
     LensPrediction,
     LensResult,
     Support,
@@ -68,7 +65,7 @@ from interp_eager.arguments import (
     gen_defaults,
     position_ids,
 )
-from interp_eager.capture_stream import capture_rows, stream_capture
+from interp_eager.capture_stream import capture_rows, stream_capture, stream_generation
 from interp_eager.generation import Step, decode_steps
 from interp_eager.generation import prompt_logprobs as prompt_logprobs_of
 from interp_eager.hooks import HookSession, Write
@@ -478,18 +475,17 @@ class EagerModel(ModelBase):
         detach: bool = True,
         rows: Sequence[int] | None = None,
     ) -> ActivationCache:
-        def run() -> ActivationCache:
-            return self.run_with_cache(
+        return capture_rows(
+            self,
+            tokens,
+            rows,
+            lambda: self.run_with_cache(
                 tokens, points, attention_mask=attention_mask, steering=steering, detach=detach
-            )
+            ),
+        )
 
-        return run() if rows is None else capture_rows(self, tokens, run, rows)
-
-    def capture_generation_stream(
-        self, tokens: Any, points: Sequence[Any], **kwargs: Any
-    ) -> AsyncIterator[CaptureChunk]:
-        """Rows per decode step as they are computed (`interp_eager.capture_stream`)."""
-        return stream_capture(self, tokens, points, **kwargs)
+    # Rows per decode step as they are computed (`interp_eager.capture_stream`).
+    capture_generation_stream = stream_capture
 
     # --- generation -----------------------------------------------------------------------------
     def _decode_steps(self, tokens: Any, **arguments: Any) -> tuple[Sampling, Iterator[Step]]:
@@ -578,34 +574,8 @@ class EagerModel(ModelBase):
     async def generate(self, tokens: Any, **kwargs: Any) -> Generation:
         return self.generate_sync(tokens, **kwargs)
 
-    async def generate_stream(self, tokens: Any, **kwargs: Any) -> AsyncIterator[GenerationStep]:
-        """One step per generated token; the last one is marked finished with its reason.
-
-        Step texts concatenate to `generate`'s text. A token that ends inside a multi-byte
-        character emits no text yet (decoding it alone gives U+FFFD); its characters arrive
-        with the token that completes them, or with the last step. The first step carries the
-        sampling settings used.
-        """
-        sampling, steps = self._decode_steps(tokens, **gen_defaults(kwargs))
-        eos = self._eos_ids()
-        generated: list[int] = []
-        emitted = ""
-        for index, (token, logprob, last, top, raw) in enumerate(steps):
-            generated.append(token)
-            text = self.tokenizer.decode(generated, skip_special_tokens=True)
-            used = sampling if index == 0 else None
-            entry = TokenLogprobs(token, raw, top) if sampling.n_logprobs else None
-            if last:
-                finish = "stop" if token in eos else "length"
-                delta = text[len(emitted) :]
-                yield GenerationStep(index, token, delta, logprob, True, finish, top, used, entry)
-                return
-            delta = "" if text.endswith("\ufffd") else text[len(emitted) :]
-            emitted += delta
-            yield GenerationStep(
-                index, token, delta, logprob, top_logprobs=top, sampling=used, token_logprobs=entry
-            )
-            await asyncio.sleep(0)
+    # One step per generated token, texts joining to generate's (`interp_eager.capture_stream`).
+    generate_stream = stream_generation
 
     async def capture_generation(
         self,

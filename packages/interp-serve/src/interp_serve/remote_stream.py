@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interp_core.address import Address, to_address
 from interp_core.capture_stream import CaptureChunk
@@ -23,16 +23,13 @@ from interp_serve.wire import (
     step_from_json,
 )
 
-if TYPE_CHECKING:
-    from interp_serve.remote import RemoteModel
-
 __all__ = ["stream_capture"]
 
 _JSON = {"Content-Type": "application/json"}
 
 
 async def stream_capture(
-    model: RemoteModel,
+    model: Any,  # a RemoteModel
     tokens: Any,
     points: Sequence[Any],
     *,

@@ -17,8 +17,8 @@ would leave the worker whole: with `rows=` they are refused.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from interp_core.address import Address, to_addresses
 from interp_core.capture_stream import CaptureChunk, check_rows, check_streamable
@@ -28,9 +28,6 @@ from interp_vllm import sampling_params
 from interp_vllm.keys import address_key
 from interp_vllm.support import RECOMPUTED
 from interp_vllm.wire import collect, engine_death, submission
-
-if TYPE_CHECKING:
-    from interp_vllm.model import VLLMModel
 
 __all__ = ["check_capture_rows", "rows_cache", "stream_capture"]
 
@@ -114,7 +111,8 @@ class _Rows:
 
 
 async def stream_capture(
-    model: VLLMModel,
+    model: Any,  # a VLLMModel
+    positions: Callable[[list[int], int], tuple[int, str]],
     tokens: Any,
     points: Sequence[Any],
     *,
@@ -125,7 +123,8 @@ async def stream_capture(
     **knobs: Any,
 ) -> AsyncIterator[CaptureChunk]:
     """Chunks as engine outputs arrive (see the module docstring); the last carries the
-    `Generation`, decided as `generate` decides its sampling."""
+    `Generation`, decided as `generate` decides its sampling. `positions(prompt, max_tokens)`
+    is the model's count (and words) of the positions a generation's forwards run."""
     model._require_hooks("capture_generation_stream")
     prompt = model._one_prompt(tokens, "capture_generation_stream")
     addresses = to_addresses(points)
@@ -137,7 +136,7 @@ async def stream_capture(
     model._may_write(steering)
     engine = await model._ready()
     addresses = model._addresses(addresses)
-    length, call = _positions(prompt, params.max_tokens)
+    length, call = positions(prompt, params.max_tokens)
     writes = model._writes(steering, length, call, [prompt])
     spec = model._spec(addresses, writes) or {"capture": [], "steer": []}
     keys = [address_key(a) for a in addresses]
@@ -210,9 +209,3 @@ async def stream_capture(
             import asyncio
 
             await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
-
-
-def _positions(prompt: list[int], max_new_tokens: int) -> tuple[int, str]:
-    from interp_vllm.model import _generation_positions
-
-    return _generation_positions(prompt, max_new_tokens)

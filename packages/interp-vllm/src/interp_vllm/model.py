@@ -642,7 +642,7 @@ class VLLMModel(ModelBase):
         self, tokens: Any, points: Sequence[Any], **kwargs: Any
     ) -> AsyncIterator[CaptureChunk]:
         """Rows drained from the workers as outputs arrive (`interp_vllm.capture_stream`)."""
-        return stream_capture(self, tokens, points, **kwargs)
+        return stream_capture(self, _generation_positions, tokens, points, **kwargs)
 
     async def logit_lens(
         self,

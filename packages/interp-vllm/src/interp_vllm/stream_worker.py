@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from interp_vllm.row_order import by_position
+from interp_vllm.row_transfer import pack_rows
 from interp_vllm.worker_state import HoldsWorkerState
 
 __all__ = ["StreamWorkerMixin"]
@@ -21,8 +23,6 @@ class StreamWorkerMixin(HoldsWorkerState):
     def interp_drain(
         self, rid: str, lens: dict[str, Any] | None = None, route: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        from interp_vllm.row_transfer import pack_rows
-        from interp_vllm.worker import _by_position
 
         empty = {"captured": {}, "positions": {}, "lens": {}, "features": {}}
         request = self._interp.requests.get(rid)
@@ -34,7 +34,7 @@ class StreamWorkerMixin(HoldsWorkerState):
         captured: dict[str, Any] = {}
         positions: dict[str, list[int]] = {}
         for key, chunks in held.items():
-            positions[key], captured[key] = _by_position(chunks)
+            positions[key], captured[key] = by_position(chunks)
         return {
             **empty,
             **pack_rows(captured, route),

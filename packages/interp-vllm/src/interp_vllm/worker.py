@@ -42,7 +42,6 @@ client raises it as that `interp_core.errors` class.
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -56,6 +55,8 @@ from interp_core.family_conventions import conventions_for
 from interp_torch.steering import compute_dtype
 from interp_vllm.keys import site_key
 from interp_vllm.readouts_worker import ReadoutsWorkerMixin
+from interp_vllm.row_order import by_position as _by_position
+from interp_vllm.row_order import picked as _picked
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
 from interp_vllm.site_kinds import site_groups, watch_group
@@ -564,19 +565,3 @@ def _seen_after(phase: str, replaced: Any, args: Any, kwargs: Any) -> tuple[Any,
         return args, kwargs, replaced
     new_args, new_kwargs = replaced
     return new_args, new_kwargs, None
-
-
-def _picked(rows: torch.Tensor, pick: torch.Tensor | None) -> torch.Tensor:
-    return rows if pick is None else rows[pick.to(rows.device)]
-
-
-def _by_position(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], Any]:
-    """Rows in position order, one per position; a later row of a position wins (recompute)."""
-    where = torch.cat([w for w, _ in chunks]).tolist()
-    rows = torch.cat([r for _, r in chunks])
-    if all(b > a for a, b in itertools.pairwise(where)):
-        return where, rows
-    latest = {position: index for index, position in enumerate(where)}
-    order = sorted(latest)
-    pick = torch.tensor([latest[p] for p in order], dtype=torch.long, device=rows.device)
-    return order, rows.index_select(0, pick)
