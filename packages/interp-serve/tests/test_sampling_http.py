@@ -19,6 +19,7 @@ import serve_helpers
 import torch
 
 from interp_core import load_model, sync
+from interp_core.errors import CapabilityUnsupported
 from interp_testmodels.sampling_checkpoint import RECOMMENDED, recommending_checkpoint
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
@@ -242,3 +243,6 @@ def test_remote_streamed_capture_and_rows(remote: Any, local: Any) -> None:
     for point in points:
         expected = full[point].index_select(1, torch.tensor([4, ids.shape[1] - 1, 0]))
         torch.testing.assert_close(part[point], expected, atol=1e-6, rtol=1e-6)
+    # Refused before the stream opens, in the backend's words.
+    with pytest.raises(CapabilityUnsupported, match="key axis"):
+        list(sync.capture_generation_stream(remote, ids, ["attn_probs.0"], max_new_tokens=2))
