@@ -65,10 +65,12 @@ def test_first_chunk_arrives_before_the_generation_ends() -> None:
     assert rest == 4
 
 
-def test_stream_refuses_attention_patterns() -> None:
+def test_stream_refuses_attention_patterns_and_prompt_logprobs() -> None:
     m = model("llama")
     with pytest.raises(CapabilityUnsupported, match="capture_generation"):
         list(sync.capture_generation_stream(m, prompt_ids(m), [Address("attn_scores", 0)]))
+    with pytest.raises(CapabilityUnsupported, match="prompt_logprobs"):
+        list(sync.capture_generation_stream(m, prompt_ids(m), ["z.0"], prompt_logprobs=2))
 
 
 @pytest.mark.parametrize("rows", [[0, 3, 1], [-1], range(2, 5)])

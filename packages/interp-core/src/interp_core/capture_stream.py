@@ -114,8 +114,17 @@ def select_rows(tensors: Mapping[Address, Any], rows: Sequence[int]) -> dict[Add
     return picked
 
 
-def check_streamable(addresses: Sequence[Address]) -> None:
-    """Refuse points a stream cannot cut into position chunks (see the module docstring)."""
+def check_streamable(addresses: Sequence[Address], knobs: Mapping[str, Any] | None = None) -> None:
+    """Refuse points a stream cannot cut into position chunks (see the module docstring), and
+    `prompt_logprobs`, which a captured stream has no chunk to carry."""
+    if knobs and knobs.get("prompt_logprobs") is not None:
+        msg = "prompt_logprobs with capture_generation_stream"
+        raise CapabilityUnsupported.build(
+            msg,
+            "a chunk carries the rows and generated tokens of its positions, not the prompt's "
+            "log-probabilities",
+            "ask generate(..., prompt_logprobs=N) for them",
+        )
     bad = [str(a) for a in addresses if a.name in KEY_AXIS_POINTS]
     if bad:
         what = f"capture_generation_stream of {', '.join(bad)}"

@@ -60,7 +60,7 @@ async def stream_capture(
     taken: list[dict[Any, Any]] = []
     with model._serving():
         addresses = [model._check_address(a) for a in to_addresses(points)]
-        check_streamable(addresses)
+        check_streamable(addresses, knobs)
         ids = model._tokens(tokens)
         if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool):
             # Priced at the longest the generation can run, before it runs.

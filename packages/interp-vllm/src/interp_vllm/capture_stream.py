@@ -128,7 +128,7 @@ async def stream_capture(
     model._require_hooks("capture_generation_stream")
     prompt = model._one_prompt(tokens, "capture_generation_stream")
     addresses = to_addresses(points)
-    check_streamable(addresses)
+    check_streamable(addresses, knobs)
     sampling = model.resolve_sampling(
         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **knobs
     )
