@@ -166,7 +166,7 @@ def test_streamed_capture_joins_to_capture_generation(engine: Any, eager: Any, t
         assert torch.equal(joined[point], cache[point])  # the same rows, drained or collected
         torch.testing.assert_close(joined[point], streamed_eager[point], atol=1e-5, rtol=1e-5)
     assert sync.generate(engine, tokens, **options).token_ids == generation.token_ids
-    assert sync.sync_model(engine).pending_requests() == []
+    assert sync.run(engine, engine.pending_requests) == []  # nothing left in the workers
 
 
 def test_rows_leave_the_worker_alone(engine: Any, tokens: Any, monkeypatch: Any) -> None:
