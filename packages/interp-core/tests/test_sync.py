@@ -26,6 +26,8 @@ POINTS = ["resid_post.1", "lm_head"]
 TWINS = {
     "capture": ("capture", "run_with_cache"),
     "capture_generation": ("capture_generation",),
+    "capture_generation_stream": ("capture_generation_stream",),
+    "generate_samples": ("generate_samples",),
     "capture_attention": ("capture_attention",),
     "capture_residuals": ("capture_residuals",),
     "generate": ("generate",),
@@ -47,7 +49,8 @@ def test_every_async_protocol_method_has_a_sync_twin() -> None:
     work = [
         name
         for name, member in vars(InterpModel).items()
-        if inspect.iscoroutinefunction(member) or name == "generate_stream"
+        if inspect.iscoroutinefunction(member)
+        or name in ("generate_stream", "capture_generation_stream")
     ]
     assert sorted(work) == sorted(TWINS)
     for method, twins in TWINS.items():

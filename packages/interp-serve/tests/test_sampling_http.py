@@ -19,6 +19,7 @@ import serve_helpers
 import torch
 
 from interp_core import load_model, sync
+from interp_core.errors import CapabilityUnsupported
 from interp_testmodels.sampling_checkpoint import RECOMMENDED, recommending_checkpoint
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
@@ -173,7 +174,6 @@ def test_n_completions_are_n_seeded_samples(client: Any, remote: Any, local: Any
 def test_unserved_combinations_are_refused(server: Any, client: Any) -> None:
     name = client.models.list().data[0].id
     refusals = [
-        ({"prompt": "x", "logprobs": 2, "stream": True}, "logprobs with stream"),
         ({"prompt": "x", "logprobs": 21}, "logprobs=21"),
         ({"prompt": "x", "top_logprobs": 2}, "top_logprobs is a chat field"),
         ({"prompt": "x", "presence_penalty": 5}, "presence_penalty=5"),
@@ -196,3 +196,53 @@ def test_unserved_combinations_are_refused(server: Any, client: Any) -> None:
         answer = http.post("/v1/chat/completions", json={**chat, "top_logprobs": 2})
         assert answer.status_code == 400
         assert "logprobs: true" in answer.json()["error"]["message"]
+
+
+# --- streamed logprobs, streamed capture and rows over HTTP (issue 31) ---------------------------
+def test_openai_streams_carry_the_logprobs_of_the_answer(client: Any) -> None:
+    name = client.models.list().data[0].id
+    options = {"model": name, "max_tokens": 5, "temperature": 0}
+    whole = client.completions.create(prompt=PROMPT, logprobs=3, **options).choices[0].logprobs
+    pieces = [
+        c.choices[0].logprobs
+        for c in client.completions.create(prompt=PROMPT, logprobs=3, stream=True, **options)
+    ]
+    assert [t for p in pieces for t in p.token_logprobs] == whole.token_logprobs
+    assert [t for p in pieces for t in p.top_logprobs] == whole.top_logprobs
+    assert [o for p in pieces for o in p.text_offset] == whole.text_offset
+    chat = {"messages": [{"role": "user", "content": "hello"}], "logprobs": True, "top_logprobs": 2}
+    answer = client.chat.completions.create(**chat, **options).choices[0].logprobs.content
+    streamed = [
+        entry
+        for c in client.chat.completions.create(**chat, stream=True, **options)
+        if c.choices and c.choices[0].logprobs is not None
+        for entry in c.choices[0].logprobs.content
+    ]
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in answer]
+    assert [[a.logprob for a in e.top_logprobs] for e in streamed] == [
+        [a.logprob for a in e.top_logprobs] for e in answer
+    ]
+
+
+def test_remote_streamed_capture_and_rows(remote: Any, local: Any) -> None:
+    from interp_core.capture_stream import join_chunks
+
+    ids = local.to_tokens(PROMPT)
+    points = ["resid_post.0", "mlp_out.1"]
+    options = {"max_new_tokens": 5, "temperature": 0.0}
+    chunks = list(sync.capture_generation_stream(remote, ids, points, **options))
+    generation, cache = sync.capture_generation(local, ids, points, **options)
+    assert len(chunks) == len(generation.token_ids) and chunks[-1].finished
+    assert not chunks[0].finished and chunks[0].stop == ids.shape[1]
+    assert chunks[-1].generation.token_ids == generation.token_ids
+    joined = join_chunks(chunks, torch.cat)
+    for point in points:
+        torch.testing.assert_close(joined[point], cache[point], atol=1e-5, rtol=1e-5)
+    full = sync.capture(local, ids, points)
+    part = sync.capture(remote, ids, points, rows=[4, -1, 0])
+    for point in points:
+        expected = full[point].index_select(1, torch.tensor([4, ids.shape[1] - 1, 0]))
+        torch.testing.assert_close(part[point], expected, atol=1e-6, rtol=1e-6)
+    # Refused before the stream opens, in the backend's words.
+    with pytest.raises(CapabilityUnsupported, match="key axis"):
+        list(sync.capture_generation_stream(remote, ids, ["attn_probs.0"], max_new_tokens=2))

@@ -203,3 +203,19 @@ class ModelBase:
         if own is not None:
             return own(prompt_ids, generated_ids, fmt=fmt)
         return generation_labels(self.tokenizer, prompt_ids, generated_ids, fmt=fmt)
+
+    # --- samples and streamed capture ------------------------------------------------------------
+    async def generate_samples(
+        self, tokens: Any, *, n: int, seed: int | None = None, **knobs: Any
+    ) -> tuple[Any, ...]:
+        """`n` generations of one prompt, sample i with `seed + i` (`interp_core.samples`)."""
+        from interp_core.samples import generate_samples
+
+        return await generate_samples(self, tokens, n=n, seed=seed, **knobs)
+
+    def capture_generation_stream(self, tokens: Any, points: Any, **kwargs: Any) -> Any:
+        """Refused here; a backend that can hand rows out while it generates overrides it."""
+        what = f"capture_generation_stream on backend={self.backend_name!r}"
+        why = "this backend returns a generation's captures only when it ends"
+        instead = "capture_generation(...) (the same rows, at the end)"
+        raise CapabilityUnsupported.build(what, why, instead)

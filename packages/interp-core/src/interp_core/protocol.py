@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_ch
 if TYPE_CHECKING:
     from interp_core.address import Address, AddressLike
     from interp_core.cache import ActivationCache
+    from interp_core.capture_stream import CaptureChunk
     from interp_core.facts import ModelFacts
     from interp_core.points import PointSpec
     from interp_core.results import Generation, GenerationStep, LensResult, Support
@@ -113,6 +114,7 @@ class InterpModel(Protocol):
         attention_mask: Tensor | None = None,
         prompt_embeds: Any = None,
         lora: Any = None,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
         """One forward pass; the cache holds `[batch, seq, ...]` tensors keyed by `Address`.
 
@@ -121,7 +123,33 @@ class InterpModel(Protocol):
         `prompt_embeds` (a `[seq, d_model]` prompt with `tokens=None`, or `{position: row}` slots
         of the tokens) and `lora` (a PEFT folder or `interp_core.adapters.LoraConfig`) apply to
         this call only.
+        `rows` (token positions, negative from the end; `interp_core.capture_stream.check_rows`)
+        returns only those positions, in that order: `[batch, len(rows), ...]`.
         """
+        ...
+
+    def capture_generation_stream(
+        self,
+        tokens: Tokens,
+        points: Sequence[AddressLike],
+        *,
+        max_new_tokens: int = 8,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        steering: Steering = None,
+        **knobs: Any,
+    ) -> AsyncIterator[CaptureChunk]:
+        """`capture_generation` whose rows arrive while it runs: `CaptureChunk`s whose tensors,
+        joined (`interp_core.capture_stream.join_chunks`), are its cache, the last one carrying
+        the `Generation`. `knobs`: the other sampling keywords of `generate`. A backend that
+        returns captures only at the end refuses it (`ModelBase`)."""
+        ...
+
+    async def generate_samples(
+        self, tokens: Tokens, *, n: int, seed: int | None = None, **knobs: Any
+    ) -> tuple[Generation, ...]:
+        """`n` generations of one prompt, sample i with `seed + i` (`interp_core.samples`);
+        `knobs` are `generate`'s."""
         ...
 
     async def capture_generation(

@@ -150,6 +150,9 @@ class GenerationStep:
     top_logprobs: TopLogprobs = ()
     # The settings the stream runs with; set on the first step.
     sampling: Any = field(default=None, compare=False)
+    # With n_logprobs: this token's entry as `Generation.logprobs` holds it (its raw
+    # log-probability and the alternatives), the same on every backend.
+    token_logprobs: TokenLogprobs | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "top_logprobs", top_pairs(self.top_logprobs))

@@ -2,8 +2,9 @@
 
 Every async method of `InterpModel` has a blocking twin here taking the model as first argument:
 `capture` (alias `run_with_cache`), `capture_generation`, `capture_attention`,
-`capture_residuals`, `generate`, `generate_text`, `generate_stream` and `generate_with_lens`
-(plain iterators), `logit_lens`, `decode_residuals`, `unembed_rows`, `embed_rows`, `project`,
+`capture_residuals`, `generate`, `generate_samples`, `generate_text`, `generate_stream`,
+`generate_with_lens` and `capture_generation_stream` (plain iterators),
+`logit_lens`, `decode_residuals`, `unembed_rows`, `embed_rows`, `project`,
 `set_lens_jacobians`, `warmup` and `shutdown`. `sync_model(model)` returns the same
 twins as methods of one object (`SyncModel`), cached per model. `steer` and `active_steering`
 are re-exported from `interp_core.steering` so sync code finds everything in one module.
@@ -49,6 +50,7 @@ from interp_core.steering import active_steering, steer
 if TYPE_CHECKING:
     from interp_core.address import AddressLike
     from interp_core.cache import ActivationCache
+    from interp_core.capture_stream import CaptureChunk
     from interp_core.protocol import InterpModel, ReadoutModel, Steering, Tensor, Tokens
     from interp_core.results import Generation, GenerationStep, LensResult
 
@@ -58,10 +60,12 @@ __all__ = [
     "capture",
     "capture_attention",
     "capture_generation",
+    "capture_generation_stream",
     "capture_residuals",
     "decode_residuals",
     "embed_rows",
     "generate",
+    "generate_samples",
     "generate_stream",
     "generate_text",
     "generate_with_lens",
@@ -208,13 +212,15 @@ def capture(
     attention_mask: Tensor | None = None,
     prompt_embeds: Any = None,
     lora: Any = None,
+    rows: Sequence[int] | None = None,
 ) -> ActivationCache:
-    """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors.
+    """Blocking `model.capture(...)`: one forward, a cache of `[batch, seq, ...]` tensors
+    (`[batch, len(rows), ...]` with `rows=`).
 
-    `prompt_embeds` / `lora` (a prompt given as embedding rows, a LoRA adapter) travel only when
-    set, so a backend that does not take them still serves every other call."""
+    `prompt_embeds` / `lora` (a prompt given as embedding rows, a LoRA adapter) and `rows` travel
+    only when set, so a backend that does not take them still serves every other call."""
     points = to_addresses(points)
-    extra = _call_inputs(prompt_embeds, lora)
+    extra = _call_inputs(prompt_embeds, lora, rows)
     return cast(
         "ActivationCache",
         _guarded(
@@ -228,8 +234,8 @@ def capture(
     )
 
 
-def _call_inputs(prompt_embeds: Any, lora: Any) -> dict[str, Any]:
-    inputs = {"prompt_embeds": prompt_embeds, "lora": lora}
+def _call_inputs(prompt_embeds: Any, lora: Any, rows: Any = None) -> dict[str, Any]:
+    inputs = {"prompt_embeds": prompt_embeds, "lora": lora, "rows": rows}
     return {key: value for key, value in inputs.items() if value is not None}
 
 
@@ -242,10 +248,11 @@ def run_with_cache(
     steering: Steering = None,
     prompt_embeds: Any = None,
     lora: Any = None,
+    rows: Sequence[int] | None = None,
 ) -> ActivationCache:
     """TransformerLens-style name for `capture`."""
     points = to_addresses(points)
-    extra = _call_inputs(prompt_embeds, lora)
+    extra = _call_inputs(prompt_embeds, lora, rows)
     return cast(
         "ActivationCache",
         _guarded(
@@ -435,6 +442,52 @@ def _iterate(
                 runner.run(close(), context=context)
 
 
+def capture_generation_stream(
+    model: InterpModel,
+    tokens: Tokens,
+    points: Sequence[AddressLike],
+    *,
+    max_new_tokens: int = 8,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    steering: Steering = None,
+    **knobs: Any,
+) -> Iterator[CaptureChunk]:
+    """Blocking iterator over `model.capture_generation_stream(...)` (`knobs`: the other
+    sampling keywords of `generate`); one loop serves the stream, as in `generate_stream`."""
+    _refuse_inside_loop("capture_generation_stream", "capture_generation_stream")
+    points = to_addresses(points)
+    context = contextvars.copy_context()
+    stream = context.run(
+        model.capture_generation_stream,
+        tokens,
+        points,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        steering=steering,
+        **knobs,
+    )
+    return cast("Iterator[CaptureChunk]", _iterate(model, stream, context))
+
+
+def generate_samples(
+    model: InterpModel, tokens: Tokens, *, n: int, seed: int | None = None, **knobs: Any
+) -> tuple[Generation, ...]:
+    """Blocking `n` samples of one prompt, sample i with `seed + i` (`interp_core.samples`)."""
+    from interp_core.samples import generate_samples as samples
+
+    return cast(
+        "tuple[Generation, ...]",
+        _guarded(
+            "generate_samples",
+            "generate_samples",
+            model,
+            lambda: samples(model, tokens, n=n, seed=seed, **knobs),
+        ),
+    )
+
+
 def logit_lens(
     model: InterpModel,
     tokens: Tokens,
@@ -620,6 +673,8 @@ _TWINS: dict[str, Callable[..., Any]] = {
     "capture": capture,
     "run_with_cache": run_with_cache,
     "capture_generation": capture_generation,
+    "capture_generation_stream": capture_generation_stream,
+    "generate_samples": generate_samples,
     "capture_attention": capture_attention,
     "capture_residuals": capture_residuals,
     "generate": generate,

@@ -163,6 +163,10 @@ def decode_steps(
     them there). Each step's forward pass runs
     inside `guard()` (the model's lock, which also refuses a model shut down meanwhile) with the
     steering hooks installed; neither is held while the step is yielded.
+
+    `reads` are taps captured in every step's forward (the prompt's positions in the first,
+    one fed-back token's in each later one); `on_rows` receives them, copied out of the step,
+    before the step is yielded.
     """
     max_new_tokens = sampling.max_new_tokens
     taps, on_reads = reads if reads is not None else ((), None)
@@ -187,6 +191,8 @@ def decode_steps(
                     use_cache=True,
                 )
                 session.check_writes_applied()
+                if taps:
+                    session.check_fired_once()
             if on_reads is not None:
                 # After the hooks are gone: decoding the reads runs the final norm and head,
                 # which a steering write or read of this step must not touch.

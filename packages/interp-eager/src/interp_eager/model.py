@@ -15,7 +15,6 @@ refused until `warmup()` loads the weights again.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -40,7 +39,6 @@ from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.readouts import lens_from_layers
 from interp_core.results import (
     Generation,
-    GenerationStep,
     LensPrediction,
     LensResult,
     Support,
@@ -57,7 +55,6 @@ from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
 from interp_eager import call_inputs, lens_generation
 from interp_eager.allocator import keep_freed_memory
-from interp_eager.altup import altup_collapse
 from interp_eager.arguments import (
     capture_budget,
     check_budget_option,
@@ -68,6 +65,8 @@ from interp_eager.arguments import (
     gen_defaults,
     position_ids,
 )
+from interp_eager.capture_stream import capture_rows, stream_capture, stream_generation
+from interp_eager.decoding import decode_through_head
 from interp_eager.generation import Step, decode_steps
 from interp_eager.generation import prompt_logprobs as prompt_logprobs_of
 from interp_eager.hooks import HookSession, Write
@@ -82,7 +81,7 @@ from interp_eager.loading import (
 )
 from interp_eager.readouts import EagerReadouts
 from interp_eager.taps import Tap, resolve_tap, write_site
-from interp_eager.tree import STREAM_HEADS, ModelTree, bind_tree
+from interp_eager.tree import ModelTree, bind_tree
 from interp_torch import readouts
 from interp_torch.lens import top_tokens
 from interp_torch.steering import check_steering_fits, steering_vector
@@ -485,16 +484,25 @@ class EagerModel(ModelBase):
         detach: bool = True,
         prompt_embeds: Any = None,
         lora: Any = None,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
-        return self.run_with_cache(
+        return capture_rows(
+            self,
             tokens,
-            points,
-            attention_mask=attention_mask,
-            steering=steering,
-            detach=detach,
-            prompt_embeds=prompt_embeds,
-            lora=lora,
+            rows,
+            lambda: self.run_with_cache(
+                tokens,
+                points,
+                attention_mask=attention_mask,
+                steering=steering,
+                detach=detach,
+                prompt_embeds=prompt_embeds,
+                lora=lora,
+            ),
         )
+
+    # Rows per decode step as they are computed (`interp_eager.capture_stream`).
+    capture_generation_stream = stream_capture
 
     # --- generation -----------------------------------------------------------------------------
     def _decode_steps(self, tokens: Any, **arguments: Any) -> tuple[Sampling, Iterator[Step]]:
@@ -590,32 +598,8 @@ class EagerModel(ModelBase):
     async def generate(self, tokens: Any, **kwargs: Any) -> Generation:
         return self.generate_sync(tokens, **kwargs)
 
-    async def generate_stream(self, tokens: Any, **kwargs: Any) -> AsyncIterator[GenerationStep]:
-        """One step per generated token; the last one is marked finished with its reason.
-
-        Step texts concatenate to `generate`'s text. A token that ends inside a multi-byte
-        character emits no text yet (decoding it alone gives U+FFFD); its characters arrive
-        with the token that completes them, or with the last step. The first step carries the
-        sampling settings used.
-        """
-        tokens, kwargs, guard = call_inputs.for_stream(self, tokens, kwargs)
-        sampling, steps = self._decode_steps(tokens, guard=guard, **gen_defaults(kwargs))
-        eos = self._eos_ids()
-        generated: list[int] = []
-        emitted = ""
-        for index, (token, logprob, last, top, _) in enumerate(steps):
-            generated.append(token)
-            text = self.tokenizer.decode(generated, skip_special_tokens=True)
-            used = sampling if index == 0 else None
-            if last:
-                finish = "stop" if token in eos else "length"
-                delta = text[len(emitted) :]
-                yield GenerationStep(index, token, delta, logprob, True, finish, top, used)
-                return
-            delta = "" if text.endswith("\ufffd") else text[len(emitted) :]
-            emitted += delta
-            yield GenerationStep(index, token, delta, logprob, top_logprobs=top, sampling=used)
-            await asyncio.sleep(0)
+    # One step per generated token, texts joining to generate's (`interp_eager.capture_stream`).
+    generate_stream = stream_generation
 
     async def capture_generation(
         self,
@@ -689,38 +673,7 @@ class EagerModel(ModelBase):
             return top_tokens(logits, top_k)
 
     def _decode_residuals(self, residuals: torch.Tensor, *, raw: bool) -> torch.Tensor:
-        tree = self.tree
-        facts = self._facts
-        if facts.n_streams > 1 and tuple(residuals.shape[-2:]) == (facts.n_streams, self.d_model):
-            if residuals.dim() != 4:
-                message = (
-                    f"a stream stack must be [batch, seq, {facts.n_streams}, {self.d_model}] to "
-                    f"be collapsed by the hyper head; got {tuple(residuals.shape)}"
-                )
-                raise CapabilityUnsupported(message)
-            residuals = self._stream_head()(residuals)
-        logits = tree.lm_head(tree.final_norm(residuals))
-        if raw:
-            return logits
-        if facts.logit_multiplier not in (None, 1.0):
-            logits = logits * facts.logit_multiplier
-        if facts.final_logit_softcap:
-            cap = facts.final_logit_softcap
-            logits = torch.tanh(logits / cap) * cap
-        return logits
-
-    def _stream_head(self) -> Any:
-        if self._facts.altup_active_stream is not None:
-            return altup_collapse(self.tree.trunk)
-        head = self.tree.stream_head
-        if head is not None:
-            return head
-        message = (
-            f"this {self._facts.architecture} carries {self._facts.n_streams} residual streams "
-            f"but its trunk has no module named {' / '.join(STREAM_HEADS)} to collapse them "
-            f"before the final norm; decode one stream (resid_post.L.stream-K) with raw=True"
-        )
-        raise PointUnsupported(message)
+        return decode_through_head(self, residuals, raw=raw)
 
     def logit_lens_sync(
         self,

@@ -29,7 +29,14 @@ from starlette.exceptions import HTTPException
 
 from interp_core.errors import InterpError, InvalidArgument
 from interp_core.protocol import InterpModel
-from interp_serve import chat_routes, interp_routes, lens_routes, openai_routes, readout_routes
+from interp_serve import (
+    capture_stream_routes,
+    chat_routes,
+    interp_routes,
+    lens_routes,
+    openai_routes,
+    readout_routes,
+)
 from interp_serve.__about__ import __version__
 from interp_serve.errors import TooLarge, Unauthorized, status_of
 from interp_serve.service import Service
@@ -110,6 +117,7 @@ def _routes_app(lifespan: Any = None) -> FastAPI:
     app.include_router(readout_routes.router)
     app.include_router(chat_routes.router)
     app.include_router(lens_routes.router)
+    app.include_router(capture_stream_routes.router)
     return app
 
 

@@ -54,6 +54,13 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
     specs = service.specs(body.steering)
     inputs = service.call_inputs(body.prompt_embeds, body.lora)
     extra: dict[str, Any] = {}
+    if body.generate is not None and body.rows is not None:
+        message = "rows with generate: a captured generation returns every row"
+        raise InvalidArgument.build(
+            message,
+            "rows= selects positions of a forward over tokens that are known up front",
+            "capture without rows and slice it, or stream it with /v1/capture/stream",
+        )
     if body.generate is not None:
         generation, cache = await service.capture_generation(
             body.tokens,
@@ -71,11 +78,19 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
         extra["generation"] = generation_to_json(generation)
     else:
         cache = await service.capture(
-            body.tokens, body.points, specs, body.attention_mask, request.is_disconnected, inputs
+            body.tokens,
+            body.points,
+            specs,
+            body.attention_mask,
+            request.is_disconnected,
+            inputs,
+            rows=body.rows,
         )
         first = next(iter(cache.values()), None)
         seq = int(first.shape[1]) if first is not None and len(first.shape) > 1 else None
         positions = {"prompt": [0, seq]} if seq is not None else {}
+        if body.rows is not None:
+            positions = {"rows": body.rows}
     if body.direct:
         data = await service.direct(cache, {"positions": positions, **extra})
         return Response(content=data, media_type=SAFETENSORS)

@@ -2,10 +2,10 @@
 
 Existing OpenAI clients work unchanged: same request fields, same response and stream-chunk
 shapes, errors in the `{"error": {...}}` form. Penalties, `min_p`, `repetition_penalty` and
-`logprobs` / `top_logprobs` are served (logprobs in OpenAI's shape, `interp_serve.openai_logprobs`);
+`logprobs` / `top_logprobs` are served, on streams too (OpenAI's shapes: `openai_logprobs`);
 a sampling field left out follows the checkpoint's generation_config.json, and the settings used
 are in the response's `interp.sampling`; `n` > 1 gives n choices. Fields the engine does not
-serve (`stop`, `echo`, logprobs or `n` > 1 on a stream) are refused with a reason instead of
+serve (`stop`, `echo`, `n` > 1 on a stream) are refused with a reason instead of
 silently ignored. The optional `interp` object adds capture (over prompt and generated
 tokens), steering and a logit lens; the response then carries an `interp` object with the
 generated token ids, the capture's handle and metadata, and the lens.
@@ -26,7 +26,12 @@ from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.sampling import SEED_LIMIT
 from interp_serve.errors import status_of
 from interp_serve.injection import completion_inputs, prompt_length, whole_embeds_prompt
-from interp_serve.openai_logprobs import chat_logprobs, completion_logprobs, requested_logprobs
+from interp_serve.openai_logprobs import (
+    chat_logprobs,
+    completion_logprobs,
+    requested_logprobs,
+    step_logprobs,
+)
 from interp_serve.schemas import ChatRequest, CompletionRequest
 from interp_serve.service import Service
 from interp_serve.wire import (
@@ -57,8 +62,6 @@ def _refuse_unserved(body: Any) -> None:
         unserved.append("stop (stop sequences; cut the text client-side)")
     if body.echo:
         unserved.append("echo (the prompt's token ids are in the interp object)")
-    if body.stream and body.logprobs not in (None, False):
-        unserved.append("logprobs with stream: true (each step's interp.step has top_logprobs)")
     if unserved:
         message = f"this server does not serve {'; '.join(unserved)}; leave those fields out"
         raise CapabilityUnsupported(message)
@@ -290,15 +293,25 @@ async def _stream(
         raise
     ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
+    top = requested_logprobs(body, chat=chat)
+    offset = [0]  # the completions shape's text_offset runs over the whole stream
 
     def chunk(step: Any, *, opening: bool = False) -> str:
+        logprobs = None
+        if top is not None and step is not None and step.token_logprobs is not None:
+            tokenizer = service.model.tokenizer
+            entries = [step.token_logprobs]
+            logprobs = step_logprobs(tokenizer, entries, top, chat=chat, offset=offset[0])
+            if not chat:
+                offset[0] += sum(len(piece) for piece in logprobs["tokens"])
         if chat:
             delta: dict[str, Any] = {"content": step.text if step is not None else ""}
             if opening:
                 delta["role"] = "assistant"
-            choice: dict[str, Any] = {"index": 0, "delta": delta}
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": step.text if step is not None else "", "logprobs": None}
+            text = step.text if step is not None else ""
+            choice = {"index": 0, "text": text, "logprobs": logprobs}
         choice["finish_reason"] = step.finish_reason if step is not None else None
         data: dict[str, Any] = {
             "id": ident,

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from interp_core.address import Address, AddressLike, to_address
 from interp_core.cache import ActivationCache
+from interp_core.capture_stream import CaptureChunk, check_rows, refuse_rows_without_tokens
 from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
 from interp_core.facts import ModelFacts
 from interp_core.model_base import ModelBase
@@ -35,6 +36,7 @@ from interp_serve.injection import remote_fields
 from interp_serve.patch_wire import pack_patch_values
 from interp_serve.remote_chat import remote_generation_labels, remote_message_spans
 from interp_serve.remote_readouts import RemoteReadouts
+from interp_serve.remote_stream import stream_capture
 from interp_serve.wire import (
     error_from_json,
     facts_from_json,
@@ -339,6 +341,7 @@ class RemoteModel(ModelBase):
         attention_mask: Any = None,
         prompt_embeds: Any = None,
         lora: Any = None,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
         body: dict[str, Any] = {
             "tokens": None if tokens is None else nested_ids(tokens),
@@ -348,6 +351,12 @@ class RemoteModel(ModelBase):
         }
         if attention_mask is not None:
             body["attention_mask"] = nested_ids(attention_mask)
+        if rows is not None:
+            ids = body["tokens"]
+            if ids is None:
+                refuse_rows_without_tokens()
+            length = len(ids[0]) if ids and isinstance(ids[0], list) else len(ids)
+            body["rows"] = list(check_rows(rows, length) or ())
         cache, _ = await self._direct(body)
         return cache
 
@@ -376,6 +385,13 @@ class RemoteModel(ModelBase):
         }
         cache, meta = await self._direct(body)
         return generation_from_json(meta["generation"]), cache
+
+    def capture_generation_stream(
+        self, tokens: Any, points: Sequence[AddressLike], **kwargs: Any
+    ) -> AsyncIterator[CaptureChunk]:
+        """The server's `capture_generation_stream`, one chunk per server-sent event
+        (`POST /v1/capture/stream`, `interp_serve.remote_stream`)."""
+        return stream_capture(self, tokens, points, **kwargs)
 
     def _completion(
         self,

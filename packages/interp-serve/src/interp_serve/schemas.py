@@ -166,6 +166,9 @@ class CaptureRequest(BaseModel):
     generate: GenerateOptions | None = Field(
         None, description="capture_generation instead: {max_new_tokens, temperature, seed}"
     )
+    rows: list[Any] | None = Field(
+        None, description="only these token positions (negative from the end); not with generate"
+    )
     inline: bool = Field(False, description="also return the tensors as nested lists")
     direct: bool = Field(
         False,

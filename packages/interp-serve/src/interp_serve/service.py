@@ -459,12 +459,15 @@ class Service:
         attention_mask: Any = None,
         gone: Gone | None = None,
         inputs: Mapping[str, Any] | None = None,
+        rows: Any = None,
     ) -> Any:
         tokens = _checked_or_placeholders(self, tokens, inputs)
         self.price("this capture", _priced(tokens, inputs), points)
         kwargs: dict[str, Any] = {"steering": steering, **(inputs or {})}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask
+        if rows is not None:
+            kwargs["rows"] = rows
         return await self.engine.call(
             "the capture", lambda: self.model.capture(tokens, points, **kwargs), gone
         )

@@ -190,6 +190,9 @@ def step_to_json(step: GenerationStep) -> dict[str, Any]:
         "finish_reason": step.finish_reason,
         "top_logprobs": [[token, _finite(lp)] for token, lp in step.top_logprobs],
         "sampling": sampling_to_json(step.sampling),
+        "token_logprobs": (
+            None if step.token_logprobs is None else _entry_to_json(step.token_logprobs)
+        ),
     }
 
 
@@ -206,6 +209,9 @@ def step_from_json(data: Mapping[str, Any]) -> GenerationStep:
             for t, lp in data.get("top_logprobs") or ()
         ],
         sampling=sampling_from_json(data.get("sampling")),
+        token_logprobs=(
+            None if data.get("token_logprobs") is None else _entry_from_json(data["token_logprobs"])
+        ),
     )
 
 

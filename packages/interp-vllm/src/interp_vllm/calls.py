@@ -32,6 +32,32 @@ class Installed:
     write_refusals: dict[str, str]
     refused: dict[str, str]
 
+    @classmethod
+    def from_answers(cls, answers: list[dict[str, Any]], *, static: bool, model: str) -> Installed:
+        """The workers' `interp_install` answers, one per worker; a static tier whose taps did
+        not install is refused with the workers' reason."""
+        from interp_core.errors import CapabilityUnsupported
+
+        failed = next((a["static_error"] for a in answers if a.get("static_error")), None)
+        if static and (failed or answers[0].get("compiled_taps") is None):
+            msg = f"vllm-static could not install its taps on {model}"
+            raise CapabilityUnsupported.build(
+                msg,
+                failed or "the engine's workers are not the static workers",
+                "load with backend='vllm' (hooked), or declare fewer static_points",
+            )
+        # Pipeline stages each answer for their own layers: the model serves the union, and a
+        # point is refused only where no stage placed it.
+        sites = frozenset(k for a in answers for k in a["sites"])
+        served = {k.partition(".")[0] for k in sites}
+        refused = {n: r for a in reversed(answers) for n, r in a["refused"].items()}
+        return cls(
+            sites=sites,
+            writable=frozenset(k for a in answers for k in a["writable"]),
+            write_refusals={k: r for a in answers for k, r in a["write_refusals"].items()},
+            refused={n: r for n, r in refused.items() if n not in served},
+        )
+
 
 @dataclass(frozen=True)
 class ModelCalls:

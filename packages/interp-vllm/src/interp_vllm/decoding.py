@@ -16,7 +16,7 @@ from interp_core.readouts import TopTokens
 from interp_core.sampling import check_lens_top_k
 from interp_vllm.calls import ModelCalls
 
-__all__ = ["WorkerDecoding"]
+__all__ = ["WorkerDecoding", "lens_predictions"]
 
 
 class WorkerDecoding:
@@ -92,3 +92,32 @@ class WorkerDecoding:
             }
             start = stop
         return blocks
+
+
+def lens_predictions(
+    blocks: dict[str, Any],
+    layers: list[int],
+    addresses: list[Any],
+    prompt: list[int],
+    tokenizer: Any,
+) -> dict[int, Any]:
+    """The lens's per-layer predictions from the workers' top-k blocks (one per address key);
+    a block missing or not covering every prompt position is refused, never filled in."""
+    from interp_core.results import LensPrediction
+    from interp_vllm.support import INSTEAD
+    from interp_vllm.wire import address_key
+
+    predictions = {}
+    for layer, address in zip(layers, addresses, strict=True):
+        block = blocks.get(address_key(address))
+        if block is None or block["positions"] != list(range(len(prompt))):
+            msg = f"the vLLM workers returned no lens rows for {address}"
+            raise CapabilityUnsupported.build(msg, None, INSTEAD)
+        predictions[layer] = tuple(
+            tuple(
+                LensPrediction(int(i), tokenizer.decode([int(i)]), float(p))
+                for i, p in zip(ids, probs, strict=True)
+            )
+            for ids, probs in zip(block["ids"], block["probs"], strict=True)
+        )
+    return predictions

@@ -41,6 +41,7 @@ from typing import Any
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
 from interp_core.cache import ActivationCache
+from interp_core.capture_stream import CaptureChunk, refuse_rows_without_tokens
 from interp_core.dtypes import canonical_dtype
 from interp_core.errors import (
     CapabilityUnsupported,
@@ -52,7 +53,7 @@ from interp_core.known_models import bundled_first
 from interp_core.model_base import ModelBase
 from interp_core.points import PointSpec, get_point, point_names
 from interp_core.readouts import lens_from_layers
-from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
+from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.sampling import (
     check_lens_layers,
     check_lens_point,
@@ -65,7 +66,8 @@ from interp_core.writes import admit_writes, spec_to_wire
 from interp_vllm import sampling_params
 from interp_vllm.call_inputs import CallInputs
 from interp_vllm.calls import Installed, ModelCalls
-from interp_vllm.decoding import WorkerDecoding
+from interp_vllm.capture_stream import check_capture_rows, rows_cache, stream_capture
+from interp_vllm.decoding import WorkerDecoding, lens_predictions
 from interp_vllm.engine import QUANTIZATION, EngineSettings, shutdown_engine
 from interp_vllm.layout import check_layout
 from interp_vllm.padding import split_rows
@@ -300,26 +302,7 @@ class VLLMModel(ModelBase):
 
     async def _install(self, engine: Any) -> Installed:
         answers = await engine.collective_rpc("interp_install", args=(self._config, None))
-        first = answers[0]
-        failed = next((a["static_error"] for a in answers if a.get("static_error")), None)
-        if self._mode == "static" and (failed or first.get("compiled_taps") is None):
-            what = f"vllm-static could not install its taps on {self._model_id}"
-            raise CapabilityUnsupported.build(
-                what,
-                failed or "the engine's workers are not the static workers",
-                "load with backend='vllm' (hooked), or declare fewer static_points",
-            )
-        # Pipeline stages each answer for their own layers: the model serves the union, and a
-        # point is refused only where no stage placed it.
-        sites = frozenset(k for a in answers for k in a["sites"])
-        served = {k.partition(".")[0] for k in sites}
-        refused = {n: r for a in reversed(answers) for n, r in a["refused"].items()}
-        return Installed(
-            sites=sites,
-            writable=frozenset(k for a in answers for k in a["writable"]),
-            write_refusals={k: r for a in answers for k, r in a["write_refusals"].items()},
-            refused={n: r for n, r in refused.items() if n not in served},
-        )
+        return Installed.from_answers(answers, static=self._mode == "static", model=self._model_id)
 
     async def warmup(self) -> None:
         self._shut_down = False
@@ -507,6 +490,7 @@ class VLLMModel(ModelBase):
         attention_mask: Any = None,
         prompt_embeds: Any = None,
         lora: Any = None,
+        rows: Sequence[int] | None = None,
     ) -> ActivationCache:
         self._require_hooks("capture")
         prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora)
@@ -519,24 +503,38 @@ class VLLMModel(ModelBase):
                 "injected rows are placed by their positions in one unpadded prompt",
                 "send one prompt's embeddings without a mask (one capture per prompt)",
             )
+        if rows is not None and tokens is None:
+            refuse_rows_without_tokens()
+        chosen = None if rows is None else check_capture_rows(rows, len(prompts[0]), points)
         batch = split_rows(prompts, attention_mask)  # a padded batch: one request per row
+        if chosen is not None and batch.columns is not None:
+            msg = "capture with both rows= and a padding attention_mask= is not served by vLLM"
+            raise InvalidArgument.build(
+                msg,
+                "rows= names positions of the padded batch, which each row's request does not have",
+                "capture the padded batch and index its rows, or pass unpadded prompts",
+            )
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
         self._inputs.check_points(addresses, injection)
         # One admission for the whole batch, as eager's: positions count each row's real tokens
         # from 0 (a write past a short row's end applies to none of its tokens).
-        rows = [list(row) for row in batch.rows]
-        length = max(len(row) for row in rows)
-        writes = self._writes(steering, length, f"this capture's {length}-token prompt", rows)
+        runs = [list(row) for row in batch.rows]
+        length = max(len(row) for row in runs)
+        writes = self._writes(steering, length, f"this capture's {length}-token prompt", runs)
         spec = self._spec(addresses, writes)
+        if chosen is not None and spec is not None:
+            spec["rows"] = sorted(chosen)  # only these rows leave the workers
         # An adapter applies to every row alike; injected rows come with one unpadded prompt.
-        inputs = await self._request_inputs(rows[0], injection, adapter)
+        inputs = await self._request_inputs(runs[0], injection, adapter)
         results = await asyncio.gather(
-            *(self._request(row, self._sampling(1, 0.0), spec, inputs=inputs) for row in rows)
+            *(self._request(row, self._sampling(1, 0.0), spec, inputs=inputs) for row in runs)
         )
         per_row = [
             self._cache(addresses, payload, len(row))
+            if chosen is None
+            else rows_cache(addresses, payload, chosen)
             for row, (_, payload) in zip(batch.rows, results, strict=True)
         ]
         tensors = batch.stack(addresses, per_row)
@@ -617,9 +615,12 @@ class VLLMModel(ModelBase):
                     last = output.finished and n == len(ids) - 1
                     text = completion.text if n == len(ids) - 1 else ""
                     reason = completion.finish_reason if last else None
-                    top = alternatives[n].top if alternatives else ()
+                    entry = alternatives[n] if alternatives else None
+                    top = entry.top if entry is not None else ()
                     used = sampling if index == 0 else None
-                    yield GenerationStep(index, int(token), text, None, last, reason, top, used)
+                    yield GenerationStep(
+                        index, int(token), text, None, last, reason, top, used, entry
+                    )
                     index += 1
         except Exception as exc:
             died = engine_death(engine, exc)
@@ -668,6 +669,12 @@ class VLLMModel(ModelBase):
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)
 
+    def capture_generation_stream(
+        self, tokens: Any, points: Sequence[Any], **kwargs: Any
+    ) -> AsyncIterator[CaptureChunk]:
+        """Rows drained from the workers as outputs arrive (`interp_vllm.capture_stream`)."""
+        return stream_capture(self, _generation_positions, tokens, points, **kwargs)
+
     async def logit_lens(
         self,
         tokens: Any,
@@ -706,19 +713,7 @@ class VLLMModel(ModelBase):
         else:
             spec = {"capture": [], "steer": steer, "lens": keys}
             _, payload = await self._request(prompt, self._sampling(1, 0.0), spec, lens_top_k=top_k)
-        predictions = {}
-        for layer, address in zip(chosen, addresses, strict=True):
-            block = payload["lens"].get(address_key(address))
-            if block is None or block["positions"] != list(range(len(prompt))):
-                msg = f"the vLLM workers returned no lens rows for {address}"
-                raise CapabilityUnsupported.build(msg, None, INSTEAD)
-            predictions[layer] = tuple(
-                tuple(
-                    LensPrediction(int(i), self.tokenizer.decode([int(i)]), float(p))
-                    for i, p in zip(ids, probs, strict=True)
-                )
-                for ids, probs in zip(block["ids"], block["probs"], strict=True)
-            )
+        predictions = lens_predictions(payload["lens"], chosen, addresses, prompt, self.tokenizer)
         return LensResult(point, chosen, top_k, predictions)
 
     # --- delegated to the collaborators (interp_vllm.calls) ----------------------------------

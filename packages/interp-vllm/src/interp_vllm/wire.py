@@ -177,18 +177,24 @@ def engine_death(engine: Any, error: BaseException | None = None) -> EngineDied 
 
 
 async def collect(
-    engine: Any, rid: str, facts: ModelFacts, *, lens_top_k: int | None = None
+    engine: Any,
+    rid: str,
+    facts: ModelFacts,
+    *,
+    lens_top_k: int | None = None,
+    method: str = "interp_collect",
 ) -> dict[str, Any]:
     """What the workers hold for finished request `rid`, or the library error it failed with.
 
     A refusal the workers recorded for this request alone (a spec they could not read, a
     steering write that overflowed the model dtype) is raised as its `interp_core.errors` class;
-    any other hook failure voids the request as `CapabilityUnsupported`.
+    any other hook failure voids the request as `CapabilityUnsupported`. `method`
+    "interp_drain" takes the rows held so far of a request still running.
     """
     from interp_vllm.row_transfer import client_route, unpack_rows
 
     lens = None if lens_top_k is None else {"top_k": lens_top_k}
-    answers = await engine.collective_rpc("interp_collect", args=(rid, lens, client_route(engine)))
+    answers = await engine.collective_rpc(method, args=(rid, lens, client_route(engine)))
     # Read (and so delete) every rows file first: an error raised below must not leave one.
     unpacked = [unpack_rows(answer) for answer in answers]
     refusals = [answer["refusal"] for answer in answers if answer.get("refusal")]

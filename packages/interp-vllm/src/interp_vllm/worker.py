@@ -42,7 +42,6 @@ client raises it as that `interp_core.errors` class.
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,9 +56,12 @@ from interp_torch.steering import compute_dtype
 from interp_vllm.keys import site_key
 from interp_vllm.lens_stream_worker import LensStreamWorkerMixin
 from interp_vllm.readouts_worker import ReadoutsWorkerMixin
+from interp_vllm.row_order import by_position as _by_position
+from interp_vllm.row_order import picked as _picked
 from interp_vllm.row_transfer import pack_rows
 from interp_vllm.sae_worker import SAEWorkerMixin, collect_features
 from interp_vllm.site_kinds import site_groups, watch_group
+from interp_vllm.stream_worker import StreamWorkerMixin
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
 from interp_vllm.worker_state import (
     Request,
@@ -110,7 +112,9 @@ def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
     return len(mlps)
 
 
-class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin, LensStreamWorkerMixin):
+class InterpWorkerExtension(
+    SAEWorkerMixin, ReadoutsWorkerMixin, LensStreamWorkerMixin, StreamWorkerMixin
+):
     """Methods vLLM adds to its Worker; every one is called by name over `collective_rpc`.
 
     Their state is one `WorkerState` on the worker object, created by `interp_install`, so it
@@ -335,14 +339,18 @@ class InterpWorkerExtension(SAEWorkerMixin, ReadoutsWorkerMixin, LensStreamWorke
         """
         capturing = [s for s in readers if key in s.request.capture]
         copies: dict[int, torch.Tensor] = {}
+        # capture(rows=): a request's other positions are dropped here, on the device, so
+        # only the rows it asked for are copied out.
+        picks = {id(s): s.request.row_pick(step.positions[s.start : s.stop]) for s in capturing}
         if capturing:
-            host = torch.cat([value[s.start : s.stop] for s in capturing]).detach().to("cpu")
-            parts = host.split([s.stop - s.start for s in capturing])
+            chosen = [_picked(value[s.start : s.stop], picks[id(s)]) for s in capturing]
+            host = torch.cat(chosen).detach().to("cpu")
+            parts = host.split([int(c.shape[0]) for c in chosen])
             copies = {id(s): part for s, part in zip(capturing, parts, strict=True)}
         for segment in readers:
             part = slice(segment.start, segment.stop)
             request, rows, where = segment.request, value[part], step.positions[part]
-            request.keep(key, where, rows, copies.get(id(segment)))
+            request.keep(key, where, rows, copies.get(id(segment)), picks.get(id(segment)))
             wanted = request.features.get(key)
             if wanted:
                 encoded = self.interp_sae_encode_rows(wanted, rows)
@@ -560,15 +568,3 @@ def _seen_after(phase: str, replaced: Any, args: Any, kwargs: Any) -> tuple[Any,
         return args, kwargs, replaced
     new_args, new_kwargs = replaced
     return new_args, new_kwargs, None
-
-
-def _by_position(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], Any]:
-    """Rows in position order, one per position; a later row of a position wins (recompute)."""
-    where = torch.cat([w for w, _ in chunks]).tolist()
-    rows = torch.cat([r for _, r in chunks])
-    if all(b > a for a, b in itertools.pairwise(where)):
-        return where, rows
-    latest = {position: index for index, position in enumerate(where)}
-    order = sorted(latest)
-    pick = torch.tensor([latest[p] for p in order], dtype=torch.long, device=rows.device)
-    return order, rows.index_select(0, pick)

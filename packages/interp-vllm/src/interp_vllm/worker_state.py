@@ -113,6 +113,14 @@ class Request:
     errors: list[str] = field(default_factory=list)
     # A library error that fails this request alone: {"error": class name, "message": text}.
     refusal: dict[str, str] | None = None
+    # capture(rows=): the only positions whose captured rows leave the device (None: all).
+    rows_wanted: torch.Tensor | None = None
+
+    def row_pick(self, where: torch.Tensor) -> torch.Tensor | None:
+        """Which of the rows at positions `where` this request captures (None: every one)."""
+        if self.rows_wanted is None:
+            return None
+        return torch.isin(where, self.rows_wanted)
 
     def keys(self) -> set[str]:
         return self.capture | self.lens | set(self.writes) | set(self.features)
@@ -126,15 +134,21 @@ class Request:
             self.refusal = {"error": type(error).__name__, "message": str(error)}
 
     def keep(
-        self, key: str, where: torch.Tensor, rows: torch.Tensor, copied: torch.Tensor | None
+        self,
+        key: str,
+        where: torch.Tensor,
+        rows: torch.Tensor,
+        copied: torch.Tensor | None,
+        pick: torch.Tensor | None = None,
     ) -> None:
         """Keep rows read at `key` (at absolute positions `where`) for capture and/or the lens.
 
         `copied` is this request's CPU copy of `rows` (the step's capturing requests share one
         copy per key), given whenever `key` is captured; the lens keeps `rows` on the device.
+        `pick` (`row_pick`) selects the captured positions `copied` holds.
         """
         if key in self.capture:
-            self.rows.setdefault(key, []).append((where, copied))
+            self.rows.setdefault(key, []).append((where if pick is None else where[pick], copied))
         if key in self.lens:
             self.lens_rows.setdefault(key, []).append((where, rows.detach().clone()))
 
@@ -155,6 +169,11 @@ def parse_request(spec: dict[str, Any]) -> Request:
             str(k): [(str(name), int(top)) for name, top in wanted]
             for k, wanted in spec.get("features", {}).items()
         },
+        rows_wanted=(
+            None
+            if spec.get("rows") is None
+            else torch.tensor([int(r) for r in spec["rows"]], dtype=torch.long)
+        ),
     )
 
 
