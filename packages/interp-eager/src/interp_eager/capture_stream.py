@@ -33,6 +33,7 @@ from interp_core.capture_stream import (
     select_rows,
 )
 from interp_core.results import Generation, GenerationStep, TokenLogprobs
+from interp_eager import call_inputs
 from interp_eager.arguments import gen_defaults
 
 __all__ = ["capture_rows", "stream_capture", "stream_generation"]
@@ -121,7 +122,9 @@ async def stream_generation(
     character emits no text yet (decoding it alone gives U+FFFD); its characters arrive with
     the token that completes them, or with the last step.
     """
-    sampling, steps = model._decode_steps(tokens, **gen_defaults(kwargs))
+    # With prompt_embeds= / lora=, each step's forward runs with them installed.
+    tokens, kwargs, guard = call_inputs.for_stream(model, tokens, kwargs)
+    sampling, steps = model._decode_steps(tokens, guard=guard, **gen_defaults(kwargs))
     for step, one in _generation_steps(model, sampling, steps):
         yield one
         if not step.last:
