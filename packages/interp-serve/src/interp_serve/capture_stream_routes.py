@@ -66,14 +66,8 @@ def chunk_to_json(chunk: Any) -> dict[str, Any]:
 async def capture_stream(body: CaptureStreamRequest, request: Request) -> Any:
     service: Service = request.app.state.service
     specs = service.specs(body.steering)
-    tokens = service.ids(body.tokens)
     options = body.generate.model_dump()
-    service.price("this streamed capture", tokens, body.points, extra=options["max_new_tokens"])
-    model: Any = service.model
-    chunks = service.engine.stream(
-        "the streamed capture",
-        lambda: model.capture_generation_stream(tokens, body.points, steering=specs, **options),
-    )
+    chunks = service.capture_generation_stream(body.tokens, body.points, specs, **options)
     try:
         first = await anext(chunks)
     except StopAsyncIteration:

@@ -281,6 +281,21 @@ class Service:
             lambda: self.model.generate_stream(tokens, steering=steering, **sampling),
         )
 
+    def capture_generation_stream(
+        self, tokens: list[Any], points: list[str], steering: list[SteeringSpec], **options: Any
+    ) -> AsyncIterator[Any]:
+        """A captured generation whose chunks arrive while it runs (`capture_stream_routes`): the
+        forward priced over the prompt and every position the generation may add."""
+        tokens = self.ids(tokens)
+        extra = options.get("max_new_tokens")
+        self.price("this streamed capture", tokens, points, extra=extra)
+        return self.engine.stream(
+            "the streamed capture",
+            lambda: self.model.capture_generation_stream(
+                tokens, points, steering=steering, **options
+            ),
+        )
+
     def generate_with_lens(
         self,
         tokens: list[Any],

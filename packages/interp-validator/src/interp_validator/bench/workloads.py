@@ -39,7 +39,7 @@ __all__ = [
     "run_benchmarks",
 ]
 
-WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F", "G")
+WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F", "G", "R")
 # One line each for `interp-bench --help` and the benchmarks page (the package docstring has more).
 WORKLOAD_SUMMARIES = {
     "P1": "capture resid_post at every layer vs a plain HF forward (eager backend and each "
@@ -54,6 +54,8 @@ WORKLOAD_SUMMARIES = {
     "vs captured and encoded in the client, in-process and served over HTTP",
     "G": "the lens over a generation (top-10 at every layer, 64 new tokens) vs plain generation "
     "on the same engine: vllm-static (compiled) and the hooked backend, one stream",
+    "R": "probes (64 directions at one layer) evaluated in the vLLM workers vs capturing the point "
+    "and projecting in the client, 8 concurrent requests: bytes out of the worker and speed",
 }
 VOCAB = 1000
 # Goals the issues set, stated on the rows they judge (`Row.goal`; `interp-bench --check`).
@@ -414,7 +416,7 @@ def run_benchmarks(
             result.rows += _served(
                 model_dir, repeats=max(3, repeats // 3), say=say, errors=result.errors
             )
-        if chosen & {"P3", "P4", "L", "F", "G"}:
+        if chosen & {"P3", "P4", "L", "F", "G", "R"}:
             hooked = None
             extra: dict[str, Any] = {}
             # The eager model is the baseline of L and P4 only.
@@ -471,6 +473,11 @@ def run_benchmarks(
                     result.rows += bench_lens_generation(
                         engines, repeats=max(3, repeats // 2), warmup=1
                     )
+                if "R" in chosen:
+                    from interp_validator.bench.probes import bench_project
+
+                    say("R: probes in the workers vs capture-then-project, 8 concurrent")
+                    result.rows += bench_project(hooked, repeats=repeats)
                 if "P4" in chosen:
                     say("P4: 8 concurrent requests with capture, vLLM vs eager")
                     result.rows += bench_concurrent(hooked, eager, repeats=max(3, repeats // 3))
