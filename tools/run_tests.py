@@ -36,7 +36,6 @@ SERIAL: tuple[str, ...] = (
     "packages/interp-sizer/tests/test_vllm_crosscheck.py",
     "packages/interp-engine/tests/test_seed_loading.py",
     "packages/interp-harvest/tests/test_vllm.py",
-    "tests/test_docs.py",
 )
 
 

@@ -92,21 +92,37 @@ def fresh(committed: Compact, tmp_path_factory: pytest.TempPathFactory) -> Fresh
     out = tmp_path_factory.mktemp("fresh-sweep")
     records: list[Record] = []
     summaries: list[dict[str, Any]] = []
+    # The sweeps run at once, each in its own process: the eager one is reference engines in
+    # subprocesses on one core, the vLLM one mostly an engine bound to the other, so together
+    # they take about as long as the longer alone. Their records are independent.
+    running = []
     for name, arguments in _ci_sweeps(committed):
         folder = out / name
-        done = subprocess.run(
-            [sys.executable, "-m", "interp_validator", "--out", str(folder), "--quiet", *arguments],
-            capture_output=True,
-            text=True,
-            timeout=SWEEP_TIMEOUT,
-            check=False,
+        log = (out / f"{name}.log").open("w")
+        command = [sys.executable, "-m", "interp_validator", "--out", str(folder), "--quiet"]
+        process = subprocess.Popen(
+            [*command, *arguments], stdout=log, stderr=subprocess.STDOUT, text=True
         )
-        summary = folder / "full" / "summary.json"
-        if not summary.is_file():
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
-            pytest.fail(f"interp-validate exited {done.returncode} without a summary:\n{tail}")
-        records += load_summary(summary)
-        summaries.append(json.loads(summary.read_text()))
+        running.append((name, folder, process, log))
+    try:
+        for name, folder, process, log in running:
+            try:
+                process.wait(timeout=SWEEP_TIMEOUT)
+            finally:
+                log.close()
+            summary = folder / "full" / "summary.json"
+            if not summary.is_file():
+                lines = (out / f"{name}.log").read_text(errors="replace").splitlines()
+                tail = "\n".join(lines[-30:])
+                code = process.returncode
+                pytest.fail(f"interp-validate ({name}) exited {code} without a summary:\n{tail}")
+            records += load_summary(summary)
+            summaries.append(json.loads(summary.read_text()))
+    finally:
+        for _, _, process, _ in running:
+            if process.poll() is None:
+                process.kill()
+                process.wait(30)
     merged = {
         "backends": {k: v for s in summaries for k, v in s["backends"].items()},
         "engines": {k: v for s in summaries for k, v in s["engines"].items()},
