@@ -1,7 +1,7 @@
 """`interp-bench`: run the speed benchmarks and write JSON plus a Markdown table.
 
-    interp-bench [--only P1,P2,P3,P4,L,S,F,G,R] [--repeats 10] [--warmup 2] [--engines tl_bridge,...]
-                 [--out DIR] [--merge] [--json] [--check]
+    interp-bench [--only P1,P2,P3,P4,L,S,F,G,R] [--repeats 10] [--warmup 2]
+                 [--engines tl_bridge,...] [--out DIR] [--merge] [--json] [--check]
     interp-bench --suite gpu [--gpu-models meta-llama/Llama-3.1-8B,...]   # on a CUDA machine
 
 Every figure is a ratio measured side by side (see `interp_validator.bench`). Reference engines
