@@ -37,6 +37,7 @@ from interp_serve.patch_wire import pack_patch_values
 from interp_serve.remote_chat import remote_generation_labels, remote_message_spans
 from interp_serve.remote_readouts import RemoteReadouts
 from interp_serve.remote_stream import stream_capture
+from interp_serve.sse_client import server_events
 from interp_serve.wire import (
     error_from_json,
     facts_from_json,
@@ -449,31 +450,19 @@ class RemoteModel(ModelBase):
 
     async def generate_stream(self, tokens: Any, **sampling: Any) -> AsyncIterator[GenerationStep]:
         """`InterpModel.generate_stream` on the server, one step per server-sent event."""
-        import httpx
 
         body = self._completion(tokens, True, **sampling)
-        client = self._aclient()
-        try:
-            async with client.stream(
-                "POST", "/v1/completions", content=_dumps(body), headers=_JSON
-            ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    self._raise_for(response)
-                async for line in response.aiter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    payload = line[len("data: ") :]
-                    if payload == "[DONE]":
-                        return
-                    data = json.loads(payload)
-                    if "error" in data:
-                        raise error_from_json(data, int(data["error"].get("code") or 500))
-                    step = data["interp"]["step"]
-                    if step is not None:
-                        yield step_from_json(step)
-        except httpx.TransportError as error:
-            raise self._unreachable(error) from error
+        events = server_events(
+            self._aclient(),
+            "/v1/completions",
+            _dumps(body),
+            raise_for=self._raise_for,
+            unreachable=self._unreachable,
+        )
+        async for data in events:
+            step = data["interp"]["step"]
+            if step is not None:
+                yield step_from_json(step)
 
     async def logit_lens(
         self,

@@ -14,11 +14,10 @@ from typing import Any
 
 from interp_core.lens_generation import LensStep
 from interp_serve.lens_routes import lens_to_json, step_from_json
-from interp_serve.wire import error_from_json, nested_ids
+from interp_serve.sse_client import server_events
+from interp_serve.wire import nested_ids
 
 __all__ = ["RemoteLensStream"]
-
-_JSON = {"content-type": "application/json"}
 
 
 class RemoteLensStream:
@@ -59,7 +58,6 @@ class RemoteLensStream:
         steering: Any = None,
         **sampling: Any,
     ) -> AsyncIterator[LensStep]:
-        import httpx
 
         listed = [lenses] if not isinstance(lenses, list | tuple) else list(lenses)
         mask = word_mask.tolist() if hasattr(word_mask, "tolist") else word_mask
@@ -75,22 +73,12 @@ class RemoteLensStream:
             "steering": self._steering(steering),
             **{key: value for key, value in sampling.items() if value is not None},
         }
-        try:
-            async with self._client().stream(
-                "POST", "/v1/lens/generate", content=json.dumps(body).encode(), headers=_JSON
-            ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    self._raise_for(response)
-                async for line in response.aiter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    payload = line[len("data: ") :]
-                    if payload == "[DONE]":
-                        return
-                    data = json.loads(payload)
-                    if "error" in data:
-                        raise error_from_json(data, int(data["error"].get("code") or 500))
-                    yield step_from_json(data, self._tensor)
-        except httpx.TransportError as error:
-            raise self._unreachable(error) from error
+        events = server_events(
+            self._client(),
+            "/v1/lens/generate",
+            json.dumps(body).encode(),
+            raise_for=self._raise_for,
+            unreachable=self._unreachable,
+        )
+        async for data in events:
+            yield step_from_json(data, self._tensor)

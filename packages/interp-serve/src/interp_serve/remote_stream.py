@@ -16,16 +16,14 @@ from typing import Any
 from interp_core.address import Address, to_address
 from interp_core.capture_stream import CaptureChunk
 from interp_serve import tensors as tensor_io
+from interp_serve.sse_client import server_events
 from interp_serve.wire import (
-    error_from_json,
     generation_from_json,
     nested_ids,
     step_from_json,
 )
 
 __all__ = ["stream_capture"]
-
-_JSON = {"Content-Type": "application/json"}
 
 
 async def stream_capture(
@@ -41,7 +39,6 @@ async def stream_capture(
 ) -> AsyncIterator[CaptureChunk]:
     """Chunks as the server's events arrive; the knobs of `capture_generation` only (the HTTP
     route samples as `/v1/capture` does), others refused by the server's schema."""
-    import httpx
 
     body = {
         "tokens": nested_ids(tokens),
@@ -54,26 +51,15 @@ async def stream_capture(
             **knobs,
         },
     }
-    client = model._aclient()
-    try:
-        async with client.stream(
-            "POST", "/v1/capture/stream", content=json.dumps(body).encode(), headers=_JSON
-        ) as response:
-            if response.status_code >= 400:
-                await response.aread()
-                model._raise_for(response)
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                payload = line[len("data: ") :]
-                if payload == "[DONE]":
-                    return
-                data = json.loads(payload)
-                if "error" in data:
-                    raise error_from_json(data, int(data["error"].get("code") or 500))
-                yield _chunk(data, model._tensor_type)
-    except httpx.TransportError as error:
-        raise model._unreachable(error) from error
+    events = server_events(
+        model._aclient(),
+        "/v1/capture/stream",
+        json.dumps(body).encode(),
+        raise_for=model._raise_for,
+        unreachable=model._unreachable,
+    )
+    async for data in events:
+        yield _chunk(data, model._tensor_type)
 
 
 def _chunk(data: dict[str, Any], tensor_type: str) -> CaptureChunk:
