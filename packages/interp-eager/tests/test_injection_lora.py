@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from eager_helpers import model, no_hooks_left, prompt_ids
+from eager_helpers import hook_ids, model, prompt_ids
 
 from interp_core import sync
 from interp_core.adapters import read_lora_config
@@ -37,6 +37,8 @@ def _vector(m, seed: int = 0) -> torch.Tensor:
 @pytest.mark.parametrize("family", _FAMILIES)
 def test_whole_embeds_prompt_equals_hf_inputs_embeds_and_the_tokens(family: str) -> None:
     m = model(family)
+    # The model is shared by the process: transformers may have hooked it already.
+    hooks = hook_ids(m)
     ids = prompt_ids(m)
     rows = _embedded(m, ids)[0]
     ours = m.run_with_cache(None, ["embeddings", "resid_post.1"], prompt_embeds=rows)
@@ -52,12 +54,14 @@ def test_whole_embeds_prompt_equals_hf_inputs_embeds_and_the_tokens(family: str)
     with torch.no_grad():
         theirs = m.hf_model(inputs_embeds=noise[None]).logits
     assert torch.equal(ours.output.logits, theirs)
-    assert no_hooks_left(m)
+    assert hook_ids(m) == hooks
 
 
 @pytest.mark.parametrize("family", _FAMILIES)
 def test_an_injected_row_equals_hf_on_the_spliced_embeddings(family: str) -> None:
     m = model(family)
+    # The model is shared by the process: transformers may have hooked it already.
+    hooks = hook_ids(m)
     ids = prompt_ids(m)
     vector = _vector(m)
     spliced = _embedded(m, ids).clone()
@@ -82,7 +86,7 @@ def test_an_injected_row_equals_hf_on_the_spliced_embeddings(family: str) -> Non
         )
     assert list(generation.token_ids) == expected[0].tolist()[: len(generation.token_ids)]
     assert list(generation.prompt_token_ids) == ids[0].tolist()
-    assert no_hooks_left(m)
+    assert hook_ids(m) == hooks
 
 
 def test_generation_from_embeds_equals_generation_from_the_tokens() -> None:
@@ -126,6 +130,8 @@ def adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_lora_logits_equal_hf_with_the_adapter_merged(adapter: Path) -> None:
     m = model("llama")
+    # The model is shared by the process: transformers may have hooked it already.
+    hooks = hook_ids(m)
     ids = prompt_ids(m)
     plain = m.forward_logits(ids)
     ours = m.run_with_cache(ids, ["resid_post.0"], lora=str(adapter))
@@ -147,7 +153,7 @@ def test_lora_logits_equal_hf_with_the_adapter_merged(adapter: Path) -> None:
             pad_token_id=m.tokenizer.pad_token_id,
         )
     assert list(generation.token_ids) == expected[0, ids.shape[1] :].tolist()
-    assert no_hooks_left(m)
+    assert hook_ids(m) == hooks
 
 
 def test_lora_and_embeds_together_and_config(adapter: Path) -> None:
@@ -162,6 +168,8 @@ def test_lora_and_embeds_together_and_config(adapter: Path) -> None:
 
 def test_malformed_embeds_and_adapters_are_refused(adapter: Path, tmp_path: Path) -> None:
     m = model("llama")
+    # The model is shared by the process: transformers may have hooked it already.
+    hooks = hook_ids(m)
     ids = prompt_ids(m)
     cases = [
         (ids, torch.zeros(3, m.d_model + 1)),  # tokens and a whole prompt together
@@ -188,11 +196,13 @@ def test_malformed_embeds_and_adapters_are_refused(adapter: Path, tmp_path: Path
         m.run_with_cache(ids, [], lora=str(dora))
     with pytest.raises(InvalidArgument, match=r"adapter_config\.json"):
         m.run_with_cache(ids, [], lora=str(tmp_path / "missing"))
-    assert no_hooks_left(m)
+    assert hook_ids(m) == hooks
 
 
 def test_a_stream_with_embeds_and_an_adapter_equals_generate(adapter: Path) -> None:
     m = model("llama")
+    # The model is shared by the process: transformers may have hooked it already.
+    hooks = hook_ids(m)
     ids = prompt_ids(m)
     rows = _embedded(m, ids)[0]
     for tokens, options in [(None, {"prompt_embeds": rows}), (ids, {"lora": str(adapter)})]:
@@ -200,4 +210,4 @@ def test_a_stream_with_embeds_and_an_adapter_equals_generate(adapter: Path) -> N
         steps = list(sync.generate_stream(m, tokens, max_new_tokens=6, temperature=0.0, **options))
         assert [s.token_id for s in steps] == list(whole.token_ids)
         # Between and after the steps nothing of the call stays on the model.
-        assert no_hooks_left(m)
+        assert hook_ids(m) == hooks
