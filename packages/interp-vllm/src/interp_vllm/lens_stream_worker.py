@@ -20,22 +20,11 @@ from typing import Any
 import torch
 
 from interp_torch.lens import masked_top_tokens, transport
+from interp_vllm.row_order import by_position
 from interp_vllm.tensor_wire import decode_tensor
 from interp_vllm.worker_state import HoldsWorkerState
 
 __all__ = ["LensStreamWorkerMixin"]
-
-
-def _ordered(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], torch.Tensor]:
-    """Rows in position order, the latest row of a recomputed position winning."""
-    where = torch.cat([w for w, _ in chunks]).tolist()
-    rows = torch.cat([r for _, r in chunks])
-    latest = {position: index for index, position in enumerate(where)}
-    order = sorted(latest)
-    if order == where:
-        return where, rows
-    pick = torch.tensor([latest[p] for p in order], dtype=torch.long, device=rows.device)
-    return order, rows.index_select(0, pick)
 
 
 class LensStreamWorkerMixin(HoldsWorkerState):
@@ -75,7 +64,7 @@ class LensStreamWorkerMixin(HoldsWorkerState):
         request = self._interp.requests.get(rid)
         if request is None or request.refusal is not None or not request.lens_rows:
             return {"positions": [], "lenses": []}
-        held = {key: _ordered(chunks) for key, chunks in request.lens_rows.items()}
+        held = {key: by_position(chunks) for key, chunks in request.lens_rows.items()}
         request.lens_rows = {}
         first = int(options.get("skip_before", 0))
         if first:  # rows before skip_before are never decoded nor sent

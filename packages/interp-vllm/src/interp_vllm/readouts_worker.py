@@ -29,6 +29,7 @@ import torch
 
 from interp_torch.lens import transport
 from interp_vllm.module_tree import TOKEN_EMBEDDINGS, find_module
+from interp_vllm.row_order import by_position
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
 from interp_vllm.worker_state import HoldsWorkerState
 
@@ -67,20 +68,6 @@ def _owned(module: Any, ids: list[int]) -> tuple[list[int], list[int]]:
     stop = int(module.weight.shape[0]) if stop is None else int(stop)
     found = [(i, t - start) for i, t in enumerate(ids) if start <= t < stop]
     return [i for i, _ in found], [row for _, row in found]
-
-
-def _in_order(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], torch.Tensor]:
-    """A request's rows in position order, one per position, the latest row of a recomputed
-    position winning: the order `interp_collect` returns captures in (kept here rather than
-    imported from the worker module, which imports this one)."""
-    where = torch.cat([w for w, _ in chunks]).tolist()
-    rows = torch.cat([r for _, r in chunks])
-    latest = {position: index for index, position in enumerate(where)}
-    order = sorted(latest)
-    if order == where:
-        return where, rows
-    pick = torch.tensor([latest[p] for p in order], dtype=torch.long, device=rows.device)
-    return order, rows.index_select(0, pick)
 
 
 class ReadoutsWorkerMixin(HoldsWorkerState):
@@ -155,7 +142,7 @@ class ReadoutsWorkerMixin(HoldsWorkerState):
         request = self._interp.requests.get(rid)  # type: ignore[attr-defined]
         held: dict[str, tuple[list[int], torch.Tensor]] = {}
         if request is not None and request.refusal is None:
-            held = {key: _in_order(chunks) for key, chunks in request.lens_rows.items()}
+            held = {key: by_position(chunks) for key, chunks in request.lens_rows.items()}
             request.lens_rows = {}
         answer = self.interp_collect(rid, None, None)  # type: ignore[attr-defined]
         if not held or answer.get("refusal") or answer["errors"]:
@@ -178,7 +165,7 @@ class ReadoutsWorkerMixin(HoldsWorkerState):
         request = self._interp.requests.get(rid)  # type: ignore[attr-defined]
         rows: dict[str, tuple[list[int], torch.Tensor]] = {}
         if request is not None and request.refusal is None:
-            rows = {key: _in_order(chunks) for key, chunks in request.rows.items()}
+            rows = {key: by_position(chunks) for key, chunks in request.rows.items()}
             request.rows = {}
         answer = self.interp_collect(rid, None, None)  # type: ignore[attr-defined]
         answer["projected"] = {}

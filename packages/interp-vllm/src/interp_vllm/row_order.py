@@ -3,7 +3,8 @@
 `by_position` puts the chunks a request kept, step by step, in position order, one row per
 position (a position recomputed after preemption keeps its latest row); `picked` applies a
 `capture(rows=)` selection to one step's rows, on their device. The collect and drain RPCs
-(`interp_vllm.worker`, `interp_vllm.stream_worker`) share them.
+(`interp_vllm.worker`, `interp_vllm.stream_worker`), the read-outs' and the lens stream's
+(`interp_vllm.readouts_worker`, `interp_vllm.lens_stream_worker`) share them.
 """
 
 from __future__ import annotations
