@@ -78,6 +78,8 @@ class ModelCalls:
     request: Callable[..., Awaitable[tuple[Any, dict[str, Any]]]]
     sampling: Callable[..., Any]
     prompts: Callable[[Any], list[list[int]]]
+    # (tokens, what): the one prompt of a call that takes one, a batch refused naming `what`.
+    one_prompt: Callable[[Any, str], list[int]]
     require_hooks: Callable[[str], None]
     may_write: Callable[[Any], None]
     addresses: Callable[[Sequence[Any]], list[Address]]

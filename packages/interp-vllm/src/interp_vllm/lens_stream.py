@@ -55,13 +55,7 @@ class WorkerLensStream:
     def _plan(self, tokens: Any, lenses: Any, options: dict[str, Any]) -> tuple[list[int], Any]:
         calls = self._calls
         calls.require_hooks("generate_with_lens")
-        prompts = calls.prompts(tokens)
-        if len(prompts) != 1:
-            message = (
-                f"generate_with_lens takes one prompt at a time; got a batch of {len(prompts)}; "
-                f"call it once per row (they run concurrently on vLLM)"
-            )
-            raise CapabilityUnsupported(message)
+        prompt = calls.one_prompt(tokens, "generate_with_lens")
         plan = check_lens_generation(
             lenses,
             n_layers=calls.facts.n_layers,
@@ -69,7 +63,7 @@ class WorkerLensStream:
             held=self._lens_sets(),
             **options,
         )
-        return prompts[0], plan
+        return prompt, plan
 
     async def generate_with_lens(
         self,

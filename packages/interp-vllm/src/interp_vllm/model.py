@@ -175,6 +175,7 @@ class VLLMModel(ModelBase):
             request=self._request,
             sampling=self._sampling,
             prompts=self._prompts,
+            one_prompt=self._one_prompt,
             require_hooks=self._require_hooks,
             may_write=self._may_write,
             addresses=self._addresses,
