@@ -17,7 +17,8 @@ import torch
 
 from interp_core.readouts import DirectionSet
 from interp_vllm.readouts_client import _projected
-from interp_vllm.readouts_worker import _in_order, _owned, _project
+from interp_vllm.readouts_worker import _owned, _project
+from interp_vllm.row_order import by_position
 from interp_vllm.tensor_wire import decode_tensor, encode_tensor
 
 
@@ -79,5 +80,5 @@ def test_a_whole_row_is_projected_by_one_rank_and_a_bad_width_refused(monkeypatc
 def test_rows_come_back_in_position_order_latest_wins() -> None:
     chunks = [(torch.tensor([0, 1, 2]), torch.tensor([[0.0], [1.0], [2.0]]))]
     chunks.append((torch.tensor([1]), torch.tensor([[9.0]])))  # position 1 recomputed
-    where, rows = _in_order(chunks)
+    where, rows = by_position(chunks)
     assert where == [0, 1, 2] and rows.flatten().tolist() == [0.0, 9.0, 2.0]
