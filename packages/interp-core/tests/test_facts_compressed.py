@@ -9,40 +9,19 @@ attention matrices on the compressed layers while serving z and attn_out there.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 from interp_core.points import absence_reason
+from interp_core.testing.published_shapes import deepseek_v4
 
 CSA, HCA = "compressed_sparse", "heavily_compressed"
 
 
-def _v4(**overrides: Any) -> dict[str, Any]:
-    return {
-        "architectures": ["DeepseekV4ForCausalLM"],
-        "model_type": "deepseek_v4",
-        "num_hidden_layers": 5,
-        "hidden_size": 4096,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 1,
-        "head_dim": 512,
-        "vocab_size": 129280,
-        "n_routed_experts": 256,
-        "num_experts_per_tok": 6,
-        "moe_intermediate_size": 2048,
-        "hc_mult": 4,
-        "sliding_window": 128,
-        "index_head_dim": 128,
-        **overrides,
-    }
-
-
 def test_published_compress_ratios_name_each_layer() -> None:
     # Six entries for five layers: the last is the multi-token-prediction layer's.
-    facts = ModelFacts.from_config(_v4(compress_ratios=[0, 4, 128, 4, 128, 0]))
+    facts = ModelFacts.from_config(deepseek_v4(compress_ratios=[0, 4, 128, 4, 128, 0]))
     assert facts.layer_kinds == ("sliding", CSA, HCA, CSA, HCA)
     assert facts.compress_rates == ((CSA, 4), (HCA, 128))
     assert [facts.compress_rate(layer) for layer in range(5)] == [None, 4, 128, 4, 128]
@@ -52,7 +31,7 @@ def test_published_compress_ratios_name_each_layer() -> None:
 
 
 def test_layer_types_and_compress_rates_as_transformers_writes_them() -> None:
-    config = _v4(
+    config = deepseek_v4(
         num_hidden_layers=3,
         layer_types=[
             "sliding_attention",
@@ -68,13 +47,13 @@ def test_layer_types_and_compress_rates_as_transformers_writes_them() -> None:
 
 def test_no_pattern_stated_is_the_config_class_default() -> None:
     # transformers: two HCA layers, then CSA and HCA alternating (CSA on odd layers).
-    facts = ModelFacts.from_config(_v4(num_hidden_layers=6))
+    facts = ModelFacts.from_config(deepseek_v4(num_hidden_layers=6))
     assert facts.layer_kinds == (HCA, HCA, HCA, CSA, HCA, CSA)
     assert facts.compress_rates == ((CSA, 4), (HCA, 128))
 
 
 def test_sliding_only_configs_have_no_rates() -> None:
-    facts = ModelFacts.from_config(_v4(num_hidden_layers=2, compress_ratios=[0, 0]))
+    facts = ModelFacts.from_config(deepseek_v4(num_hidden_layers=2, compress_ratios=[0, 0]))
     assert facts.layer_kinds == ("sliding", "sliding")
     assert facts.compress_rates == ()
 
@@ -85,11 +64,11 @@ def test_sliding_only_configs_have_no_rates() -> None:
 )
 def test_unknown_or_short_ratio_lists_are_refused(ratios: list[int], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")):
-        ModelFacts.from_config(_v4(compress_ratios=ratios))
+        ModelFacts.from_config(deepseek_v4(compress_ratios=ratios))
 
 
 def test_a_bad_rate_is_refused() -> None:
-    config = _v4(
+    config = deepseek_v4(
         num_hidden_layers=2,
         layer_types=["sliding_attention", "heavily_compressed_attention"],
         compress_rates={"heavily_compressed_attention": 0},
@@ -99,7 +78,7 @@ def test_a_bad_rate_is_refused() -> None:
 
 
 def test_attention_matrices_are_refused_on_compressed_layers_only() -> None:
-    facts = ModelFacts.from_config(_v4(compress_ratios=[0, 4, 128, 4, 128]))
+    facts = ModelFacts.from_config(deepseek_v4(compress_ratios=[0, 4, 128, 4, 128]))
     for name in ("attn_scores", "attn_probs"):
         assert absence_reason(name, facts, 0) is None
         csa = absence_reason(name, facts, 1)
@@ -117,7 +96,7 @@ def test_attention_matrices_are_refused_on_compressed_layers_only() -> None:
 
 
 def test_every_layer_compressed_refuses_the_matrices_everywhere() -> None:
-    facts = ModelFacts.from_config(_v4(num_hidden_layers=2, compress_ratios=[4, 128]))
+    facts = ModelFacts.from_config(deepseek_v4(num_hidden_layers=2, compress_ratios=[4, 128]))
     reason = absence_reason("attn_probs", facts)
     assert reason is not None and "every attending layer" in reason
     assert absence_reason("z", facts) is None

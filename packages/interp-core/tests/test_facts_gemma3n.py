@@ -15,28 +15,16 @@ import pytest
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 from interp_core.points import absence_reason
-
-_KINDS = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(30)]
+from interp_core.testing.published_shapes import GEMMA3N_KINDS, gemma3n_text
 
 
 def _gemma3n(**overrides: Any) -> dict[str, Any]:
-    text: dict[str, Any] = {
-        "model_type": "gemma3n_text",
-        "hidden_size": 2048,
-        "num_hidden_layers": 30,
-        "intermediate_size": [8192] * 30,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "vocab_size": 262400,
-        "layer_types": _KINDS,
-        "sliding_window": 512,
-        "num_kv_shared_layers": 10,
-        "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 20,
-        "altup_num_inputs": 4,
-        "laurel_rank": 64,
-        "hidden_size_per_layer_input": 256,
-    }
+    text = gemma3n_text(
+        activation_sparsity_pattern=[0.95] * 10 + [0.0] * 20,
+        altup_num_inputs=4,
+        laurel_rank=64,
+        hidden_size_per_layer_input=256,
+    )
     text.update(overrides)
     return {
         "model_type": "gemma3n",
@@ -56,7 +44,7 @@ def test_gemma3n_reads_altup_kv_sharing_and_sparsity() -> None:
     # Layers 20-29 reuse the last earlier layer of their own kind: sliding 18, full 19.
     sources = tuple(facts.kv_source(layer) for layer in range(30))
     assert sources[:20] == tuple(range(20))
-    assert sources[20:] == tuple(19 if k == "full_attention" else 18 for k in _KINDS[20:])
+    assert sources[20:] == tuple(19 if k == "full_attention" else 18 for k in GEMMA3N_KINDS[20:])
     assert [facts.shares_kv(layer) for layer in range(30)] == [False] * 20 + [True] * 10
     assert facts.activation_sparsity == (0.95,) * 10 + (0.0,) * 20
 

@@ -18,36 +18,21 @@ from interp_core.errors import ConfigError, PointUnsupported
 from interp_core.facts import ModelFacts
 from interp_core.points import absence_reason
 from interp_core.shapes import point_shape
+from interp_core.testing.published_shapes import gemma4_text
 
 
 def _text(**overrides: Any) -> dict[str, Any]:
     # Widths shaped like a small member, shortened to 4 layers alternating sliding and full,
     # the last 2 reusing the K/V of the first 2. The keys are the published text_config's.
-    return {
-        "model_type": "gemma4_text",
+    shortened: dict[str, Any] = {
         "num_hidden_layers": 4,
-        "hidden_size": 1536,
-        "intermediate_size": 6144,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "global_head_dim": 512,
-        "num_global_key_value_heads": 1,
-        "attention_k_eq_v": True,
-        "vocab_size": 262144,
-        "sliding_window": 512,
-        "layer_types": [
-            "sliding_attention",
-            "full_attention",
-            "sliding_attention",
-            "full_attention",
-        ],
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
         "num_kv_shared_layers": 2,
         "use_double_wide_mlp": True,
         "hidden_size_per_layer_input": 256,
         "final_logit_softcapping": 30.0,
-        **overrides,
     }
+    return gemma4_text(**{**shortened, **overrides})
 
 
 def _wrapped(**overrides: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from interp_core.facts import ModelFacts
+from interp_core.testing.published_shapes import gemma4_text
 from interp_sizer import kv_layout
 from interp_sizer.source import resolve_model
 from interp_sizer.weights import parameter_count
@@ -21,24 +22,13 @@ from interp_sizer.weights import parameter_count
 
 def _published(**overrides: Any) -> dict[str, Any]:
     # A wrapper stating its text model's keys the way published Gemma-4 configs do.
-    text = {
-        "model_type": "gemma4_text",
+    shortened: dict[str, Any] = {
         "num_hidden_layers": 6,
-        "hidden_size": 1536,
-        "intermediate_size": 6144,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "global_head_dim": 512,
-        "num_global_key_value_heads": 1,
-        "attention_k_eq_v": True,
-        "vocab_size": 262144,
-        "sliding_window": 512,
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"] * 2,
         "num_kv_shared_layers": 3,
         "hidden_size_per_layer_input": 0,
-        **overrides,
     }
+    text = gemma4_text(**{**shortened, **overrides})
     return {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": text}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from interp_core.facts import ModelFacts
 from interp_core.known_models import facts_for
+from interp_core.testing.published_shapes import deepseek_v4, gemma3n_text
 from interp_sizer import kv_layout, vllm_kv_capacity
 from interp_sizer.weights import parameter_count
 
@@ -150,23 +151,8 @@ def test_single_sublayer_mlp_layers_cost_neither_cache_nor_state() -> None:
 def test_deepseek_v4_compressed_layers_add_one_entry_per_rate_tokens() -> None:
     from interp_core.facts import ModelFacts
 
-    config = {
-        "architectures": ["DeepseekV4ForCausalLM"],
-        "model_type": "deepseek_v4",
-        "num_hidden_layers": 3,
-        "hidden_size": 4096,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 1,
-        "head_dim": 512,
-        "vocab_size": 129280,
-        "n_routed_experts": 256,
-        "num_experts_per_tok": 6,
-        "moe_intermediate_size": 2048,
-        "hc_mult": 4,
-        "sliding_window": 128,
-        "index_head_dim": 128,
-        "compress_ratios": [0, 4, 128, 0],  # the last entry is the MTP layer's
-    }
+    # The last compress_ratios entry is the MTP layer's.
+    config = deepseek_v4(num_hidden_layers=3, compress_ratios=[0, 4, 128, 0])
     layout = kv_layout(ModelFacts.from_config(config), 2, "eager")
     # One tensor is both keys and values: 512 values per token, every layer windowed to 128.
     assert [layer.bytes_per_token for layer in layout.layers] == [1024] * 3
@@ -186,20 +172,7 @@ def test_deepseek_v4_compressed_layers_add_one_entry_per_rate_tokens() -> None:
 def test_gemma3n_kv_shared_layers_cache_nothing_of_their_own() -> None:
     from interp_core.facts import ModelFacts
 
-    kinds = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(30)]
-    text = {
-        "model_type": "gemma3n_text",
-        "hidden_size": 2048,
-        "num_hidden_layers": 30,
-        "intermediate_size": [8192] * 30,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "vocab_size": 262400,
-        "layer_types": kinds,
-        "sliding_window": 512,
-        "num_kv_shared_layers": 10,
-    }
+    text = gemma3n_text()
     layout = kv_layout(ModelFacts.from_config({"text_config": text}), 2, "eager")
     per_layer = [layer.bytes_per_token for layer in layout.layers]
     # 2 K/V heads × 2 (K and V) × 256 × 2 bytes on the 20 computing layers, 0 on the 10 sharing.
