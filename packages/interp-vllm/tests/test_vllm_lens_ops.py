@@ -18,8 +18,8 @@ import torch
 from vllm_helpers import relative_diff, seeded_vector
 
 from interp_core import sync
-from interp_core.backends import load_model
 from interp_core.steering import SteeringSpec
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_testmodels.steering_formulas import lens_op_by_hand
 
@@ -36,24 +36,18 @@ def _needs_vllm() -> None:
 
 @pytest.fixture(scope="module")
 def static(llama: str) -> Iterator[Any]:
-    model = load_model(
+    yield from warmed(
         llama,
         backend="vllm-static",
         dtype="float32",
         max_model_len=128,
         static_points=["resid_post.0", "resid_post.1"],
     )
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
 
 
 @pytest.fixture(scope="module")
 def hooked(llama: str) -> Iterator[Any]:
-    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
+    yield from warmed(llama, backend="vllm", dtype="float32", max_model_len=128)
 
 
 _by_hand = lens_op_by_hand

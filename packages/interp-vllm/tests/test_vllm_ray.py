@@ -39,6 +39,7 @@ from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import EngineDied, InvalidArgument
 from interp_core.steering import SteeringSpec
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_vllm.cpu_ray import BIND_ENV, DEFAULT_RESOURCE, PLUGIN_NAME, node_cpus
 
@@ -168,7 +169,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def model(cluster: Cluster, llama: str) -> Iterator[Any]:
-    loaded = load_model(
+    yield from warmed(
         llama,
         backend="vllm",
         dtype="float32",
@@ -177,11 +178,6 @@ def model(cluster: Cluster, llama: str) -> Iterator[Any]:
         pipeline_parallel=2,
         distributed="ray",
     )
-    try:
-        sync.warmup(loaded)
-        yield loaded
-    finally:
-        sync.shutdown(loaded)
 
 
 # --- refused before anything starts (no cluster needed) -----------------------------------------

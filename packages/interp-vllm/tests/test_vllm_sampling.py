@@ -18,6 +18,7 @@ import torch
 
 from interp_core import sync
 from interp_core.backends import load_model
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_testmodels.sampling_checkpoint import RECOMMENDED, recommending_checkpoint
 
@@ -38,10 +39,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def engine(folder: str) -> Iterator[Any]:
-    model = load_model(folder, backend="vllm", dtype="float32", max_model_len=128)
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
+    yield from warmed(folder, backend="vllm", dtype="float32", max_model_len=128)
 
 
 @pytest.fixture(scope="module")

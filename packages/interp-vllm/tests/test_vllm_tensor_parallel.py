@@ -21,6 +21,7 @@ from interp_core.backends import load_model
 from interp_core.errors import CapabilityUnsupported, PointUnsupported
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
+from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
 
@@ -42,12 +43,9 @@ def eager() -> InterpModel:
 
 @pytest.fixture(scope="module")
 def engine(eager: InterpModel) -> Iterator[Any]:
-    model = load_model(
+    yield from warmed(
         eager.model_id, backend="vllm", dtype="float32", max_model_len=128, num_gpus=2
     )
-    sync.warmup(model)
-    yield model
-    sync.shutdown(model)
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:

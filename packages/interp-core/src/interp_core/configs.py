@@ -17,7 +17,7 @@ from typing import Any
 
 from interp_core.errors import ConfigError
 
-__all__ = ["hf_cache_snapshot", "local_config", "model_config"]
+__all__ = ["hf_cache_snapshot", "local_config", "model_config", "read_config_file"]
 
 
 def hf_cache_snapshot(repo_id: str) -> Path | None:
@@ -100,8 +100,17 @@ def local_config(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any] | N
         config_path = _hf_cache_config(os.fspath(model_id_or_path))
     if config_path is None:
         return None
+    return read_config_file(config_path)
+
+
+def read_config_file(config_path: Path) -> dict[str, Any]:
+    """The JSON object in `config_path`; refuses a file that cannot be read or holds no object.
+
+    Every reader of a model's JSON files (the facts here, the sizer's folders and indexes) refuses
+    a damaged file with the same error.
+    """
     try:
-        loaded = json.loads(config_path.read_text())
+        loaded = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         error = ConfigError.build(
             f"cannot read {str(config_path)!r}",

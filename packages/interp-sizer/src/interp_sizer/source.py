@@ -10,14 +10,13 @@ and the safetensors headers only, never a weight.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp_core.configs import hf_cache_snapshot
+from interp_core.configs import hf_cache_snapshot, read_config_file
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
 from interp_core.known_models import known_model_ids, load_known_config
@@ -51,26 +50,6 @@ class ResolvedModel:
         return self.inventory.source == "safetensors"
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        error = ConfigError.build(
-            f"cannot read {str(path)!r} as JSON",
-            f"{type(exc).__name__}: {exc}",
-            "Repair or re-download the model's config.json",
-        )
-        raise error from exc
-    if not isinstance(loaded, dict):
-        error = ConfigError.build(
-            f"{str(path)!r} is not a JSON object",
-            "a config.json holds one object of settings",
-            "Point at the model's config.json",
-        )
-        raise error
-    return loaded
-
-
 def _build(
     model_id: str,
     origin: str,
@@ -94,7 +73,7 @@ def _folder_records(folder: Path) -> tuple[list[TensorRecord] | None, tuple[str,
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         # A partly downloaded sharded checkpoint would undercount: use it only when complete.
-        weight_map = _read_json(index).get("weight_map", {})
+        weight_map = read_config_file(index).get("weight_map", {})
         needed = {str(name) for name in weight_map.values()}
         if not needed <= {file.name for file in files}:
             return None, ()
@@ -141,15 +120,17 @@ def resolve_model(model: str | os.PathLike[str], *, hub: bool | None = None) -> 
             )
             raise error
         records, files = _folder_records(path)
-        return _build(str(path), "folder", _read_json(path / "config.json"), records, files)
+        return _build(str(path), "folder", read_config_file(path / "config.json"), records, files)
     if path.is_file():
         records, files = _folder_records(path.parent)
-        return _build(str(path.parent), "config file", _read_json(path), records, files)
+        return _build(str(path.parent), "config file", read_config_file(path), records, files)
     if hub is not True:
         snapshot = hf_cache_snapshot(text) if "/" in text else None
         if snapshot is not None:
             records, files = _folder_records(snapshot)
-            return _build(text, "hf cache", _read_json(snapshot / "config.json"), records, files)
+            return _build(
+                text, "hf cache", read_config_file(snapshot / "config.json"), records, files
+            )
         if text in known_model_ids():
             return _build(text, "bundled", load_known_config(text), None)
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
@@ -220,7 +201,7 @@ def _from_hub(repo_id: str) -> ResolvedModel:
         raise error from exc
     try:
         config_path = huggingface_hub.hf_hub_download(repo_id, "config.json")
-        config = _read_json(Path(config_path))
+        config = read_config_file(Path(config_path))
     except Exception as exc:  # the client raises many types: offline, gated, missing, HTTP
         error = UnknownModel.build(
             f"cannot fetch the config of {repo_id!r} from the Hub",
