@@ -23,6 +23,7 @@ from interp_torch import (
     steering_delta,
     steering_vector,
 )
+from interp_torch.steering import spec_delta
 
 WIDTH = 8
 ADDRESS = "resid_post.1"
@@ -39,19 +40,6 @@ def _spec(op: str, vector: torch.Tensor, positions: tuple[int, ...] | None = Non
     return SteeringSpec(ADDRESS, vector.tolist(), op=op, positions=positions, **kwargs)
 
 
-def _delta(spec: SteeringSpec, h: torch.Tensor, vector: torch.Tensor, **kw: object) -> torch.Tensor:
-    return steering_delta(
-        h,
-        vector,
-        spec.op,
-        scale=spec.scale,
-        lower=spec.min,
-        upper=spec.max,
-        positions=spec.positions,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
 def _reference(spec: SteeringSpec, h: torch.Tensor, position: int | None = None) -> torch.Tensor:
     row = apply_reference(spec, h.double().tolist(), position)
     return torch.tensor(row, dtype=torch.float64)
@@ -64,7 +52,7 @@ def test_every_row_of_a_batch_is_steered_on_its_own(op: str) -> None:
     h = _randn(4, 5, WIDTH, seed=1) * torch.tensor([0.5, 2.0, 8.0, 1.0]).reshape(4, 1, 1)
     vector = _randn(WIDTH, seed=2)
     spec = _spec(op, vector)
-    got = h + _delta(spec, h, vector)
+    got = h + spec_delta(h, spec, vector)
     for b in range(h.shape[0]):
         for s in range(h.shape[1]):
             want = _reference(spec, h[b, s])
@@ -79,7 +67,7 @@ def test_a_projection_averaged_over_the_batch_would_fail(op: str) -> None:
     vector = _randn(WIDTH, seed=4)
     spec = _spec(op, vector)
     want = torch.stack([_reference(spec, row) for row in h])
-    got = h + _delta(spec, h, vector)
+    got = h + spec_delta(h, spec, vector)
     torch.testing.assert_close(got.double(), want, atol=ATOL, rtol=0)
     unit = vector / vector.norm()
     averaged = (h @ unit).mean().expand(3).unsqueeze(-1)
@@ -113,7 +101,7 @@ def test_positions_follow_each_rows_own_position_ids(op: str) -> None:
     spec = _spec(op, vector, positions=(1, 2))
     if op == "projection_cap":  # a floor above every row's projection, so every row moves
         spec = SteeringSpec(ADDRESS, vector.tolist(), op=op, positions=(1, 2), min=10.0)
-    got = h + _delta(spec, h, vector, row_positions=row_positions)
+    got = h + spec_delta(h, spec, vector, row_positions=row_positions)
     changed = (got != h).any(dim=-1)
     assert changed.tolist() == [
         [False, True, True, False, False],
@@ -157,10 +145,10 @@ def test_half_precision_steers_in_float32_and_rounds_once(dtype: torch.dtype, op
     h = (_randn(3, 4, WIDTH, seed=13) * 4).to(dtype)
     vector = _randn(WIDTH, seed=14).to(dtype)  # a vector in any dtype is cast like the rows
     spec = _spec(op, vector.float())
-    delta = _delta(spec, h, vector)
+    delta = spec_delta(h, spec, vector)
     assert delta.dtype == torch.float32
     # The statement of the rule, spelled out: float32 arithmetic on the upcast inputs ...
-    want = _delta(spec, h.float(), vector.float())
+    want = spec_delta(h.float(), spec, vector.float())
     assert torch.equal(delta, want)
     # ... the delta cast to the activation's dtype and added there.
     steered = apply_steering(h, vector, op, scale=spec.scale, lower=spec.min, upper=spec.max)
