@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
+from _small_configs import small_decoder
 
 from interp_core.errors import ConfigError, PointUnsupported
 from interp_core.facts import ModelFacts
@@ -1027,17 +1028,7 @@ def test_olmo2_records_post_norms_only() -> None:
 
 
 def _llama(**overrides: Any) -> dict[str, Any]:
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "num_hidden_layers": 4,
-        "hidden_size": 64,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 128,
-        "vocab_size": 100,
-        **overrides,
-    }
+    return small_decoder(**{"architectures": ["LlamaForCausalLM"], **overrides})
 
 
 def test_explicit_head_dim_wins_over_the_quotient() -> None:

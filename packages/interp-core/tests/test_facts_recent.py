@@ -9,28 +9,17 @@ Hunyuan's post-rotary QK-norm.
 
 from __future__ import annotations
 
-from typing import Any
+from _small_configs import small_decoder
 
 from interp_core.facts import ModelFacts
 from interp_core.points import absence_reason
 
 
-def _config(model_type: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "model_type": model_type,
-        "num_hidden_layers": 4,
-        "hidden_size": 64,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 128,
-        "vocab_size": 100,
-        **overrides,
-    }
-
-
 def test_exaone4_spells_its_window_pattern_in_letters() -> None:
     facts = ModelFacts.from_config(
-        _config("exaone4", num_hidden_layers=8, sliding_window=4096, sliding_window_pattern="LLLG")
+        small_decoder(
+            "exaone4", num_hidden_layers=8, sliding_window=4096, sliding_window_pattern="LLLG"
+        )
     )
     assert facts.layer_kinds == ("sliding", "sliding", "sliding", "full") * 2
     assert facts.sliding_window == 4096
@@ -38,14 +27,14 @@ def test_exaone4_spells_its_window_pattern_in_letters() -> None:
 
 
 def test_bamba_attends_at_its_listed_layers_and_runs_mamba_elsewhere() -> None:
-    facts = ModelFacts.from_config(_config("bamba", attn_layer_indices=[1, 3]))
+    facts = ModelFacts.from_config(small_decoder("bamba", attn_layer_indices=[1, 3]))
     assert facts.layer_kinds == ("mamba", "full", "mamba", "full")
     assert [facts.attends(i) for i in range(4)] == [False, True, False, True]
 
 
 def test_jamba_attends_every_period_from_its_offset() -> None:
     facts = ModelFacts.from_config(
-        _config(
+        small_decoder(
             "jamba",
             num_hidden_layers=8,
             attn_layer_period=4,
@@ -64,7 +53,7 @@ def test_jamba_attends_every_period_from_its_offset() -> None:
 def test_lfm2_layer_kinds_and_derived_mlp_width() -> None:
     # LFM2-1.2B's dimensions: 12288 stated, 2/3 of it times 1.0 rounded up to 256 is 8192.
     facts = ModelFacts.from_config(
-        _config(
+        small_decoder(
             "lfm2",
             hidden_size=2048,
             num_attention_heads=32,
@@ -80,13 +69,13 @@ def test_lfm2_layer_kinds_and_derived_mlp_width() -> None:
     assert facts.layer_kinds == ("conv", "full", "conv", "full")
     assert facts.qk_norm
     # Without the adjustment the stated width is built as is.
-    plain = ModelFacts.from_config(_config("lfm2", block_auto_adjust_ff_dim=False))
+    plain = ModelFacts.from_config(small_decoder("lfm2", block_auto_adjust_ff_dim=False))
     assert plain.d_mlp == 128
 
 
 def test_ernie_moe_routes_between_its_start_and_end_layers() -> None:
     facts = ModelFacts.from_config(
-        _config(
+        small_decoder(
             "ernie4_5_moe",
             num_hidden_layers=6,
             moe_num_experts=8,
@@ -107,7 +96,7 @@ def test_ernie_moe_routes_between_its_start_and_end_layers() -> None:
 
 def test_hunyuan_moe_has_one_shared_mlp_of_the_dense_width() -> None:
     facts = ModelFacts.from_config(
-        _config("hunyuan_v1_moe", num_experts=8, moe_topk=2, intermediate_size=96)
+        small_decoder("hunyuan_v1_moe", num_experts=8, moe_topk=2, intermediate_size=96)
     )
     assert facts.moe is not None
     assert (facts.moe.n_experts, facts.moe.experts_per_token, facts.moe.d_expert) == (8, 2, 96)
@@ -115,16 +104,16 @@ def test_hunyuan_moe_has_one_shared_mlp_of_the_dense_width() -> None:
 
 
 def test_hunyuan_qk_norm_points_are_refused_because_the_norm_follows_rotary() -> None:
-    facts = ModelFacts.from_config(_config("hunyuan_v1_dense"))
+    facts = ModelFacts.from_config(small_decoder("hunyuan_v1_dense"))
     reason = absence_reason("q_norm_in", facts, 0)
     assert reason is not None and "after rotary" in reason
     # A family with no QK-norm at all says so instead.
-    plain = absence_reason("q_norm_in", ModelFacts.from_config(_config("llama")), 0)
+    plain = absence_reason("q_norm_in", ModelFacts.from_config(small_decoder("llama")), 0)
     assert plain is not None and "has no QK-norm" in plain
 
 
 def test_glm4_is_a_sandwich_with_pre_norms_and_apertus_an_ungated_mlp() -> None:
-    glm4 = ModelFacts.from_config(_config("glm4"))
+    glm4 = ModelFacts.from_config(small_decoder("glm4"))
     assert glm4.sandwich_norms and not glm4.post_norms_only
-    apertus = ModelFacts.from_config(_config("apertus"))
+    apertus = ModelFacts.from_config(small_decoder("apertus"))
     assert not apertus.gated_mlp and apertus.qk_norm

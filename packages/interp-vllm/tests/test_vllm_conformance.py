@@ -27,7 +27,7 @@ class TestHookedConformance(Conformance):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+    def interp_model_factory(self) -> Callable[[str], Any]:
         return family_engines("vllm")
 
 
@@ -35,7 +35,7 @@ class TestStaticConformance(Conformance):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+    def interp_model_factory(self) -> Callable[[str], Any]:
         return family_engines("vllm-static", static_points="auto")
 
 
@@ -44,6 +44,6 @@ class TestGenerateOnlyConformance(Conformance):
     captures = False
 
     @pytest.fixture(scope="class")
-    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+    def interp_model_factory(self) -> Callable[[str], Any]:
         # Eager mode keeps the CPU engine start at ~30 s; vLLM's default compiles for ~45 s more.
         return family_engines("vllm-generate", extra_vllm_kwargs={"enforce_eager": True})

@@ -158,7 +158,7 @@ class TestHookedReadouts(ReadoutConformance, _ByHand):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+    def interp_model_factory(self) -> Callable[[str], Any]:
         return family_engines("vllm")
 
 
@@ -166,5 +166,5 @@ class TestStaticReadouts(ReadoutConformance, _ByHand):
     interp_families = ("llama",)
 
     @pytest.fixture(scope="class")
-    def interp_modelfamily_engines(self) -> Callable[[str], Any]:
+    def interp_model_factory(self) -> Callable[[str], Any]:
         return family_engines("vllm-static", static_points="auto")
