@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
 from interp_core.errors import InvalidArgument
+from interp_core.repeats import repeated
 
 __all__ = [
     "LENS_POINTS",
@@ -295,13 +296,9 @@ def check_lens_layers(layers: object, n_layers: int) -> list[int]:
             )
             raise InvalidArgument(message)
         chosen.append(int(layer))
-    seen: set[int] = set()
-    doubled: set[int] = set()
-    for layer in chosen:  # sets, not list.count: a long layers list stays O(n)
-        (doubled if layer in seen else seen).add(layer)
-    repeated = sorted(doubled)
-    if repeated:
-        message = f"layers repeats {repeated}; the lens decodes each layer once, so list it once"
+    doubled = repeated(chosen)
+    if doubled:
+        message = f"layers repeats {doubled}; the lens decodes each layer once, so list it once"
         raise InvalidArgument(message)
     return chosen
 

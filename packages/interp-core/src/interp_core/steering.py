@@ -57,6 +57,7 @@ from interp_core.errors import AddressError, SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.points import writable_names
 from interp_core.presence import why_absent
+from interp_core.repeats import repeated
 from interp_core.steering_lens import (
     check_lens_fields,
     check_target,
@@ -548,14 +549,10 @@ def _check_positions(positions: object) -> tuple[int, ...] | None:
             )
             raise error
         checked.append(int(position))
-    seen: set[int] = set()
-    doubled: set[int] = set()
-    for position in checked:  # sets, not list.count: a long positions list stays O(n)
-        (doubled if position in seen else seen).add(position)
-    repeated = sorted(doubled)
-    if repeated:
+    doubled = repeated(checked)
+    if doubled:
         error = _fail(
-            f"steering positions repeat {repeated}",
+            f"steering positions repeat {doubled}",
             "a position is either steered or not; a repeat suggests a bug in the caller",
             "list each position once",
         )
