@@ -33,9 +33,7 @@ def model_path() -> Path:
 @pytest.fixture(scope="session")
 def server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     logs = tmp_path_factory.mktemp("serve-logs")
-    running = serve_helpers.start_server(model_path, logs, name="eager")
-    yield running
-    running.stop()
+    yield from serve_helpers.serving(model_path, logs, name="eager")
 
 
 @pytest.fixture(scope="session")

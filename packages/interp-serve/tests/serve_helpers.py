@@ -15,8 +15,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -62,6 +64,15 @@ class Server:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
         return int(self.process.returncode)
+
+
+def serving(model: str | os.PathLike[str], log_dir: Path, **options: Any) -> Iterator[Server]:
+    """A module's server: `start_server(model, log_dir, **options)`, yielded, stopped after."""
+    running = start_server(model, log_dir, **options)
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 def start_server(

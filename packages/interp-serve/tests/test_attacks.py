@@ -25,15 +25,13 @@ SLOW_S = 5.0  # the quadratic checks took 10-85 s; an O(n) one takes well under 
 @pytest.fixture(scope="module")
 def guarded(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     logs = tmp_path_factory.mktemp("guarded-logs")
-    running = serve_helpers.start_server(
+    yield from serve_helpers.serving(
         model_path,
         logs,
         name="guarded",
         keys=(serve_helpers.KEY, KEY_B),
         args=("--max-forward-bytes", str(FORWARD_CAP), "--log-level", "info"),
     )
-    yield running
-    running.stop()
 
 
 def _name(server: Any) -> str:

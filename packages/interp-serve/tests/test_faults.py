@@ -32,7 +32,7 @@ TTL = 2.0
 @pytest.fixture(scope="module")
 def tight(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     logs = tmp_path_factory.mktemp("tight-logs")
-    running = serve_helpers.start_server(
+    yield from serve_helpers.serving(
         model_path,
         logs,
         name="tight",
@@ -45,8 +45,6 @@ def tight(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
             "--activation-ttl", str(TTL),
         ),
     )  # fmt: skip
-    yield running
-    running.stop()
 
 
 def _still_serving(server: Any) -> None:

@@ -30,7 +30,7 @@ METADATA = {"supports", "points", "facts", "backend_name", "model_id", "dtype", 
 
 @pytest.fixture(scope="module")
 def capped(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    running = serve_helpers.start_server(
+    yield from serve_helpers.serving(
         model_path,
         tmp_path_factory.mktemp("capped-logs"),
         name="capped",
@@ -43,8 +43,6 @@ def capped(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             str(TOP_K),
         ),
     )
-    yield running
-    running.stop()
 
 
 def _error(answer: httpx.Response, status: int) -> str:

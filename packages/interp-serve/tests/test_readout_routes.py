@@ -46,11 +46,9 @@ def lens_server(
     model_path: Path, lens_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
     logs = tmp_path_factory.mktemp("lens-logs")
-    running = serve_helpers.start_server(
+    yield from serve_helpers.serving(
         model_path, logs, name="lens", args=("--lens-dir", str(lens_dir))
     )
-    yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -43,9 +43,7 @@ def sae_server(
 ) -> Iterator[Any]:
     logs = tmp_path_factory.mktemp("serve-sae-logs")
     args = ("--sae", f"relu={sae_dirs['relu']}", "--sae", str(sae_dirs["jr0"]), "--max-top-k", "8")
-    running = serve_helpers.start_server(model_path, logs, name="sae", args=args)
-    yield running
-    running.stop()
+    yield from serve_helpers.serving(model_path, logs, name="sae", args=args)
 
 
 @pytest.fixture(scope="module")

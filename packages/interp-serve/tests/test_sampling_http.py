@@ -32,9 +32,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(scope="module")
 def server(folder: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    running = serve_helpers.start_server(folder, tmp_path_factory.mktemp("logs"), name="sampling")
-    yield running
-    running.stop()
+    yield from serve_helpers.serving(folder, tmp_path_factory.mktemp("logs"), name="sampling")
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ SLACK = 4.0
 
 @pytest.fixture(scope="module")
 def guarded(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    running = serve_helpers.start_server(
+    yield from serve_helpers.serving(
         model_path,
         tmp_path_factory.mktemp("transport-logs"),
         name="transport",
@@ -49,8 +49,6 @@ def guarded(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "--max-body-bytes", str(BODY_CAP),
         ),
     )  # fmt: skip
-    yield running
-    running.stop()
 
 
 def _port(server: Any) -> int:
