@@ -17,6 +17,7 @@ from interp_core import load_model
 from interp_core.address import Address
 from interp_eager.model import EagerModel
 from interp_testmodels.families import build_family
+from interp_testmodels.inspection import decoder_layers
 from interp_testmodels.tokenizer import PAD_TOKEN_ID, TEST_PROMPT
 
 __all__ = [
@@ -59,15 +60,7 @@ def resid_address(m: EagerModel, layer: int, name: str = "resid_post") -> Addres
     return Address(name, layer, 1 if m.facts.n_streams > 1 else None)
 
 
-# --- finding modules, test-side -----------------------------------------------------------------
-def decoder_layers(hf: torch.nn.Module) -> torch.nn.ModuleList:
-    for _, module in hf.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module):
-            if type(module[0]).__name__.endswith(("DecoderLayer", "Block", "Layer")):
-                return module
-    raise AssertionError(f"no decoder layer list in {type(hf).__name__}")
-
-
+# --- finding modules, test-side (decoder_layers: interp_testmodels.inspection) ----------------
 def trunk(hf: torch.nn.Module) -> torch.nn.Module:
     layers = decoder_layers(hf)
     for _, module in hf.named_modules():

@@ -35,6 +35,7 @@ from interp_testmodels.families import (
     UNAVAILABLE,
     build_family,
 )
+from interp_testmodels.inspection import decoder_layers
 from interp_testmodels.tokenizer import (
     CHAT_TEMPLATE,
     PAD_TOKEN_ID,
@@ -107,7 +108,7 @@ class Loaded:
         ).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.ids = self.tokenizer(TEST_PROMPT, return_tensors="pt").input_ids
-        self.layers = _decoder_layers(self.model)
+        self.layers = decoder_layers(self.model)
         self.attn_probs: dict[int, torch.Tensor | None] = {}
         self.layer_inputs: dict[int, torch.Tensor] = {}
         handles = []
@@ -157,14 +158,6 @@ def loaded(request: pytest.FixtureRequest) -> Loaded:
 
 
 # --- module-tree inspection --------------------------------------------------------------------
-def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    for _, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module):
-            if type(module[0]).__name__.endswith(("DecoderLayer", "Block", "Layer")):
-                return module
-    raise AssertionError(f"no decoder layer list in {type(model).__name__}")
-
-
 def _attention(layer: torch.nn.Module) -> torch.nn.Module | None:
     # DBRX nests its attention and both norms in `norm_attn_norm`.
     holder = getattr(layer, "norm_attn_norm", None)
