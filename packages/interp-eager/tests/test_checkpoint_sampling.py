@@ -19,7 +19,11 @@ import torch
 from interp_core import load_model, sync
 from interp_core.errors import InvalidArgument
 from interp_eager.model import EagerModel
-from interp_testmodels.sampling_checkpoint import RECOMMENDED, recommending_checkpoint
+from interp_testmodels.sampling_checkpoint import (
+    RECOMMENDED,
+    check_logprobs,
+    recommending_checkpoint,
+)
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -132,32 +136,7 @@ def test_presence_and_frequency_penalties_as_vllm_defines_them(
 
 
 def test_logprobs_are_log_softmax_of_the_raw_logits(model: EagerModel, ids: torch.Tensor) -> None:
-    got = sync.generate(
-        model, ids, max_new_tokens=6, temperature=0.0, n_logprobs=5, prompt_logprobs=3
-    )
-    full = torch.tensor([[*ids[0].tolist(), *got.token_ids[:-1]]])
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model.hf_model(full).logits[0].float(), dim=-1)
-    prompt = ids.shape[1]
-    assert len(got.logprobs) == len(got.token_ids)
-    for step, entry in enumerate(got.logprobs):
-        row = logprobs[prompt - 1 + step]
-        values, indices = row.topk(5)
-        assert [t for t, _ in entry.top] == indices.tolist()
-        assert max(abs(v - w) for (_, v), w in zip(entry.top, values.tolist(), strict=True)) <= 1e-5
-        assert abs(entry.logprob - float(row[entry.token_id])) <= 1e-5
-    assert got.top_logprobs == tuple(entry.top for entry in got.logprobs)
-    assert got.prompt_logprobs[0] is None and len(got.prompt_logprobs) == prompt
-    for position in range(1, prompt):
-        entry = got.prompt_logprobs[position]
-        row = logprobs[position - 1]
-        assert entry.token_id == ids[0, position]
-        assert [t for t, _ in entry.top] == row.topk(3).indices.tolist()
-        assert abs(entry.logprob - float(row[entry.token_id])) <= 1e-5
-    streamed = list(
-        sync.generate_stream(model, ids, max_new_tokens=6, temperature=0.0, n_logprobs=5)
-    )
-    assert [s.top_logprobs for s in streamed] == list(got.top_logprobs)
+    check_logprobs(model, model.hf_model, ids)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,11 @@ import torch
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.testing.engines import warmed
-from interp_testmodels.sampling_checkpoint import RECOMMENDED, recommending_checkpoint
+from interp_testmodels.sampling_checkpoint import (
+    RECOMMENDED,
+    check_logprobs,
+    recommending_checkpoint,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
@@ -98,31 +102,7 @@ def test_penalised_greedy_generation_equals_eager(
 
 
 def test_logprobs_equal_log_softmax_of_eager_logits(engine: Any, eager: Any, tokens: Any) -> None:
-    got = sync.generate(
-        engine, tokens, max_new_tokens=6, temperature=0.0, n_logprobs=5, prompt_logprobs=3
-    )
-    full = torch.tensor([[*tokens[0].tolist(), *got.token_ids[:-1]]])
-    with torch.no_grad():
-        logprobs = torch.log_softmax(eager.hf_model(full).logits[0].float(), dim=-1)
-    prompt = tokens.shape[1]
-    assert got.logprobs is not None and len(got.logprobs) == len(got.token_ids)
-    for step, entry in enumerate(got.logprobs):
-        row = logprobs[prompt - 1 + step]
-        values, indices = row.topk(5)
-        assert [t for t, _ in entry.top] == indices.tolist()
-        assert max(abs(v - w) for (_, v), w in zip(entry.top, values.tolist(), strict=True)) <= 1e-5
-        assert abs(entry.logprob - float(row[entry.token_id])) <= 1e-5
-    assert got.prompt_logprobs is not None and got.prompt_logprobs[0] is None
-    for position in range(1, prompt):
-        entry = got.prompt_logprobs[position]
-        row = logprobs[position - 1]
-        assert entry.token_id == tokens[0, position]
-        assert [t for t, _ in entry.top] == row.topk(3).indices.tolist()
-        assert abs(entry.logprob - float(row[entry.token_id])) <= 1e-5
-    streamed = list(
-        sync.generate_stream(engine, tokens, max_new_tokens=6, temperature=0.0, n_logprobs=5)
-    )
-    assert [s.top_logprobs for s in streamed] == list(got.top_logprobs)
+    streamed = check_logprobs(engine, eager.hf_model, tokens)
     assert streamed[0].sampling is not None and streamed[0].sampling.n_logprobs == 5
 
 

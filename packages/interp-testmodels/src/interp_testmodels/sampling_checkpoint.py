@@ -15,7 +15,7 @@ from typing import Any
 
 from interp_testmodels.families import build_family
 
-__all__ = ["RECOMMENDED", "recommending_checkpoint"]
+__all__ = ["RECOMMENDED", "check_logprobs", "recommending_checkpoint"]
 
 # What the tests' checkpoint recommends: none of these is a library default, so a knob that
 # followed the file is told apart from one that did not.
@@ -48,3 +48,44 @@ def recommending_checkpoint(
     config.update(RECOMMENDED if settings is None else settings)
     (target / "generation_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return target
+
+
+def check_logprobs(model: Any, hf_model: Any, tokens: Any, *, atol: float = 1e-5) -> Any:
+    """Assert that `model`'s logprobs (sampled, prompt and streamed) are the log-softmax of
+    `hf_model`'s raw logits over the same tokens; returns the generation for further checks.
+
+    Every backend reports the same numbers (top-5 per step, top-3 per prompt position), so the
+    eager and vLLM suites hold them to one definition written once here.
+    """
+    import torch
+
+    from interp_core import sync
+
+    got = sync.generate(
+        model, tokens, max_new_tokens=6, temperature=0.0, n_logprobs=5, prompt_logprobs=3
+    )
+    full = torch.tensor([[*tokens[0].tolist(), *got.token_ids[:-1]]])
+    with torch.no_grad():
+        logprobs = torch.log_softmax(hf_model(full).logits[0].float(), dim=-1)
+    prompt = tokens.shape[1]
+    assert got.logprobs is not None and len(got.logprobs) == len(got.token_ids)
+    for step, entry in enumerate(got.logprobs):
+        row = logprobs[prompt - 1 + step]
+        values, indices = row.topk(5)
+        assert [t for t, _ in entry.top] == indices.tolist()
+        assert max(abs(v - w) for (_, v), w in zip(entry.top, values.tolist(), strict=True)) <= atol
+        assert abs(entry.logprob - float(row[entry.token_id])) <= atol
+    assert got.top_logprobs == tuple(entry.top for entry in got.logprobs)
+    assert got.prompt_logprobs is not None and got.prompt_logprobs[0] is None
+    assert len(got.prompt_logprobs) == prompt
+    for position in range(1, prompt):
+        entry = got.prompt_logprobs[position]
+        row = logprobs[position - 1]
+        assert entry.token_id == tokens[0, position]
+        assert [t for t, _ in entry.top] == row.topk(3).indices.tolist()
+        assert abs(entry.logprob - float(row[entry.token_id])) <= atol
+    streamed = list(
+        sync.generate_stream(model, tokens, max_new_tokens=6, temperature=0.0, n_logprobs=5)
+    )
+    assert [s.top_logprobs for s in streamed] == list(got.top_logprobs)
+    return streamed
