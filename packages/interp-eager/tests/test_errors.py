@@ -227,17 +227,15 @@ def _applies(case: str, family: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize(
-    ("family", "case"),
-    [(family, case) for family in FAMILY_NAMES for case in CASES if _applies(case, family)],
-)
-def test_bad_input_is_refused_and_the_model_still_works(family: str, case: str) -> None:
+def _refused_and_unchanged(family: str, case: str, table: dict[str, Case]) -> None:
+    """`table[case]`'s call raises its error naming its fix, and leaves the model as it was: no
+    hook left behind, torch's functions unpatched, the same logits as before."""
     m = model(family)
     ids = prompt_ids(m)
     before = m.forward_logits(ids)
     # The model is shared by the process: transformers may have hooked it on an earlier call.
     hooks = hook_ids(m)
-    call, error, fix = CASES[case]
+    call, error, fix = table[case]
     with pytest.raises(error) as raised:
         call(m, ids)
     assert re.search(fix, str(raised.value)), f"{case}: {raised.value}"
@@ -245,6 +243,14 @@ def test_bad_input_is_refused_and_the_model_still_works(family: str, case: str) 
     assert torch.nn.functional.softmax is _SOFTMAX
     assert torch.nn.functional.linear is _LINEAR
     assert torch.equal(m.forward_logits(ids), before)
+
+
+@pytest.mark.parametrize(
+    ("family", "case"),
+    [(family, case) for family in FAMILY_NAMES for case in CASES if _applies(case, family)],
+)
+def test_bad_input_is_refused_and_the_model_still_works(family: str, case: str) -> None:
+    _refused_and_unchanged(family, case, CASES)
 
 
 # JetMoE's attention heads are routed experts' heads: no layer has attention matrices to refuse.
@@ -479,17 +485,7 @@ def _hostile_applies(case: str, family: str) -> bool:
 def test_hostile_input_gets_a_library_error_and_the_model_still_works(
     family: str, case: str
 ) -> None:
-    m = model(family)
-    ids = prompt_ids(m)
-    before = m.forward_logits(ids)
-    hooks = hook_ids(m)
-    call, error, fix = HOSTILE[case]
-    with pytest.raises(error) as raised:
-        call(m, ids)
-    assert re.search(fix, str(raised.value)), f"{case}: {raised.value}"
-    assert hook_ids(m) == hooks, f"{case} left hooks installed"
-    assert torch.nn.functional.softmax is _SOFTMAX
-    assert torch.equal(m.forward_logits(ids), before)
+    _refused_and_unchanged(family, case, HOSTILE)
 
 
 def test_positions_within_reach_still_steer() -> None:
