@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -99,13 +100,7 @@ def steering_vector(spec: SteeringSpec) -> torch.Tensor:
     vector = spec.vector
     if not isinstance(vector, torch.Tensor):
         return torch.tensor(check_vector_values(spec), dtype=torch.float32)
-    finite = torch.isfinite(vector)
-    if not bool(finite.all()):
-        index = int((~finite).flatten().nonzero()[0, 0])
-        raise non_finite_vector(spec.address, index, float(vector.flatten()[index]))
-    if spec.needs_direction and not bool(vector.any()):
-        raise zero_direction(spec.address, spec.op)
-    return vector
+    return _checked(spec, vector, direction=spec.needs_direction)
 
 
 def steering_target(spec: SteeringSpec) -> torch.Tensor | None:
@@ -115,13 +110,7 @@ def steering_target(spec: SteeringSpec) -> torch.Tensor | None:
         return None
     if not isinstance(target, torch.Tensor):
         return torch.tensor(list(target), dtype=torch.float32)
-    finite = torch.isfinite(target)
-    if not bool(finite.all()):
-        index = int((~finite).flatten().nonzero()[0, 0])
-        raise non_finite_vector(spec.address, index, float(target.flatten()[index]))
-    if not bool(target.any()):
-        raise zero_direction(spec.address, spec.op)
-    return target
+    return _checked(spec, target, direction=True)
 
 
 def steering_encoder(spec: SteeringSpec) -> torch.Tensor | None:
@@ -131,11 +120,19 @@ def steering_encoder(spec: SteeringSpec) -> torch.Tensor | None:
         return None
     if not isinstance(encoder, torch.Tensor):
         return torch.tensor(list(encoder), dtype=torch.float32)
-    finite = torch.isfinite(encoder)
+    return _checked(spec, encoder, direction=False)
+
+
+def _checked(spec: SteeringSpec, values: torch.Tensor, *, direction: bool) -> torch.Tensor:
+    """`values` (a spec's tensor field) if every element is finite and, for a `direction`, not
+    all zero; else the SteeringSpecError `check_vector_values` raises for a list."""
+    finite = torch.isfinite(values)
     if not bool(finite.all()):
         index = int((~finite).flatten().nonzero()[0, 0])
-        raise non_finite_vector(spec.address, index, float(encoder.flatten()[index]))
-    return encoder
+        raise non_finite_vector(spec.address, index, float(values.flatten()[index]))
+    if direction and not bool(values.any()):
+        raise zero_direction(spec.address, spec.op)
+    return values
 
 
 def _overflow(spec: SteeringSpec, dtype: torch.dtype, why: str, instead: str) -> SteeringSpecError:
@@ -454,38 +451,10 @@ def spec_delta(
     )
 
 
-def apply_steering(
-    h: torch.Tensor,
-    vector: torch.Tensor,
-    op: str,
-    *,
-    scale: float = 1.0,
-    lower: float | None = None,
-    upper: float | None = None,
-    row_positions: torch.Tensor | None = None,
-    positions: Sequence[int] | torch.Tensor | None = None,
-    encoder: torch.Tensor | None = None,
-    bias: float = 0.0,
-    threshold: float = 0.0,
-    normalize: bool = False,
-    max_fraction: float | None = None,
-    target: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """`h` after one operation, in `h`'s dtype: `h + steering_delta(...).to(h.dtype)`."""
-    delta = steering_delta(
-        h,
-        vector,
-        op,
-        scale=scale,
-        lower=lower,
-        upper=upper,
-        row_positions=row_positions,
-        positions=positions,
-        encoder=encoder,
-        bias=bias,
-        threshold=threshold,
-        normalize=normalize,
-        max_fraction=max_fraction,
-        target=target,
-    )
-    return h + delta.to(h.dtype)
+def apply_steering(h: torch.Tensor, vector: torch.Tensor, op: str, **fields: Any) -> torch.Tensor:
+    """`h` after one operation, in `h`'s dtype: `h + steering_delta(h, vector, op, **fields)`.
+
+    `fields` are `steering_delta`'s keywords, forwarded whole: one signature to extend when an
+    op gains a field (a copied list here once lacked `channels`).
+    """
+    return h + steering_delta(h, vector, op, **fields).to(h.dtype)
