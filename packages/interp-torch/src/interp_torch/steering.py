@@ -105,22 +105,21 @@ def steering_vector(spec: SteeringSpec) -> torch.Tensor:
 
 def steering_target(spec: SteeringSpec) -> torch.Tensor | None:
     """A swap's target direction as a flat tensor (None for the other ops); values checked."""
-    target = spec.target
-    if target is None:
-        return None
-    if not isinstance(target, torch.Tensor):
-        return torch.tensor(list(target), dtype=torch.float32)
-    return _checked(spec, target, direction=True)
+    return _optional_field(spec, spec.target, direction=True)
 
 
 def steering_encoder(spec: SteeringSpec) -> torch.Tensor | None:
     """A clamp spec's encoder row as a flat tensor (None for the other ops); values checked."""
-    encoder = spec.encoder
-    if encoder is None:
+    return _optional_field(spec, spec.encoder, direction=False)
+
+
+def _optional_field(spec: SteeringSpec, values: Any, *, direction: bool) -> torch.Tensor | None:
+    # A list was checked when the spec was built; a tensor is read only now (see steering_vector).
+    if values is None:
         return None
-    if not isinstance(encoder, torch.Tensor):
-        return torch.tensor(list(encoder), dtype=torch.float32)
-    return _checked(spec, encoder, direction=False)
+    if not isinstance(values, torch.Tensor):
+        return torch.tensor(list(values), dtype=torch.float32)
+    return _checked(spec, values, direction=direction)
 
 
 def _checked(spec: SteeringSpec, values: torch.Tensor, *, direction: bool) -> torch.Tensor:
