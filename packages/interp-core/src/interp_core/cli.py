@@ -19,7 +19,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,33 +221,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"interp-core {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    points = sub.add_parser(
+    points = _subcommand(
+        sub,
         "points",
-        formatter_class=HelpFormatter,
-        allow_abbrev=False,
-        help="every point a model has, with width and shape, or why it is absent",
+        _cmd_points,
+        "every point a model has, with width and shape, or why it is absent",
+        "print one JSON object",
     )
     points.add_argument("model", help="a config.json, a model folder, or a bundled repo id")
-    points.add_argument("--json", action="store_true", help="print one JSON object")
-    points.set_defaults(run=_cmd_points)
-    backends = sub.add_parser(
+    _subcommand(
+        sub,
         "backends",
-        formatter_class=HelpFormatter,
-        allow_abbrev=False,
-        help="registered backends and whether they can run here",
+        _cmd_backends,
+        "registered backends and whether they can run here",
+        "print a JSON list",
     )
-    backends.add_argument("--json", action="store_true", help="print a JSON list")
-    backends.set_defaults(run=_cmd_backends)
-    models = sub.add_parser(
+    _subcommand(
+        sub,
         "models",
-        formatter_class=HelpFormatter,
-        allow_abbrev=False,
-        help="the repo ids of the bundled configs (usable offline as MODEL)",
+        _cmd_models,
+        "the repo ids of the bundled configs (usable offline as MODEL)",
+        "print a JSON list",
     )
-    models.add_argument("--json", action="store_true", help="print a JSON list")
-    models.set_defaults(run=_cmd_models)
     _add_plugin_commands(sub)
     return parser
+
+
+def _subcommand(
+    sub: Any, name: str, run: Callable[[argparse.Namespace], int], summary: str, json_help: str
+) -> argparse.ArgumentParser:
+    """A built-in subcommand: whole flag names only, and a `--json` switch on every one."""
+    command: argparse.ArgumentParser = sub.add_parser(
+        name, formatter_class=HelpFormatter, allow_abbrev=False, help=summary
+    )
+    command.add_argument("--json", action="store_true", help=json_help)
+    command.set_defaults(run=run)
+    return command
 
 
 def _add_plugin_commands(sub: Any) -> None:
