@@ -20,7 +20,10 @@ import torch
 
 from interp_core import load_model, sync
 from interp_core.errors import CapabilityUnsupported
-from interp_testmodels.sampling_checkpoint import RECOMMENDED, recommending_checkpoint
+from interp_testmodels.sampling_checkpoint import (
+    check_recommended,
+    recommending_checkpoint,
+)
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -61,12 +64,7 @@ def _log_softmax(local: Any, ids: list[int]) -> torch.Tensor:
 def test_remote_sampling_follows_the_servers_checkpoint(remote: Any, local: Any) -> None:
     ids = local.to_tokens(PROMPT)
     used = sync.generate(remote, ids, max_new_tokens=3, seed=4).sampling
-    assert (used.temperature, used.top_k, used.repetition_penalty) == (
-        RECOMMENDED["temperature"],
-        RECOMMENDED["top_k"],
-        RECOMMENDED["repetition_penalty"],
-    )
-    assert used.sources["temperature"] == "generation_config"
+    check_recommended(used)
     set_ = sync.generate(remote, ids, max_new_tokens=3, temperature=0.0, top_k=50).sampling
     assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
     plain = sync.generate(remote, ids, max_new_tokens=3, use_generation_config=False).sampling

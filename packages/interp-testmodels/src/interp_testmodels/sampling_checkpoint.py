@@ -15,7 +15,7 @@ from typing import Any
 
 from interp_testmodels.families import build_family
 
-__all__ = ["RECOMMENDED", "check_logprobs", "recommending_checkpoint"]
+__all__ = ["RECOMMENDED", "check_logprobs", "check_recommended", "recommending_checkpoint"]
 
 # What the tests' checkpoint recommends: none of these is a library default, so a knob that
 # followed the file is told apart from one that did not.
@@ -89,3 +89,11 @@ def check_logprobs(model: Any, hf_model: Any, tokens: Any, *, atol: float = 1e-5
     )
     assert [s.top_logprobs for s in streamed] == list(got.top_logprobs)
     return streamed
+
+
+def check_recommended(sampling: Any) -> None:
+    """Assert that a generation's `sampling` ran with the checkpoint's recommended knobs, each
+    read from its generation_config.json."""
+    knobs = ("temperature", "top_k", "repetition_penalty")
+    assert {k: getattr(sampling, k) for k in knobs} == {k: RECOMMENDED[k] for k in knobs}
+    assert all(sampling.sources[k] == "generation_config" for k in knobs), sampling.sources
