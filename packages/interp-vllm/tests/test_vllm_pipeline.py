@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from vllm_helpers import mismatches, relative_diff, seeded_vector
+from vllm_helpers import TINY_ENGINE, mismatches, relative_diff, seeded_vector
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -43,8 +43,7 @@ class Pair:
         self.model = load_model(
             path,
             backend="vllm",
-            dtype="float32",
-            max_model_len=128,
+            **TINY_ENGINE,
             num_gpus=2,
             pipeline_parallel=2,
         )
@@ -133,8 +132,7 @@ def test_static_taps_run_compiled_across_two_stages() -> None:
     model = load_model(
         path,
         backend="vllm-static",
-        dtype="float32",
-        max_model_len=128,
+        **TINY_ENGINE,
         num_gpus=2,
         pipeline_parallel=2,
         static_points="auto",

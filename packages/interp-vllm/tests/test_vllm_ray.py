@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 import pytest
 import torch
-from vllm_helpers import assert_all_exit, mismatches, seeded_vector
+from vllm_helpers import TINY_ENGINE, assert_all_exit, mismatches, seeded_vector
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -172,8 +172,7 @@ def model(cluster: Cluster, llama: str) -> Iterator[Any]:
     yield from warmed(
         llama,
         backend="vllm",
-        dtype="float32",
-        max_model_len=128,
+        **TINY_ENGINE,
         num_gpus=2,
         pipeline_parallel=2,
         distributed="ray",

