@@ -165,8 +165,7 @@ class ReadoutsWorkerMixin(HoldsWorkerState):
         request = self._interp.requests.get(rid)  # type: ignore[attr-defined]
         rows: dict[str, tuple[list[int], torch.Tensor]] = {}
         if request is not None and request.refusal is None:
-            rows = {key: by_position(chunks) for key, chunks in request.rows.items()}
-            request.rows = {}
+            rows = {key: by_position(chunks) for key, chunks in request.take_rows().items()}
         answer = self.interp_collect(rid, None, None)  # type: ignore[attr-defined]
         answer["projected"] = {}
         if answer.get("refusal") or answer["errors"]:

@@ -23,8 +23,11 @@ def picked(rows: torch.Tensor, pick: torch.Tensor | None) -> torch.Tensor:
 
 def by_position(chunks: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], Any]:
     """Rows in position order, one per position; a later row of a position wins (recompute)."""
-    where = torch.cat([w for w, _ in chunks]).tolist()
-    rows = torch.cat([r for _, r in chunks])
+    if len(chunks) == 1:  # one chunk (the static tier joins its steps first): no copy
+        where, rows = chunks[0][0].tolist(), chunks[0][1]
+    else:
+        where = torch.cat([w for w, _ in chunks]).tolist()
+        rows = torch.cat([r for _, r in chunks])
     if all(b > a for a, b in itertools.pairwise(where)):
         return where, rows
     latest = {position: index for index, position in enumerate(where)}

@@ -19,8 +19,9 @@ Per step, on the host, around the compiled forward (`wrap_runner`):
 - after vLLM's `_prepare_inputs` has laid out the batch (request order, token counts, absolute
   positions), the step plan is built exactly as the hooked backend builds it, and the per-row
   steering parameters of this step's steered requests are written into the taps' buffers;
-- after the runner's `execute_model`, the rows of every interpreted request are sliced out of the
-  read buffers, and any request whose steered rows were not finite is refused.
+- after the runner's `execute_model`, the rows of every interpreted request are taken out of the
+  read buffers (plain captures of every point in one copy per step, `interp_vllm.static_rows`),
+  and any request whose steered rows were not finite is refused.
 
 vLLM's compile cache (AOT artifacts keyed by the config hash) is switched off in this worker's
 process: a cached artifact would be replayed without re-tracing, and our hooks' tensors must be
@@ -38,6 +39,7 @@ from interp_core.errors import CapabilityUnsupported
 from interp_core.steering import STATIC_WRITER_SLOTS
 from interp_vllm.engine import STATIC_CONFIG_KEY
 from interp_vllm.site_kinds import site_groups, watch_group
+from interp_vllm.static_rows import keep_stacked
 from interp_vllm.static_taps import StaticTaps
 from interp_vllm.worker_state import CompiledTaps, local_part, non_finite
 
@@ -249,6 +251,7 @@ def collect_step(worker: Any, taps: StaticTaps) -> None:
     step = worker._interp.step
     if step is None:
         return
+    readers_at: dict[str, list[Any]] = {}
     for key, segments in step.by_key.items():
         params = taps.writes.get(key)
         steered = [
@@ -266,7 +269,9 @@ def collect_step(worker: Any, taps: StaticTaps) -> None:
         if key not in taps.reads:
             continue
         readers = [s for s in segments if s.request.refusal is None and s.request.reads(key)]
-        if not readers:
-            continue
-        # The buffer's rows are copied out before the next step overwrites them.
+        if readers:
+            readers_at[key] = readers
+    # The buffers' rows are copied out before the next step overwrites them: plain captures of
+    # every point in one copy (interp_vllm.static_rows), the rest point by point.
+    for key, readers in keep_stacked(taps, step, readers_at).items():
         worker._interp_keep_step(step, key, readers, taps.reads[key].rows)

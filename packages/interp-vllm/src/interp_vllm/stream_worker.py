@@ -30,7 +30,7 @@ class StreamWorkerMixin(HoldsWorkerState):
             return {**empty, "errors": [], "seen": False}
         if request.refusal is not None:
             return {**empty, "errors": list(request.errors), "refusal": request.refusal}
-        held, request.rows = request.rows, {}
+        held = request.take_rows()
         captured: dict[str, Any] = {}
         positions: dict[str, list[int]] = {}
         for key, chunks in held.items():

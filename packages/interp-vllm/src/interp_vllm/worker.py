@@ -443,7 +443,7 @@ class InterpWorkerExtension(
             }
         captured: dict[str, torch.Tensor] = {}
         positions: dict[str, list[int]] = {}
-        for key, chunks in request.rows.items():
+        for key, chunks in request.take_rows().items():
             positions[key], captured[key] = _by_position(chunks)
         readout: dict[str, Any] = {}
         if lens is not None and request.lens_rows:

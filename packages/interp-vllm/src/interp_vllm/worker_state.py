@@ -109,6 +109,11 @@ class Request:
     features: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     feature_rows: dict[str, list[Any]] = field(default_factory=dict)
     rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
+    # The static tier's plain captures: (keys) -> [(positions, rows [len(keys), n, ...])], one
+    # entry per step for all those points at once (`interp_vllm.static_rows`).
+    stacked: dict[tuple[str, ...], list[tuple[torch.Tensor, torch.Tensor]]] = field(
+        default_factory=dict
+    )
     lens_rows: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     # A library error that fails this request alone: {"error": class name, "message": text}.
@@ -132,6 +137,22 @@ class Request:
         """Fail this request alone with `error` (the first refusal wins); it runs hook-free on."""
         if self.refusal is None:
             self.refusal = {"error": type(error).__name__, "message": str(error)}
+
+    def take_rows(self) -> dict[str, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Every captured row held so far, by key as (positions, rows) chunks; forgotten here.
+
+        The static tier's stacked steps are joined once per group and cut per key (views)."""
+        held, self.rows = self.rows, {}
+        for keys, chunks in self.stacked.items():
+            if len(chunks) == 1:
+                where, block = chunks[0]
+            else:
+                where = torch.cat([w for w, _ in chunks])
+                block = torch.cat([b for _, b in chunks], dim=1)
+            for index, key in enumerate(keys):
+                held.setdefault(key, []).append((where, block[index]))
+        self.stacked = {}
+        return held
 
     def keep(
         self,

@@ -136,15 +136,21 @@ def prompt_tokens(length: int = PROMPT_TOKENS, seed: int = 0) -> list[int]:
 
 # --- timing --------------------------------------------------------------------------------------
 def interleave(
-    variants: dict[str, Callable[[], Any]], *, repeats: int, warmup: int
+    variants: dict[str, Callable[[], Any]], *, repeats: int, warmup: int, settle: float = 0.0
 ) -> dict[str, list[float]]:
-    """Seconds per call of each variant, run round-robin so noise hits all of them alike."""
+    """Seconds per call of each variant, run round-robin so noise hits all of them alike.
+
+    `settle` seconds pass before each timed call, so that what the previous call left running
+    (a vLLM engine's processes spin for a while after their last step) has stopped before the
+    next is timed, whichever variant comes next."""
     for _ in range(warmup):
         for run in variants.values():
             run()
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(repeats):
         for name, run in variants.items():
+            if settle:
+                time.sleep(settle)
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
