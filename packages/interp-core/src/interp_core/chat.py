@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interp_core.channels import Segment, chat_format, label_tokens, segments
+from interp_core.channels import Segment, label_tokens, segments
+from interp_core.channels import chat_format as reasoning_format
 from interp_core.chat_formats import TEMPLATE, format_spans, resolve_chat_format
 from interp_core.errors import CapabilityUnsupported, NoChatTemplateError
 
@@ -181,7 +182,7 @@ def _options(
         if value is None:
             continue
         if not isinstance(template, str) or key not in template:
-            switch = "a thinking switch" if key == "enable_thinking" else f"a {key} option"
+            switch = "thinking switch" if key == "enable_thinking" else f"{key} option"
             what = f"{key} was set, but this chat template has no {switch}"
             why = "the option would be ignored silently and the chat rendered as if it were unset"
             instead = f"leave {key} unset for this model"
@@ -229,7 +230,7 @@ def message_spans(
     options = _options(
         tokenizer, messages, add_generation_prompt, continue_final_message, enable_thinking, extra
     )
-    fmt = chat_format(tokenizer, fmt)
+    fmt = reasoning_format(tokenizer, fmt)
     if continue_final_message:
         text = _render(tokenizer, messages, False, {**options, "continue_final_message": True})
     else:
