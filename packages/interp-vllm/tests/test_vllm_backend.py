@@ -16,6 +16,7 @@ sync API (`sync.run` for concurrent batches).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -381,6 +382,38 @@ def test_protocol_readouts_match_eager(engine: VLLMModel, eager: InterpModel, to
         facade.decode_residuals(last, raw=True)
     chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
     assert engine.message_spans(chat) == eager.message_spans(chat)  # type: ignore[attr-defined]
+
+
+def test_deepseek_v4_chat_and_generated_channels_match_eager(
+    engine: VLLMModel, eager: InterpModel
+) -> None:
+    # The chat format DeepSeek-V4 defines in code, named; the model driven (each step's last
+    # residual pushed along the next wanted token's unembedding row) to write reasoning, then
+    # </think> and an answer, whose tokens the labels must place in their channels.
+    chat = [{"role": "user", "content": "Name a colour."}]
+    options = {"add_generation_prompt": True, "chat_format": "deepseek-v4"}
+    prompt = engine.message_spans(chat, **options)
+    assert prompt == eager.message_spans(chat, **options)  # type: ignore[attr-defined]
+    reply = engine.tokenizer.encode(" so</think>Blue", add_special_tokens=False)
+    weight = eager.hf_model.get_output_embeddings().weight.detach()  # type: ignore[attr-defined]
+    last = f"resid_post.{engine.n_layers - 1}"
+    specs = [
+        SteeringSpec(last, weight[t] / weight[t].norm(), "add", scale=200.0, positions=(p,))
+        for p, t in enumerate(reply, start=len(prompt.token_ids) - 1)
+    ]
+    ids = [list(prompt.token_ids)]
+    out = sync.generate(engine, ids, max_new_tokens=len(reply), temperature=0.0, steering=specs)
+    assert list(out.token_ids) == reply  # the drive took
+    labels = engine.generation_labels(prompt.token_ids, out.token_ids, chat_format="deepseek-v4")
+    got = [
+        (key, engine.tokenizer.decode([i for i, _ in group]))
+        for key, group in itertools.groupby(zip(reply, labels, strict=True), key=lambda p: p[1])
+    ]
+    assert got == [
+        (("analysis", "content", 0), " so"),
+        (("analysis", "footer", 0), "</think>"),
+        (("final", "content", 0), "Blue"),
+    ]
 
 
 # --- many requests in flight -------------------------------------------------------------------
