@@ -45,6 +45,7 @@ from interp_core.sampling import check_sampling
 from interp_core.steering import SteeringSpec, apply_reference
 from interp_core.testing.checks import BAD_SAMPLING
 from interp_core.testing.resources import require
+from interp_testmodels.chat_templates import HARMONY_TEMPLATE, THINK_TEMPLATE
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
 from interp_vllm.model import VLLMModel
@@ -384,17 +385,61 @@ def test_protocol_readouts_match_eager(engine: VLLMModel, eager: InterpModel, to
     assert engine.message_spans(chat) == eager.message_spans(chat)  # type: ignore[attr-defined]
 
 
-def test_deepseek_v4_chat_and_generated_channels_match_eager(
-    engine: VLLMModel, eager: InterpModel
+_CHANNEL_CASES = {
+    # format -> (template or None, chat, spans options, the reply, its expected label groups)
+    "think": (
+        THINK_TEMPLATE,
+        [
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "<think>\nWell"},
+        ],
+        {"continue_final_message": True},
+        " so.</think>\n\nBlue.",
+        [
+            (("analysis", "content", 0), " so."),
+            (("analysis", "footer", 0), "</think>"),
+            (("final", "content", 0), "\n\nBlue."),
+        ],
+    ),
+    "harmony": (
+        HARMONY_TEMPLATE,
+        [{"role": "user", "content": "Hi"}],
+        {"add_generation_prompt": True},
+        "<|channel|>final<|message|>Blue.<|return|>",
+        [
+            (("final", "header", 0), "<|channel|>final<|message|>"),
+            (("final", "content", 0), "Blue."),
+            (("final", "footer", 0), "<|return|>"),
+        ],
+    ),
+    "deepseek-v4": (
+        None,
+        [{"role": "user", "content": "Name a colour."}],
+        {"add_generation_prompt": True, "chat_format": "deepseek-v4"},
+        " so</think>Blue",
+        [
+            (("analysis", "content", 0), " so"),
+            (("analysis", "footer", 0), "</think>"),
+            (("final", "content", 0), "Blue"),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(_CHANNEL_CASES))
+def test_chat_spans_and_generated_channels_match_eager(
+    engine: VLLMModel, eager: InterpModel, fmt: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The chat format DeepSeek-V4 defines in code, named; the model driven (each step's last
-    # residual pushed along the next wanted token's unembedding row) to write reasoning, then
-    # </think> and an answer, whose tokens the labels must place in their channels.
-    chat = [{"role": "user", "content": "Name a colour."}]
-    options = {"add_generation_prompt": True, "chat_format": "deepseek-v4"}
+    # Spans of a <think> template, a harmony one and DeepSeek-V4's code format equal eager's; the
+    # model, driven (each step's last residual pushed along the next wanted token's unembedding
+    # row) to write the format's markers, gets its generated tokens labelled by channel.
+    template, chat, options, text, expected = _CHANNEL_CASES[fmt]
+    if template is not None:
+        for model in (engine, eager):
+            monkeypatch.setattr(model.tokenizer, "chat_template", template)
     prompt = engine.message_spans(chat, **options)
     assert prompt == eager.message_spans(chat, **options)  # type: ignore[attr-defined]
-    reply = engine.tokenizer.encode(" so</think>Blue", add_special_tokens=False)
+    reply = engine.tokenizer.encode(text, add_special_tokens=False)
     weight = eager.hf_model.get_output_embeddings().weight.detach()  # type: ignore[attr-defined]
     last = f"resid_post.{engine.n_layers - 1}"
     specs = [
@@ -404,16 +449,13 @@ def test_deepseek_v4_chat_and_generated_channels_match_eager(
     ids = [list(prompt.token_ids)]
     out = sync.generate(engine, ids, max_new_tokens=len(reply), temperature=0.0, steering=specs)
     assert list(out.token_ids) == reply  # the drive took
-    labels = engine.generation_labels(prompt.token_ids, out.token_ids, chat_format="deepseek-v4")
+    named = {"chat_format": "deepseek-v4"} if fmt == "deepseek-v4" else {"fmt": fmt}
+    labels = engine.generation_labels(prompt.token_ids, out.token_ids, **named)
     got = [
         (key, engine.tokenizer.decode([i for i, _ in group]))
         for key, group in itertools.groupby(zip(reply, labels, strict=True), key=lambda p: p[1])
     ]
-    assert got == [
-        (("analysis", "content", 0), " so"),
-        (("analysis", "footer", 0), "</think>"),
-        (("final", "content", 0), "Blue"),
-    ]
+    assert got == expected
 
 
 # --- many requests in flight -------------------------------------------------------------------
