@@ -132,7 +132,9 @@ def test_drawn_chats_partition_their_tokens_by_message(
     gen = messages[-1]["role"] != "assistant"
     options = {"enable_thinking": thinking, "drop_thinking": drop, "add_generation_prompt": gen}
     chat = _spans(messages, **options)
-    blocks = render_blocks(messages, thinking=thinking, drop_thinking=drop, add_generation_prompt=gen)
+    blocks = render_blocks(
+        messages, thinking=thinking, drop_thinking=drop, add_generation_prompt=gen
+    )
     assert len(chat.partition) == len(blocks) == len(messages) + gen
     assert chat.partition[0][0] == 0 and chat.partition[-1][1] == len(chat.token_ids)
     for (_, stop), (start, _) in itertools.pairwise(chat.partition):

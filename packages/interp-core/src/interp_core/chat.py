@@ -18,41 +18,17 @@ labelled by guesswork.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from interp_core.channels import Segment, label_tokens, segments
 from interp_core.channels import chat_format as reasoning_format
 from interp_core.chat_formats import TEMPLATE, format_spans, resolve_chat_format
+from interp_core.chat_spans import ChatSpans, TokenSpan
 from interp_core.errors import CapabilityUnsupported, NoChatTemplateError
 
 __all__ = ["SECTIONS", "ChatSpans", "TokenSpan", "check_chat_template", "message_spans"]
 
 SECTIONS = ("header", "content", "footer")
-
-
-@dataclass(frozen=True, slots=True)
-class TokenSpan:
-    """What one token of a rendered chat belongs to."""
-
-    message: int  # index into the messages (len(messages) for the generation prompt)
-    role: str
-    section: str  # one of SECTIONS
-    # The reasoning channel (`interp_core.channels`: analysis / commentary / final) for a
-    # template with <think> blocks or harmony channels; None in a plain template, and for the
-    # template's own markers around a message.
-    channel: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChatSpans:
-    """A rendered chat: its text, token ids, one `TokenSpan` per token and the per-message
-    partition (`[start, end)` token ranges, contiguous, covering every token)."""
-
-    text: str
-    token_ids: tuple[int, ...]
-    spans: tuple[TokenSpan, ...]
-    partition: tuple[tuple[int, int], ...]
 
 
 def has_chat_template(tokenizer: Any) -> bool:

@@ -4,10 +4,10 @@ Almost every checkpoint states its chat format as a Jinja template in its tokeni
 `interp_core.chat` renders and labels that. A few define it in code instead; for those we carry
 our own renderer, written from the format's facts, which reports each message's block itself:
 
-| name | format | picked automatically when |
-|---|---|---|
-| `template` | the tokenizer's `chat_template` | the tokenizer has one |
-| `deepseek-v4` | DeepSeek-V4 (`interp_core.deepseek_v4_chat`) | no template, and the checkpoint is a DeepSeek-V4 (its architecture, or `encoding/encoding_dsv4.py` in its folder) |
+* `template`: the tokenizer's `chat_template`; picked when the tokenizer has one.
+* `deepseek-v4`: DeepSeek-V4 (`interp_core.deepseek_v4_chat`); picked when there is no
+  template and the checkpoint is a DeepSeek-V4 (its architecture, or the encoder
+  `encoding/encoding_dsv4.py` in its folder).
 
 `resolve_chat_format(tokenizer, name, facts)` names the one to use (an unknown name is refused,
 listing these); `format_spans` renders and labels a chat with a code format, `format_text`
@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from interp_core import deepseek_v4_chat
+from interp_core.channels import _decoded_offsets
+from interp_core.chat_spans import ChatSpans, TokenSpan
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 
 __all__ = [
@@ -68,6 +70,13 @@ def resolve_chat_format(tokenizer: Any, name: str | None = None, facts: Any = No
     return DEEPSEEK_V4 if _is_deepseek_v4(tokenizer, facts) else TEMPLATE
 
 
+def _check_fmt(fmt: str | None) -> None:
+    if fmt not in (None, "think"):
+        what = f"fmt={fmt!r} with chat_format='deepseek-v4'"
+        why = "DeepSeek-V4 marks reasoning with <think> blocks"
+        raise CapabilityUnsupported.build(what, why, 'leave fmt unset (or "think")')
+
+
 def _blocks(
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -78,10 +87,7 @@ def _blocks(
     drop_thinking: bool | None = None,
     fmt: str | None = None,
 ) -> tuple[deepseek_v4_chat.Block, ...]:
-    if fmt not in (None, "think"):
-        what = f"fmt={fmt!r} with chat_format='deepseek-v4'"
-        why = "DeepSeek-V4 marks reasoning with <think> blocks"
-        raise CapabilityUnsupported.build(what, why, 'leave fmt unset (or "think")')
+    _check_fmt(fmt)
     # Thinking mode unless switched off: the mode vLLM serves DeepSeek-V4 in by default.
     return deepseek_v4_chat.render_blocks(
         messages,
@@ -101,16 +107,15 @@ def format_text(name: str, messages: Sequence[Mapping[str, Any]], **options: Any
 
 def _known(name: str) -> None:
     if name == TEMPLATE or name not in CHAT_FORMATS:
-        raise InvalidArgument(f"{name!r} is not a code chat format; those are {CHAT_FORMATS[1:]}")
+        msg = f"{name!r} is not a code chat format; those are {CHAT_FORMATS[1:]}"
+        raise InvalidArgument(msg)
 
 
 def format_spans(
     tokenizer: Any, name: str, messages: Sequence[Mapping[str, Any]], **options: Any
-) -> Any:
+) -> ChatSpans:
     """`interp_core.chat.ChatSpans` of a chat rendered in code format `name`: each token is
     labelled by the piece of its message's block its first character falls in."""
-    from interp_core.chat import ChatSpans, TokenSpan
-
     _known(name)
     blocks = _blocks(messages, **options)
     text = "".join(b.text for b in blocks)
@@ -146,15 +151,18 @@ def format_spans(
 
 
 def format_generation_labels(
-    tokenizer: Any, name: str, prompt_ids: Sequence[int], generated_ids: Sequence[int]
+    tokenizer: Any,
+    name: str,
+    prompt_ids: Sequence[int],
+    generated_ids: Sequence[int],
+    fmt: str | None = None,
 ) -> tuple[tuple[str | None, str, int], ...]:
     """`(channel, section, message)` of each generated token after a prompt in code format
     `name`. The turn is parsed from the prompt's last assistant opening (`<｜Assistant｜>`), so
     an earlier turn's markers cannot shift it; the reasoning is open when the prompt's last
     thinking marker after it is `<think>`."""
-    from interp_core.channels import _decoded_offsets
-
     _known(name)
+    _check_fmt(fmt)
     generated = [int(i) for i in generated_ids]
     if not generated:
         return ()

@@ -180,7 +180,7 @@ def _reasoning(message: Mapping[str, Any], index: int) -> str:
     if len(set(given.values())) > 1:
         what = f"message {index} carries both reasoning_content and reasoning, and they differ"
         raise InvalidArgument.build(what, None, "send the reasoning under one of the two keys")
-    for key, value in given.items():
+    for key in given:
         return _text(message, index, key)
     return ""
 
@@ -191,23 +191,27 @@ def _check(messages: Sequence[Mapping[str, Any]]) -> None:
         raise InvalidArgument(what)
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
-            raise InvalidArgument(f"message {index} is {message!r}, not a mapping")
+            msg = f"message {index} is {message!r}, not a mapping"
+            raise InvalidArgument(msg)
         role = message.get("role")
         if role not in ROLES:
-            what = f"message {index} has role {role!r}, which the DeepSeek-V4 renderer does not draw"
+            what = (
+                f"message {index} has role {role!r}, which the DeepSeek-V4 renderer does not draw"
+            )
             why = "its format has no other roles (latest_reminder is not drawn here)"
             raise CapabilityUnsupported.build(what, why, f"use one of {ROLES}")
         for key, meaning in _UNDRAWN.items():
             if key in message:
                 what = f"message {index} carries {key!r}: {meaning}"
-                why = "the DeepSeek-V4 renderer does not draw it, and ignoring it would render a wrong prompt"
+                why = "this renderer does not draw it, and ignoring it would render a wrong prompt"
                 raise CapabilityUnsupported.build(what, why, f"drop {key!r} from the message")
         if message.get("thinking") is not None:
             what = f"message {index} carries 'thinking', harmony's key for reasoning"
             why = "DeepSeek-V4 reads an assistant's reasoning from reasoning_content"
             raise InvalidArgument.build(what, why, "send it as reasoning_content")
         if role == "developer" and not _text(message, index):
-            raise InvalidArgument(f"message {index}: a developer message needs some text")
+            msg = f"message {index}: a developer message needs some text"
+            raise InvalidArgument(msg)
         for key, roles in (
             ("tools", ("system", "developer")),
             ("response_format", ("system", "developer")),
@@ -218,7 +222,8 @@ def _check(messages: Sequence[Mapping[str, Any]]) -> None:
                 why = f"the format draws {key} only on {' and '.join(roles)} messages"
                 raise CapabilityUnsupported.build(what, why, f"move it onto a {roles[0]} message")
         if (message.get("reasoning_content") or message.get("reasoning")) and role != "assistant":
-            raise InvalidArgument(f"message {index} ({role}) carries reasoning; only assistants do")
+            msg = f"message {index} ({role}) carries reasoning; only assistants do"
+            raise InvalidArgument(msg)
 
 
 def _tools(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -237,7 +242,11 @@ def _sections(message: Mapping[str, Any]) -> list[Piece]:
     if message.get("tools"):
         out.append(Piece("\n\n" + _tools(message["tools"]), "footer"))
     if message.get("response_format"):
-        out.append(Piece("\n\n" + _RESPONSE_FORMAT.format(schema=_json(message["response_format"])), "footer"))
+        out.append(
+            Piece(
+                "\n\n" + _RESPONSE_FORMAT.format(schema=_json(message["response_format"])), "footer"
+            )
+        )
     return out
 
 
@@ -255,7 +264,8 @@ def _call(call: Mapping[str, Any]) -> str:
             what = f"the arguments of tool call {function['name']!r} are not JSON"
             raise InvalidArgument.build(what, None, "send a JSON object") from None
     if not isinstance(arguments, Mapping):
-        raise InvalidArgument(f"the arguments of tool call {function['name']!r} are not an object")
+        msg = f"the arguments of tool call {function['name']!r} are not an object"
+        raise InvalidArgument(msg)
     parameters = "\n".join(
         f'<{DSML}parameter name="{key}" string="{"true" if isinstance(value, str) else "false"}">'
         f"{value if isinstance(value, str) else _json(value)}</{DSML}parameter>"
@@ -349,7 +359,11 @@ def render_blocks(
 
     last_user = max((n for n, t in enumerate(turns) if user_like(t)), default=-1)
     if dropping:  # developer messages before the last user turn are not written at all
-        kept = [n for n, t in enumerate(turns) if n >= last_user or messages[t[0]]["role"] != "developer"]
+        kept = [
+            n
+            for n, t in enumerate(turns)
+            if n >= last_user or messages[t[0]]["role"] != "developer"
+        ]
     else:
         kept = list(range(len(turns)))
     # Positions in the kept turns decide the transitions; the last user turn counts among them.
@@ -414,7 +428,9 @@ def render_blocks(
     return tuple(blocks)
 
 
-def turn_segments(text: str, *, reasoning_open: bool) -> list[tuple[int, int, str | None, str, int]]:
+def turn_segments(
+    text: str, *, reasoning_open: bool
+) -> list[tuple[int, int, str | None, str, int]]:
     """`(start, end, channel, section, message)` tiling the text of an assistant turn the model
     writes: its reasoning (`analysis`, up to and including `</think>`) when `reasoning_open`, then
     its answer (`final`), a DSML tool-call block (`commentary`), and `<｜end▁of▁sentence｜>`

@@ -219,7 +219,7 @@ class ModelBase:
             return own(prompt_ids, generated_ids, fmt=fmt)
         name = resolve_chat_format(self.tokenizer, chat_format, self.facts)
         if name != TEMPLATE:
-            return format_generation_labels(self.tokenizer, name, prompt_ids, generated_ids)
+            return format_generation_labels(self.tokenizer, name, prompt_ids, generated_ids, fmt)
         return generation_labels(self.tokenizer, prompt_ids, generated_ids, fmt=fmt)
 
     # --- samples and streamed capture ------------------------------------------------------------

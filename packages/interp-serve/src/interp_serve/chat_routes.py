@@ -5,11 +5,11 @@ as `reasoning_content`, the `<think>` templates' key, or `thinking`, harmony's) 
 options (`add_generation_prompt`, `continue_final_message`, `enable_thinking`,
 `reasoning_effort`, `drop_thinking`, `format` to name the reasoning format instead of reading it
 from the template, and `chat_format` to name the renderer: the template, or a format defined in
-code such as `deepseek-v4`, which is picked by itself for a checkpoint that defines one). It answers the rendered
-`text`, its `token_ids`, one `{message, role, section, channel}` per token and each message's
-`[start, end)` token range (`interp_core.chat.message_spans`). With `generated` (ids a model
-produced after that prompt) it also labels them, one `{channel, section, message}` each
-(`interp_core.channels.generation_labels`).
+code such as `deepseek-v4`, which is picked by itself for a checkpoint that defines one). It
+answers the rendered `text`, its `token_ids`, one `{message, role, section, channel}` per token
+and each message's `[start, end)` token range (`interp_core.chat.message_spans`). With
+`generated` (ids a model produced after that prompt) it also labels them, one
+`{channel, section, message}` each (`interp_core.channels.generation_labels`).
 
 The texts are capped like every text the server reads (`--max-text-chars`, 413), and rendering
 runs off the event loop. A template that cannot be labelled is refused as in-process.
