@@ -242,3 +242,24 @@ def test_remote_streamed_capture_and_rows(remote: Any, local: Any) -> None:
     # Refused before the stream opens, in the backend's words.
     with pytest.raises(CapabilityUnsupported, match="key axis"):
         list(sync.capture_generation_stream(remote, ids, ["attn_probs.0"], max_new_tokens=2))
+
+
+def test_openai_client_sampling_follows_the_checkpoint_unless_set_or_off(client: Any) -> None:
+    # Through the official client: unset knobs follow generation_config.json, a set knob wins,
+    # and use_generation_config=False (an extra field) gives the library defaults.
+    name = client.models.list().data[0].id
+    options = {"model": name, "prompt": PROMPT, "max_tokens": 2, "seed": 3}
+    followed = client.completions.create(**options).model_extra["interp"]["sampling"]
+    assert (followed["temperature"], followed["top_k"], followed["repetition_penalty"]) == (
+        RECOMMENDED["temperature"],
+        RECOMMENDED["top_k"],
+        RECOMMENDED["repetition_penalty"],
+    )
+    assert followed["sources"]["temperature"] == "generation_config"
+    set_ = client.completions.create(temperature=0, **options).model_extra["interp"]["sampling"]
+    assert set_["temperature"] == 0.0 and set_["sources"]["temperature"] == "caller"
+    assert set_["sources"]["top_k"] == "generation_config"
+    off = client.completions.create(extra_body={"use_generation_config": False}, **options)
+    plain = off.model_extra["interp"]["sampling"]
+    assert (plain["temperature"], plain["top_k"], plain["repetition_penalty"]) == (1.0, None, 1.0)
+    assert set(plain["sources"].values()) == {"default"}

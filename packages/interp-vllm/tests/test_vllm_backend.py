@@ -16,6 +16,7 @@ sync API (`sync.run` for concurrent batches).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +45,7 @@ from interp_core.sampling import check_sampling
 from interp_core.steering import SteeringSpec, apply_reference
 from interp_core.testing.checks import BAD_SAMPLING
 from interp_core.testing.engines import warmed
+from interp_testmodels.chat_templates import HARMONY_TEMPLATE, THINK_TEMPLATE
 from interp_testmodels.families import FAMILIES as TEST_FAMILIES
 from interp_testmodels.families import build_family
 from interp_vllm.model import VLLMModel
@@ -373,6 +375,79 @@ def test_protocol_readouts_match_eager(engine: VLLMModel, eager: InterpModel, to
         facade.decode_residuals(last, raw=True)
     chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
     assert engine.message_spans(chat) == eager.message_spans(chat)  # type: ignore[attr-defined]
+
+
+_CHANNEL_CASES = {
+    # format -> (template or None, chat, spans options, the reply, its expected label groups)
+    "think": (
+        THINK_TEMPLATE,
+        [
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "<think>\nWell"},
+        ],
+        {"continue_final_message": True},
+        " so.</think>\n\nBlue.",
+        [
+            (("analysis", "content", 0), " so."),
+            (("analysis", "footer", 0), "</think>"),
+            (("final", "content", 0), "\n\nBlue."),
+        ],
+    ),
+    "harmony": (
+        HARMONY_TEMPLATE,
+        [{"role": "user", "content": "Hi"}],
+        {"add_generation_prompt": True},
+        "<|channel|>final<|message|>Blue.<|return|>",
+        [
+            (("final", "header", 0), "<|channel|>final<|message|>"),
+            (("final", "content", 0), "Blue."),
+            (("final", "footer", 0), "<|return|>"),
+        ],
+    ),
+    "deepseek-v4": (
+        None,
+        [{"role": "user", "content": "Name a colour."}],
+        {"add_generation_prompt": True, "chat_format": "deepseek-v4"},
+        " so</think>Blue",
+        [
+            (("analysis", "content", 0), " so"),
+            (("analysis", "footer", 0), "</think>"),
+            (("final", "content", 0), "Blue"),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(_CHANNEL_CASES))
+def test_chat_spans_and_generated_channels_match_eager(
+    engine: VLLMModel, eager: InterpModel, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Spans of a <think> template, a harmony one and DeepSeek-V4's code format equal eager's; the
+    # model, driven (each step's last residual pushed along the next wanted token's unembedding
+    # row) to write the format's markers, gets its generated tokens labelled by channel.
+    template, chat, options, text, expected = _CHANNEL_CASES[fmt]
+    if template is not None:
+        for model in (engine, eager):
+            monkeypatch.setattr(model.tokenizer, "chat_template", template)
+    prompt = engine.message_spans(chat, **options)
+    assert prompt == eager.message_spans(chat, **options)  # type: ignore[attr-defined]
+    reply = engine.tokenizer.encode(text, add_special_tokens=False)
+    weight = eager.hf_model.get_output_embeddings().weight.detach()  # type: ignore[attr-defined]
+    last = f"resid_post.{engine.n_layers - 1}"
+    specs = [
+        SteeringSpec(last, weight[t] / weight[t].norm(), "add", scale=200.0, positions=(p,))
+        for p, t in enumerate(reply, start=len(prompt.token_ids) - 1)
+    ]
+    ids = [list(prompt.token_ids)]
+    out = sync.generate(engine, ids, max_new_tokens=len(reply), temperature=0.0, steering=specs)
+    assert list(out.token_ids) == reply  # the drive took
+    named = {"chat_format": "deepseek-v4"} if fmt == "deepseek-v4" else {"fmt": fmt}
+    labels = engine.generation_labels(prompt.token_ids, out.token_ids, **named)
+    got = [
+        (key, engine.tokenizer.decode([i for i, _ in group]))
+        for key, group in itertools.groupby(zip(reply, labels, strict=True), key=lambda p: p[1])
+    ]
+    assert got == expected
 
 
 # --- many requests in flight -------------------------------------------------------------------

@@ -28,9 +28,11 @@ from vllm_helpers import (
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.errors import CapabilityUnsupported, PointUnsupported, SteeringSpecError
+from interp_core.generation_config import recommended_sampling
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
+from interp_testmodels.sampling_checkpoint import RECOMMENDED
 from interp_vllm.model import VLLMModel
 
 pytestmark = pytest.mark.slow
@@ -177,6 +179,97 @@ def test_capture_during_generation_matches_eager(
     assert gen.token_ids == egen.token_ids
     for point in points:
         assert relative_diff(cache[point], ecache[point]) <= ATOL, point
+
+
+# --- generation as the checkpoint means it (issue 31), on the compiled tier ---------------------
+def test_static_samples_as_the_checkpoint_recommends(
+    static: VLLMModel, tokens: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The recommendation as ModelBase caches it after reading generation_config.json (the
+    # reading is the same code on every backend; test_vllm_sampling.py reads a real file), so
+    # this module's compiled engine serves a recommending checkpoint without a second start.
+    monkeypatch.setitem(static.__dict__, "_recommended", recommended_sampling(RECOMMENDED))
+    used = sync.generate(static, tokens, max_new_tokens=3, seed=2).sampling
+    assert (used.temperature, used.top_k, used.repetition_penalty) == (0.7, 5, 1.3)
+    assert used.sources["top_k"] == "generation_config"
+    followed = sync.generate(static, tokens, max_new_tokens=8, seed=2)
+    explicit = sync.generate(
+        static,
+        tokens,
+        max_new_tokens=8,
+        seed=2,
+        temperature=0.7,
+        top_k=5,
+        repetition_penalty=1.3,
+        use_generation_config=False,
+    )
+    defaults = sync.generate(static, tokens, max_new_tokens=8, seed=2, use_generation_config=False)
+    assert followed.token_ids == explicit.token_ids != defaults.token_ids
+    set_ = sync.generate(static, tokens, max_new_tokens=3, temperature=0.0, top_k=50).sampling
+    assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
+    plain = sync.generate(static, tokens, max_new_tokens=3, use_generation_config=False).sampling
+    assert (plain.temperature, plain.top_k, plain.repetition_penalty) == (1.0, None, 1.0)
+    assert set(plain.sources.values()) == {"default"}
+
+
+@pytest.mark.parametrize(
+    "penalties",
+    [
+        {"repetition_penalty": 1.3},
+        {"presence_penalty": 0.5, "frequency_penalty": 0.7},
+    ],
+    ids=["repetition", "presence-frequency"],
+)
+def test_static_penalised_greedy_generation_equals_eager(
+    static: VLLMModel, eager: InterpModel, tokens: Any, penalties: dict[str, float]
+) -> None:
+    got = sync.generate(static, tokens, max_new_tokens=64, temperature=0.0, **penalties)
+    want = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0, **penalties)
+    assert got.token_ids == want.token_ids
+    plain = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0)
+    assert want.token_ids != plain.token_ids  # the penalty changes this generation
+
+
+def test_static_logprobs_equal_log_softmax_of_eager_logits(
+    static: VLLMModel, eager: InterpModel, tokens: Any
+) -> None:
+    got = sync.generate(
+        static, tokens, max_new_tokens=6, temperature=0.0, n_logprobs=5, prompt_logprobs=3
+    )
+    full = torch.tensor([[*tokens[0].tolist(), *got.token_ids[:-1]]])
+    with torch.no_grad():
+        logits = eager.hf_model(full).logits[0].float()  # type: ignore[attr-defined]
+    logprobs = torch.log_softmax(logits, dim=-1)
+    prompt = tokens.shape[1]
+    assert got.logprobs is not None and len(got.logprobs) == len(got.token_ids)
+    for step, entry in enumerate(got.logprobs):
+        values, indices = logprobs[prompt - 1 + step].topk(5)
+        assert [t for t, _ in entry.top] == indices.tolist()
+        assert max(abs(v - w) for (_, v), w in zip(entry.top, values.tolist(), strict=True)) <= 1e-5
+    assert got.prompt_logprobs is not None and got.prompt_logprobs[0] is None
+    for position in range(1, prompt):
+        entry = got.prompt_logprobs[position]
+        assert [t for t, _ in entry.top] == logprobs[position - 1].topk(3).indices.tolist()
+        assert abs(entry.logprob - float(logprobs[position - 1, entry.token_id])) <= 1e-5
+
+
+def test_static_streamed_capture_and_rows(static: VLLMModel, tokens: Any) -> None:
+    from interp_core.capture_stream import join_chunks
+
+    points = ["resid_post.0", "resid_post.1"]
+    options = {"max_new_tokens": 8, "temperature": 0.0}
+    chunks = list(sync.capture_generation_stream(static, tokens, points, **options))
+    generation, cache = sync.capture_generation(static, tokens, points, **options)
+    assert not chunks[0].finished and chunks[0].stop >= tokens.shape[1]  # before the end
+    assert [t for c in chunks for t in c.token_ids] == list(generation.token_ids)
+    joined = join_chunks(chunks, torch.cat)
+    for point in points:
+        assert torch.equal(joined[point], cache[point])
+    full = sync.capture(static, tokens, points)
+    part = sync.capture(static, tokens, points, rows=[5, 0, -1])
+    index = torch.tensor([5, 0, tokens.shape[1] - 1])
+    for point in points:
+        assert torch.equal(part[point], full[point].index_select(1, index))
 
 
 # --- writes --------------------------------------------------------------------------------------

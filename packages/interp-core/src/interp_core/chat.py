@@ -18,39 +18,17 @@ labelled by guesswork.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from interp_core.channels import Segment, chat_format, label_tokens, segments
+from interp_core.channels import Segment, label_tokens, segments
+from interp_core.channels import chat_format as reasoning_format
+from interp_core.chat_formats import TEMPLATE, format_spans, resolve_chat_format
+from interp_core.chat_spans import ChatSpans, TokenSpan
 from interp_core.errors import CapabilityUnsupported, NoChatTemplateError
 
 __all__ = ["SECTIONS", "ChatSpans", "TokenSpan", "check_chat_template", "message_spans"]
 
 SECTIONS = ("header", "content", "footer")
-
-
-@dataclass(frozen=True, slots=True)
-class TokenSpan:
-    """What one token of a rendered chat belongs to."""
-
-    message: int  # index into the messages (len(messages) for the generation prompt)
-    role: str
-    section: str  # one of SECTIONS
-    # The reasoning channel (`interp_core.channels`: analysis / commentary / final) for a
-    # template with <think> blocks or harmony channels; None in a plain template, and for the
-    # template's own markers around a message.
-    channel: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChatSpans:
-    """A rendered chat: its text, token ids, one `TokenSpan` per token and the per-message
-    partition (`[start, end)` token ranges, contiguous, covering every token)."""
-
-    text: str
-    token_ids: tuple[int, ...]
-    spans: tuple[TokenSpan, ...]
-    partition: tuple[tuple[int, int], ...]
 
 
 def has_chat_template(tokenizer: Any) -> bool:
@@ -65,8 +43,8 @@ def check_chat_template(tokenizer: Any) -> None:
     what = f"the tokenizer of {name} has no chat template"
     why = "a chat can only be rendered the way the model was trained to read it by its template"
     instead = (
-        "format the prompt yourself and use to_tokens, or set tokenizer.chat_template to the "
-        "model's template"
+        "format the prompt yourself and use to_tokens, set tokenizer.chat_template to the "
+        "model's template, or name a format defined in code (chat_format='deepseek-v4')"
     )
     raise NoChatTemplateError.build(what, why, instead)
 
@@ -162,6 +140,7 @@ def _options(
     add_generation_prompt: bool,
     continue_final_message: bool,
     enable_thinking: bool | None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The template options to render with, refusing the ones this chat cannot honour."""
     if continue_final_message and add_generation_prompt:
@@ -172,15 +151,20 @@ def _options(
         what = "continue_final_message needs a final message with some text to continue"
         why = "the rendering is cut right after that text, so an empty one has no place"
         raise CapabilityUnsupported.build(what, why, "use add_generation_prompt=True instead")
-    if enable_thinking is None:
-        return {}
+    given = {"enable_thinking": enable_thinking, **(extra or {})}
     template = tokenizer.chat_template
-    if not isinstance(template, str) or "enable_thinking" not in template:
-        what = "enable_thinking was set, but this chat template has no thinking switch"
-        why = "the option would be ignored silently and the chat rendered as if it were unset"
-        instead = "leave enable_thinking unset for this model"
-        raise CapabilityUnsupported.build(what, why, instead)
-    return {"enable_thinking": bool(enable_thinking)}
+    chosen: dict[str, Any] = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(template, str) or key not in template:
+            switch = "thinking switch" if key == "enable_thinking" else f"{key} option"
+            what = f"{key} was set, but this chat template has no {switch}"
+            why = "the option would be ignored silently and the chat rendered as if it were unset"
+            instead = f"leave {key} unset for this model"
+            raise CapabilityUnsupported.build(what, why, instead)
+        chosen[key] = bool(value) if key == "enable_thinking" else value
+    return chosen
 
 
 def message_spans(
@@ -191,19 +175,38 @@ def message_spans(
     continue_final_message: bool = False,
     enable_thinking: bool | None = None,
     fmt: str | None = None,
+    chat_format: str | None = None,
+    reasoning_effort: str | None = None,
+    drop_thinking: bool | None = None,
 ) -> ChatSpans:
     """Render `messages` with the template and label every token (see the module docstring).
 
     `continue_final_message=True` renders the last message open (no footer), for a reply the
-    model is to continue; `enable_thinking` is passed to a template that has that switch (and
-    refused by one that has not). `fmt` names the reasoning format (`interp_core.channels`),
-    read from the template when None."""
+    model is to continue; `enable_thinking`, `reasoning_effort` and `drop_thinking` are passed
+    to a template that reads them (and refused by one that does not). `fmt` names the reasoning
+    format (`interp_core.channels`), read from the template when None. `chat_format` names the
+    renderer (`interp_core.chat_formats`: the template, or a format defined in code such as
+    `deepseek-v4`), picked from the tokenizer when None."""
+    name = resolve_chat_format(tokenizer, chat_format)
+    if name != TEMPLATE:
+        return format_spans(
+            tokenizer,
+            name,
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            enable_thinking=enable_thinking,
+            reasoning_effort=reasoning_effort,
+            drop_thinking=drop_thinking,
+            fmt=fmt,
+        )
     check_chat_template(tokenizer)
     _check_messages(messages)
+    extra = {"reasoning_effort": reasoning_effort, "drop_thinking": drop_thinking}
     options = _options(
-        tokenizer, messages, add_generation_prompt, continue_final_message, enable_thinking
+        tokenizer, messages, add_generation_prompt, continue_final_message, enable_thinking, extra
     )
-    fmt = chat_format(tokenizer, fmt)
+    fmt = reasoning_format(tokenizer, fmt)
     if continue_final_message:
         text = _render(tokenizer, messages, False, {**options, "continue_final_message": True})
     else:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from interp_core.address import Address
 from interp_core.channels import generation_labels
 from interp_core.chat import ChatSpans, message_spans
+from interp_core.chat_formats import TEMPLATE, format_generation_labels, resolve_chat_format
 from interp_core.errors import CapabilityUnsupported, GradientsUnsupported, InvalidArgument
 from interp_core.generation_config import read_generation_config, recommended_sampling
 from interp_core.sampling import Sampling, check_lens_layers, resolve_sampling
@@ -172,9 +173,13 @@ class ModelBase:
         continue_final_message: bool = False,
         enable_thinking: bool | None = None,
         fmt: str | None = None,
+        chat_format: str | None = None,
+        reasoning_effort: str | None = None,
+        drop_thinking: bool | None = None,
     ) -> ChatSpans:
-        """The chat rendered with the template, each token labelled with its message, role,
-        section (header / content / footer) and reasoning channel; see
+        """The chat rendered with the template (or the format the checkpoint defines in code,
+        `interp_core.chat_formats`), each token labelled with its message, role, section
+        (header / content / footer) and reasoning channel; see
         `interp_core.chat.message_spans`. A tokenizer that renders its spans where its template
         lives (the remote backend's proxy of the server's) is asked through its `chat_spans`."""
         options = {
@@ -182,10 +187,14 @@ class ModelBase:
             "continue_final_message": continue_final_message,
             "enable_thinking": enable_thinking,
             "fmt": fmt,
+            "chat_format": chat_format,
+            "reasoning_effort": reasoning_effort,
+            "drop_thinking": drop_thinking,
         }
         remote = getattr(self.tokenizer, "chat_spans", None)
         if remote is not None:
             return remote(messages, **options)
+        options["chat_format"] = resolve_chat_format(self.tokenizer, chat_format, self.facts)
         return message_spans(self.tokenizer, messages, **options)
 
     def message_partition(
@@ -195,13 +204,22 @@ class ModelBase:
         return self.message_spans(messages, **options).partition
 
     def generation_labels(
-        self, prompt_ids: Sequence[int], generated_ids: Sequence[int], *, fmt: str | None = None
+        self,
+        prompt_ids: Sequence[int],
+        generated_ids: Sequence[int],
+        *,
+        fmt: str | None = None,
+        chat_format: str | None = None,
     ) -> tuple[tuple[str | None, str, int], ...]:
         """`(channel, section, message)` of each generated token; see
-        `interp_core.channels.generation_labels` (or the tokenizer's own, as for chat spans)."""
+        `interp_core.channels.generation_labels` (or the tokenizer's own, as for chat spans;
+        a prompt in a code chat format: `interp_core.chat_formats.format_generation_labels`)."""
         own = getattr(self.tokenizer, "generation_labels", None)
         if own is not None:
             return own(prompt_ids, generated_ids, fmt=fmt)
+        name = resolve_chat_format(self.tokenizer, chat_format, self.facts)
+        if name != TEMPLATE:
+            return format_generation_labels(self.tokenizer, name, prompt_ids, generated_ids, fmt)
         return generation_labels(self.tokenizer, prompt_ids, generated_ids, fmt=fmt)
 
     # --- samples and streamed capture ------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 `POST /v1/chat/spans` takes OpenAI-style messages (an assistant message may carry its reasoning
 as `reasoning_content`, the `<think>` templates' key, or `thinking`, harmony's) and the template
-options (`add_generation_prompt`, `continue_final_message`, `enable_thinking`, and `format` to
-name the reasoning format instead of reading it from the template). It answers the rendered
-`text`, its `token_ids`, one `{message, role, section, channel}` per token and each message's
-`[start, end)` token range (`interp_core.chat.message_spans`). With `generated` (ids a model
-produced after that prompt) it also labels them, one `{channel, section, message}` each
-(`interp_core.channels.generation_labels`).
+options (`add_generation_prompt`, `continue_final_message`, `enable_thinking`,
+`reasoning_effort`, `drop_thinking`, `format` to name the reasoning format instead of reading it
+from the template, and `chat_format` to name the renderer: the template, or a format defined in
+code such as `deepseek-v4`, which is picked by itself for a checkpoint that defines one). It
+answers the rendered `text`, its `token_ids`, one `{message, role, section, channel}` per token
+and each message's `[start, end)` token range (`interp_core.chat.message_spans`). With
+`generated` (ids a model produced after that prompt) it also labels them, one
+`{channel, section, message}` each (`interp_core.channels.generation_labels`).
 
 The texts are capped like every text the server reads (`--max-text-chars`, 413), and rendering
 runs off the event loop. A template that cannot be labelled is refused as in-process.
@@ -21,8 +23,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from interp_core.channels import FORMATS, generation_labels
-from interp_core.chat import message_spans
+from interp_core.channels import FORMATS
+from interp_core.chat_formats import CHAT_FORMATS
 from interp_serve.inputs import check_text
 from interp_serve.service import Service
 
@@ -38,7 +40,15 @@ class SpanMessage(BaseModel):
     role: str
     content: str
     reasoning_content: str | None = Field(None, description="reasoning, for <think> templates")
+    reasoning: str | None = Field(None, description="reasoning (deepseek-v4's other key)")
     thinking: str | None = Field(None, description="reasoning, for harmony templates")
+    tools: list[dict[str, Any]] | None = Field(
+        None, description="deepseek-v4: OpenAI-style tools a system or developer message offers"
+    )
+    tool_calls: list[dict[str, Any]] | None = Field(
+        None, description="deepseek-v4: an assistant's OpenAI-style tool calls"
+    )
+    tool_call_id: str | None = Field(None, description="deepseek-v4: the call a tool answers")
 
 
 class ChatSpansRequest(BaseModel):
@@ -51,6 +61,16 @@ class ChatSpansRequest(BaseModel):
     )
     format: str | None = Field(
         None, description=f"reasoning format, one of {FORMATS}; read from the template if null"
+    )
+    chat_format: str | None = Field(
+        None,
+        description=f"renderer, one of {CHAT_FORMATS}; picked from the checkpoint if null",
+    )
+    reasoning_effort: str | None = Field(
+        None, description="the format's reasoning effort (deepseek-v4: low, high, max)"
+    )
+    drop_thinking: bool | None = Field(
+        None, description="drop reasoning of turns before the last user message (deepseek-v4)"
     )
     generated: list[int] | None = Field(
         None, description="token ids generated after this chat, to label by channel"
@@ -67,22 +87,25 @@ async def chat_spans(body: ChatSpansRequest, request: Request) -> dict[str, Any]
     cap = service.settings.max_text_chars
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
     for item in messages:
-        for key in ("content", "reasoning_content", "thinking"):
+        for key in ("content", "reasoning_content", "reasoning", "thinking"):
             if key in item:
                 check_text(item[key], cap, f"a message's {key}")
     generated = (
         None if body.generated is None else service.ids(body.generated, "generated", in_range=True)
     )
-    tokenizer = service.model.tokenizer
+    model = service.model
 
     def work() -> dict[str, Any]:
-        chat = message_spans(
-            tokenizer,
+        # The model's own method: it picks the chat format from the checkpoint's facts too.
+        chat = model.message_spans(
             messages,
             add_generation_prompt=body.add_generation_prompt,
             continue_final_message=body.continue_final_message,
             enable_thinking=body.enable_thinking,
             fmt=body.format,
+            chat_format=body.chat_format,
+            reasoning_effort=body.reasoning_effort,
+            drop_thinking=body.drop_thinking,
         )
         check_text(chat.text, cap, "the rendered chat")
         answer: dict[str, Any] = {
@@ -95,7 +118,9 @@ async def chat_spans(body: ChatSpansRequest, request: Request) -> dict[str, Any]
             "partition": [list(r) for r in chat.partition],
         }
         if generated is not None:
-            labels = generation_labels(tokenizer, chat.token_ids, generated, fmt=body.format)
+            labels = model.generation_labels(
+                chat.token_ids, generated, fmt=body.format, chat_format=body.chat_format
+            )
             answer["labels"] = [{"channel": c, "section": s, "message": m} for c, s, m in labels]
         return answer
 

@@ -22,7 +22,15 @@ Post = Callable[[str, dict[str, Any]], Any]
 
 def _body(messages: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": [dict(m) for m in messages]}
-    for key in ("add_generation_prompt", "continue_final_message", "enable_thinking"):
+    keys = (
+        "add_generation_prompt",
+        "continue_final_message",
+        "enable_thinking",
+        "chat_format",
+        "reasoning_effort",
+        "drop_thinking",
+    )
+    for key in keys:
         if options.get(key) is not None:
             body[key] = options[key]
     if options.get("fmt") is not None:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from interp_core.chat import check_chat_template
+from interp_core.chat_formats import TEMPLATE, format_text, resolve_chat_format
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.protocol import InterpModel
 from interp_core.readouts import check_token_ids
@@ -197,17 +198,24 @@ class Service:
     async def chat_ids(self, messages: list[dict[str, Any]]) -> list[list[int]]:
         """Chat messages rendered with the model's template, as `[[ids]]`."""
         tokenizer = self.model.tokenizer
-        check_chat_template(tokenizer)
+        # A checkpoint that defines its chat format in code is rendered with ours.
+        chat_format = resolve_chat_format(tokenizer, None, self.model.facts)
+        if chat_format == TEMPLATE:
+            check_chat_template(tokenizer)
         if not messages:
             message = "messages is empty: a chat completion needs at least one message"
             raise InvalidArgument(message)
         for item in messages:
             check_text(item["content"], self.settings.max_text_chars, "a message's content")
-        text = await self._on_text_thread(
-            lambda: tokenizer.apply_chat_template(
+
+        def render() -> str:
+            if chat_format != TEMPLATE:
+                return format_text(chat_format, messages, add_generation_prompt=True)
+            return tokenizer.apply_chat_template(
                 messages, add_generation_prompt=True, tokenize=False
             )
-        )
+
+        text = await self._on_text_thread(render)
         check_text(text, self.settings.max_text_chars, "the rendered chat")
         # The template writes its own BOS where the model wants one.
         return (await self.tokenize(text, prepend_bos=False))[:1]

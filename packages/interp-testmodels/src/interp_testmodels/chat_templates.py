@@ -11,6 +11,10 @@ in the shape their checkpoints use, over the shared test tokenizer:
   an assistant's `thinking` as an `analysis` message before its `final` one, and
   `<|start|>assistant` as the generation prompt.
 
+DeepSeek-V4 has no template (its format is rendered in code, `interp_core.deepseek_v4_chat`);
+`reasoning_tokenizer("deepseek-v4")` is the test tokenizer with no template and that format's
+markers (`DEEPSEEK_V4_MARKERS`) added.
+
 `reasoning_tokenizer(fmt)` is the test tokenizer with that template and its markers added as
 special tokens (one id each, after the 1000 the models embed), so a span boundary is a token
 boundary and tests can assert exact token ranges. Those ids lie outside the tiny models'
@@ -26,10 +30,24 @@ from interp_testmodels.tokenizer import SPECIAL_TOKENS, build_tokenizer
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
 
-__all__ = ["HARMONY_MARKERS", "HARMONY_TEMPLATE", "THINK_MARKERS", "THINK_TEMPLATE"]
+__all__ = [
+    "DEEPSEEK_V4_MARKERS",
+    "HARMONY_MARKERS",
+    "HARMONY_TEMPLATE",
+    "THINK_MARKERS",
+    "THINK_TEMPLATE",
+    "reasoning_tokenizer",
+]
 
 THINK_MARKERS = ("<think>", "</think>")
 HARMONY_MARKERS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>")
+DEEPSEEK_V4_MARKERS = (
+    "<｜begin▁of▁sentence｜>",
+    "<｜end▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+    *THINK_MARKERS,
+)
 
 THINK_TEMPLATE = (
     "{% for m in messages %}"
@@ -70,10 +88,12 @@ HARMONY_TEMPLATE = (
 
 
 def reasoning_tokenizer(fmt: str) -> PreTrainedTokenizerFast:
-    """The test tokenizer rendering `fmt` ("think" or "harmony"), its markers one token each."""
+    """The test tokenizer rendering `fmt` ("think", "harmony" or "deepseek-v4", which has no
+    template), its markers one token each."""
     templates = {
         "think": (THINK_TEMPLATE, THINK_MARKERS),
         "harmony": (HARMONY_TEMPLATE, HARMONY_MARKERS),
+        "deepseek-v4": (None, DEEPSEEK_V4_MARKERS),
     }
     template, markers = templates[fmt]
     tokenizer = build_tokenizer()
