@@ -26,88 +26,19 @@ from interp_core import sync
 from interp_core.steering import SteeringSpec
 from interp_serve.neuronpedia import REFUSED, SERVED, contract
 from interp_testmodels import TEST_PROMPT
+from neuronpedia_helpers import D_SAE, L0, L1, SECRET, Z1, ok, response_schema
 
-D_SAE = 64
-SECRET = "np-secret-0123456789"
 NEW_TOKENS = 6
-L1, L0 = "1-res-test", "0-res-test"
-Z1 = "1-att-test"  # an SAE on layer 1's z (attn.hook_z): the one DFA is computed for
 
 
 @pytest.fixture(scope="module")
-def sae_dirs(tmp_path_factory: pytest.TempPathFactory, local: Any) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("np-saes")
-    dirs = serve_helpers.write_saes(root, local.d_model, D_SAE)
-    from sae_files import write_saelens  # importable once write_saes ran
-
-    width = local.facts.n_heads * local.facts.head_dim
-    hook = "blocks.1.attn.hook_z"
-    write_saelens(root / "z1", "standard", d_in=width, d_sae=D_SAE, hook_name=hook, seed=3)
-    return {**dirs, "z1": root / "z1"}
+def saes(np_saes: dict[str, Any]) -> dict[str, Any]:
+    return np_saes
 
 
 @pytest.fixture(scope="module")
-def saes(sae_dirs: dict[str, Path]) -> dict[str, Any]:
-    from interp_sae import load_sae
-
-    return {
-        L1: load_sae(sae_dirs["relu"]),
-        L0: load_sae(sae_dirs["jr0"]),
-        Z1: load_sae(sae_dirs["z1"]),
-    }
-
-
-@pytest.fixture(scope="module")
-def np_server(
-    model_path: Path, sae_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    logs = tmp_path_factory.mktemp("np-logs")
-    args = (
-        *("--sae", f"{L1}={sae_dirs['relu']}", "--sae", f"{L0}={sae_dirs['jr0']}"),
-        *("--sae", f"{Z1}={sae_dirs['z1']}"),
-    )
-    previous = os.environ.get("INTERP_NEURONPEDIA_SECRET")
-    os.environ["INTERP_NEURONPEDIA_SECRET"] = SECRET
-    try:
-        running = serve_helpers.start_server(model_path, logs, name="neuronpedia", args=args)
-    finally:
-        if previous is None:
-            del os.environ["INTERP_NEURONPEDIA_SECRET"]
-        else:
-            os.environ["INTERP_NEURONPEDIA_SECRET"] = previous
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def np(np_server: Any) -> Iterator[Any]:
-    """A client of the mount as the webapp is one: the secret header, no Bearer key."""
-    import httpx
-
-    url = f"{np_server.url}/neuronpedia"
-    with httpx.Client(base_url=url, headers={"X-SECRET-KEY": SECRET}, timeout=60) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def ours(np_server: Any) -> Iterator[Any]:
-    """A client of our own API on the same server."""
-    with np_server.client() as client:
-        yield client
-
-
-def _response_schema(path: str, method: str = "post") -> dict[str, Any]:
-    operation = contract.contract()["paths"][path][method]
-    return operation["responses"]["200"]["content"]["application/json"]["schema"]
-
-
-def _ok(np: Any, path: str, body: dict[str, Any]) -> Any:
-    """POST `body`, assert 200 and that the answer fits the contract's response schema."""
-    answer = np.post(path, json=body)
-    assert answer.status_code == 200, answer.text
-    got = answer.json()
-    assert contract.problems(got, _response_schema(path)) == []
-    return got
+def ours(np_ours: Any) -> Any:
+    return np_ours
 
 
 def _features(*items: tuple[str, int, float]) -> list[dict[str, Any]]:
@@ -158,6 +89,15 @@ def _bodies(d_model: int) -> dict[str, dict[str, Any]]:
         "/v1/activation/raw": {"prompts": prompts, "layers": [0, 1]},
         "/v1/activation/attention": {"model": "m", "prompt": TEST_PROMPT, "layer": 1, "head": 1},
         "/v1/tokenize": {"model": "m", "text": TEST_PROMPT},
+        "/v1/apply-chat-template": {"messages": chat},
+        "/v1/lens/prompt": {
+            "model": "m",
+            "type": ["LOGIT_LENS"],
+            "prompt": TEST_PROMPT,
+            "topN": 3,
+            "stream": False,
+            "numCompletionTokens": 2,
+        },
         "/v1/util/sae-vector": {"model": "m", "source": L0, "index": 4},
         "/v1/util/sae-topk-by-decoder-cossim": {
             "model": "m",
@@ -174,17 +114,19 @@ def test_every_served_route_answers_within_the_contract(np: Any, local: Any) -> 
     for path, body in bodies.items():
         # The request itself is one the contract allows: the test sends what the webapp would.
         assert contract.problems(body, contract.request_schema(path)) == [], path
-        _ok(np, path, body)
+        ok(np, path, body)
     health = np.get("/health")
     assert health.status_code == 200
-    assert contract.problems(health.json(), _response_schema("/health", "get")) == []
+    assert contract.problems(health.json(), response_schema("/health", "get")) == []
     capabilities = np.get("/v1/capabilities").json()
     assert [s["source"] for s in capabilities["sources"]] == [L1, L0, Z1]
     assert sorted(capabilities["refusedRoutes"]) == sorted(REFUSED)
     assert capabilities["sae_sets"] == ["att-test", "res-test"]
     assert capabilities["backend"] == "eager" and capabilities["num_layers"] == 2
     assert capabilities["endpoints"]["dfa"] is True
-    assert capabilities["endpoints"]["lens_logit"] is False
+    assert capabilities["endpoints"]["lens_logit"] is True
+    assert np.post("/initialize").json()["status"] == "initialized"
+    assert np.post("/initialize", params={"custom_hf_model_id": "other/model"}).status_code == 400
     assert np.get("/v1/steer/health").json()["status"] == "healthy"
 
 
@@ -214,7 +156,7 @@ def _encode(local: Any, sae: Any, prompt: str = TEST_PROMPT) -> torch.Tensor:
 def test_activation_single_equals_the_encoded_capture(
     np: Any, local: Any, saes: dict[str, Any]
 ) -> None:
-    got = _ok(
+    got = ok(
         np,
         "/v1/activation/single",
         {"model": "m", "prompt": TEST_PROMPT, "source": L1, "index": "5"},
@@ -231,7 +173,7 @@ def test_activation_single_equals_the_encoded_capture(
     # A raw vector at a hook: the dot product of that hook's activation with it.
     direction = torch.linspace(-1, 1, local.d_model)
     body = {"model": "m", "prompt": TEST_PROMPT, "hook": "blocks.0.hook_resid_post"}
-    got = _ok(np, "/v1/activation/single", {**body, "vector": direction.tolist()})
+    got = ok(np, "/v1/activation/single", {**body, "vector": direction.tolist()})
     cache = sync.capture(local, local.to_tokens(TEST_PROMPT), ["resid_post.0"])
     expected = cache["resid_post.0"][0].float() @ direction
     assert float((torch.tensor(got["activation"]["values"]) - expected).abs().max()) <= 1e-4
@@ -265,7 +207,7 @@ def test_activation_all_ranks_equal_a_brute_force_ranking(
         "ignoreBos": True,
         "numResults": 12,
     }
-    got = _ok(np, "/v1/activation/all", body)
+    got = ok(np, "/v1/activation/all", body)
     dense = {L1: _encode(local, saes[L1]), L0: _encode(local, saes[L0])}
     expected = _brute_force_all(dense, by_index, 12)
     assert [(a["source"], a["index"]) for a in got["activations"]] == expected
@@ -279,7 +221,7 @@ def test_activation_all_ranks_equal_a_brute_force_ranking(
 
 def test_topk_by_token_equals_our_features_api(np: Any, ours: Any) -> None:
     body = {"model": "m", "prompt": TEST_PROMPT, "source": L0, "ignoreBos": True, "topK": 4}
-    got = _ok(np, "/v1/activation/topk-by-token", body)
+    got = ok(np, "/v1/activation/topk-by-token", body)
     mine = ours.post("/v1/features", json={"text": TEST_PROMPT, "saes": [L0], "top_k": 4})
     assert mine.status_code == 200, mine.text
     inline = mine.json()["interp"]["inline"]
@@ -308,7 +250,7 @@ def test_steer_completion_equals_our_generations(
     body = _steer_body(steerMethod=method, normalizeSteering=normalize)
     if method == "PROJECTION_CAP":
         body["features"] = _features((L0, 3, -1.0))
-    got = {o["type"]: o["output"] for o in _ok(np, "/v1/steer/completion", body)["outputs"]}
+    got = {o["type"]: o["output"] for o in ok(np, "/v1/steer/completion", body)["outputs"]}
     row = saes[L0].decoder_row(3)
     if method == "SIMPLE_ADDITIVE":
         spec = SteeringSpec(saes[L0].write_address, row, "add", 12.0)
@@ -333,9 +275,9 @@ def test_steer_streams_the_same_outputs(np: Any) -> None:
         for line in answer.iter_lines():
             if line.startswith("data: "):
                 frames.append(json.loads(line[6:]))
-    schema = _response_schema("/v1/steer/completion")
+    schema = response_schema("/v1/steer/completion")
     assert all(contract.problems(frame, schema) == [] for frame in frames)
-    whole = _ok(np, "/v1/steer/completion", _steer_body())
+    whole = ok(np, "/v1/steer/completion", _steer_body())
     assert frames[-1] == whole
     assert len(frames) >= 2
 
@@ -343,7 +285,7 @@ def test_steer_streams_the_same_outputs(np: Any) -> None:
 def test_steer_chat_default_equals_our_chat_route(np: Any, ours: Any) -> None:
     chat = [{"role": "user", "content": TEST_PROMPT}]
     body = _steer_body(prompt=chat, steerSpecialTokens=False, types=["DEFAULT"])
-    got = _ok(np, "/v1/steer/completion-chat", body)
+    got = ok(np, "/v1/steer/completion-chat", body)
     model = ours.get("/v1/models").json()["data"][0]["id"]
     plain = {"model": model, "messages": chat, "max_tokens": NEW_TOKENS, "temperature": 0}
     text = ours.post("/v1/chat/completions", json=plain).json()["choices"][0]["message"]["content"]
@@ -353,12 +295,12 @@ def test_steer_chat_default_equals_our_chat_route(np: Any, ours: Any) -> None:
 
 
 def test_sae_vector_and_decoder_neighbours(np: Any, saes: dict[str, Any]) -> None:
-    got = _ok(np, "/v1/util/sae-vector", {"model": "m", "source": L0, "index": 4})
+    got = ok(np, "/v1/util/sae-vector", {"model": "m", "source": L0, "index": 4})
     assert torch.equal(torch.tensor(got["vector"]), saes[L0].W_dec[4].float())
     assert got["hookName"] == "blocks.0.hook_resid_post"
     feature = {"model": "m", "source": L0, "index": 4}
     body = {"model": "m", "source": L1, "numResults": 6, "feature": feature}
-    got = _ok(np, "/v1/util/sae-topk-by-decoder-cossim", body)
+    got = ok(np, "/v1/util/sae-topk-by-decoder-cossim", body)
     rows = saes[L1].W_dec.float()
     query = saes[L0].W_dec[4].float()
     cosines = (rows @ query) / (rows.norm(dim=-1) * query.norm())
@@ -420,7 +362,7 @@ def test_source_raw_and_attention_equal_the_capture(
     np: Any, local: Any, saes: dict[str, Any]
 ) -> None:
     body = {"model": "m", "source": L0, "prompts": [TEST_PROMPT]}
-    (got,) = _ok(np, "/v1/activation/source", body)["results"]
+    (got,) = ok(np, "/v1/activation/source", body)["results"]
     dense = _encode(local, saes[L0])
     expected = {
         str(f): [[t, float(dense[t, f])] for t in range(dense.shape[0]) if dense[t, f] != 0]
@@ -434,14 +376,14 @@ def test_source_raw_and_attention_equal_the_capture(
         assert max(abs(a[1] - b[1]) for a, b in zip(found, pairs, strict=True)) <= 1e-5
     ids = local.to_tokens(TEST_PROMPT)
     cache = sync.capture(local, ids, ["resid_post.1", "attn_probs.1"])
-    (raw,) = _ok(np, "/v1/activation/raw", {"prompts": [TEST_PROMPT], "layers": [1]})["results"]
+    (raw,) = ok(np, "/v1/activation/raw", {"prompts": [TEST_PROMPT], "layers": [1]})["results"]
     assert raw["tokenIds"] == ids[0].tolist()
     (layer,) = raw["activations"]
     assert layer["layer"] == 1 and layer["tokenIndices"] == [ids.shape[1] - 1]
     final = cache["resid_post.1"][0, -1].float()
     assert float((torch.tensor(layer["values"][0]) - final).abs().max()) <= 1e-5
     body = {"model": "m", "prompt": TEST_PROMPT, "layer": 1, "head": 1}
-    got = _ok(np, "/v1/activation/attention", body)
+    got = ok(np, "/v1/activation/attention", body)
     pattern = cache["attn_probs.1"][0, 1].float()
     seq = pattern.shape[0]
     assert got["seqLen"] == seq
@@ -500,7 +442,7 @@ def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict
     dense = _encode(local, sae)  # [seq, d_sae]
     feature = int(dense.max(dim=0).values.argmax())  # the feature that fires most
     body = {"model": "m", "prompt": TEST_PROMPT, "source": Z1, "index": str(feature)}
-    got = _ok(np, "/v1/activation/single", body)["activation"]
+    got = ok(np, "/v1/activation/single", body)["activation"]
     target = got["maxValueIndex"]
     assert got["dfaTargetIndex"] == target == int(dense[:, feature].argmax())
     dfa = torch.tensor(got["dfaValues"], dtype=torch.float64)
@@ -524,17 +466,17 @@ def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict
         "ignoreBos": False,
         "numResults": 3,
     }
-    ranked = _ok(np, "/v1/activation/all", body)["activations"]
+    ranked = ok(np, "/v1/activation/all", body)["activations"]
     assert (ranked[0]["source"], ranked[0]["index"]) == (Z1, feature)
     assert ranked[0]["dfaValues"] == pytest.approx(got["dfaValues"], abs=1e-6)
     # A residual SAE carries no DFA fields (the contract's optional ones are left out).
     body = {"model": "m", "prompt": TEST_PROMPT, "source": L1, "index": "5"}
-    plain = _ok(np, "/v1/activation/single", body)["activation"]
+    plain = ok(np, "/v1/activation/single", body)["activation"]
     assert "dfaValues" not in plain
 
 
 def test_steer_logprobs_are_the_greedy_tokens(np: Any, local: Any) -> None:
-    got = _ok(np, "/v1/steer/completion", _steer_body(types=["DEFAULT"], nLogprobs=3))
+    got = ok(np, "/v1/steer/completion", _steer_body(types=["DEFAULT"], nLogprobs=3))
     (output,) = got["outputs"]
     logprobs = output["logprobs"]
     assert len(logprobs) == NEW_TOKENS
