@@ -423,9 +423,10 @@ def test_hostile_requests_get_contract_shaped_answers(case: Any, np_server: Any)
         _fuzz_started.append(time.monotonic())
     if time.monotonic() - _fuzz_started[0] > FUZZ_BUDGET_S:
         return
-    if isinstance(case.body, dict) and isinstance(case.body.get("nCompletionTokens"), int):
-        # Long generations are priced and allowed; here they would only spend the budget.
-        case.body["nCompletionTokens"] = min(case.body["nCompletionTokens"], 3)
+    for key in ("nCompletionTokens", "numCompletionTokens"):
+        if isinstance(case.body, dict) and isinstance(case.body.get(key), int):
+            # Long generations are priced and allowed; here they would only spend the budget.
+            case.body[key] = min(case.body[key], 3)
     headers = {"X-SECRET-KEY": SECRET}
     url = f"{np_server.url}/neuronpedia"
     response = case.call(base_url=url, headers=headers, timeout=60)
@@ -434,7 +435,9 @@ def test_hostile_requests_get_contract_shaped_answers(case: Any, np_server: Any)
     )
     if response.status_code >= 400 and response.status_code != 422:
         answer = response.json()
-        assert list(answer) == ["error"] and isinstance(answer["error"], str), response.text
+        # Neuronpedia's shape: {"error"}, and its 429 says {"busy": true} as well.
+        assert sorted(answer) in (["error"], ["busy", "error"]), response.text
+        assert isinstance(answer["error"], str), response.text
 
 
 def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict[str, Any]) -> None:
