@@ -10,25 +10,32 @@ Every served route's answer is checked against the contract's own response schem
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import hypothesis
 import pytest
 import schemathesis
-import serve_helpers
 import torch
+from neuronpedia_helpers import (
+    D_SAE,
+    L0,
+    L1,
+    NEW_TOKENS,
+    SECRET,
+    Z1,
+    every_route_fits_the_contract,
+    features,
+    ok,
+    response_schema,
+    route_bodies,
+    steer_body,
+)
 
 from interp_core import sync
 from interp_core.steering import SteeringSpec
-from interp_serve.neuronpedia import REFUSED, SERVED, contract
+from interp_serve.neuronpedia import REFUSED, contract
 from interp_testmodels import TEST_PROMPT
-from neuronpedia_helpers import D_SAE, L0, L1, SECRET, Z1, ok, response_schema
-
-NEW_TOKENS = 6
 
 
 @pytest.fixture(scope="module")
@@ -41,83 +48,8 @@ def ours(np_ours: Any) -> Any:
     return np_ours
 
 
-def _features(*items: tuple[str, int, float]) -> list[dict[str, Any]]:
-    return [{"model": "m", "source": s, "index": i, "strength": v} for s, i, v in items]
-
-
-def _steer_body(**extra: Any) -> dict[str, Any]:
-    body = {
-        "prompt": TEST_PROMPT,
-        "model": "m",
-        "steerMethod": "SIMPLE_ADDITIVE",
-        "normalizeSteering": False,
-        "types": ["STEERED", "DEFAULT"],
-        "nCompletionTokens": NEW_TOKENS,
-        "temperature": 0,
-        "strengthMultiplier": 2.0,
-        "freqPenalty": 0,
-        "seed": 7,
-        "features": _features((L0, 3, 6.0)),
-    }
-    return {**body, **extra}
-
-
-def _bodies(d_model: int) -> dict[str, dict[str, Any]]:
-    """One request per served route, built from its request schema's required fields."""
-    prompts = [TEST_PROMPT, TEST_PROMPT.upper()]
-    chat = [{"role": "user", "content": TEST_PROMPT}]
-    all_body = {
-        "model": "m",
-        "sourceSet": "res-test",
-        "selectedSources": [],
-        "sortByTokenIndexes": [],
-        "ignoreBos": True,
-        "numResults": 5,
-    }
-    topk = {"model": "m", "source": L1, "ignoreBos": False, "topK": 3}
-    single = {"model": "m", "source": L1, "index": "5"}
-    return {
-        "/v1/activation/single": {**single, "prompt": TEST_PROMPT},
-        "/v1/activation/single-batch": {**single, "prompts": prompts},
-        "/v1/activation/all": {**all_body, "prompt": TEST_PROMPT},
-        "/v1/activation/all-batch": {**all_body, "prompts": prompts},
-        "/v1/activation/topk-by-token": {**topk, "prompt": TEST_PROMPT},
-        "/v1/activation/topk-by-token-batch": {**topk, "prompts": prompts},
-        "/v1/steer/completion": _steer_body(nLogprobs=2),
-        "/v1/steer/completion-chat": _steer_body(prompt=chat, steerSpecialTokens=False),
-        "/v1/activation/source": {"model": "m", "source": L0, "prompts": prompts},
-        "/v1/activation/raw": {"prompts": prompts, "layers": [0, 1]},
-        "/v1/activation/attention": {"model": "m", "prompt": TEST_PROMPT, "layer": 1, "head": 1},
-        "/v1/tokenize": {"model": "m", "text": TEST_PROMPT},
-        "/v1/apply-chat-template": {"messages": chat},
-        "/v1/lens/prompt": {
-            "model": "m",
-            "type": ["LOGIT_LENS"],
-            "prompt": TEST_PROMPT,
-            "topN": 3,
-            "stream": False,
-            "numCompletionTokens": 2,
-        },
-        "/v1/util/sae-vector": {"model": "m", "source": L0, "index": 4},
-        "/v1/util/sae-topk-by-decoder-cossim": {
-            "model": "m",
-            "source": L1,
-            "numResults": 4,
-            "vector": [1.0] * d_model,
-        },
-    }
-
-
 def test_every_served_route_answers_within_the_contract(np: Any, local: Any) -> None:
-    bodies = _bodies(local.d_model)
-    assert sorted(bodies) == sorted(SERVED)
-    for path, body in bodies.items():
-        # The request itself is one the contract allows: the test sends what the webapp would.
-        assert contract.problems(body, contract.request_schema(path)) == [], path
-        ok(np, path, body)
-    health = np.get("/health")
-    assert health.status_code == 200
-    assert contract.problems(health.json(), response_schema("/health", "get")) == []
+    every_route_fits_the_contract(np, local.d_model)
     capabilities = np.get("/v1/capabilities").json()
     assert [s["source"] for s in capabilities["sources"]] == [L1, L0, Z1]
     assert sorted(capabilities["refusedRoutes"]) == sorted(REFUSED)
@@ -247,9 +179,9 @@ def test_steer_completion_equals_our_generations(
     np: Any, ours: Any, local: Any, saes: dict[str, Any], method: str
 ) -> None:
     normalize = method == "PROJECTION_CAP"
-    body = _steer_body(steerMethod=method, normalizeSteering=normalize)
+    body = steer_body(steerMethod=method, normalizeSteering=normalize)
     if method == "PROJECTION_CAP":
-        body["features"] = _features((L0, 3, -1.0))
+        body["features"] = features((L0, 3, -1.0))
     got = {o["type"]: o["output"] for o in ok(np, "/v1/steer/completion", body)["outputs"]}
     row = saes[L0].decoder_row(3)
     if method == "SIMPLE_ADDITIVE":
@@ -267,7 +199,7 @@ def test_steer_completion_equals_our_generations(
 
 
 def test_steer_streams_the_same_outputs(np: Any) -> None:
-    body = _steer_body(stream=True)
+    body = steer_body(stream=True)
     frames = []
     with np.stream("POST", "/v1/steer/completion", json=body) as answer:
         assert answer.status_code == 200
@@ -277,14 +209,14 @@ def test_steer_streams_the_same_outputs(np: Any) -> None:
                 frames.append(json.loads(line[6:]))
     schema = response_schema("/v1/steer/completion")
     assert all(contract.problems(frame, schema) == [] for frame in frames)
-    whole = ok(np, "/v1/steer/completion", _steer_body())
+    whole = ok(np, "/v1/steer/completion", steer_body())
     assert frames[-1] == whole
     assert len(frames) >= 2
 
 
 def test_steer_chat_default_equals_our_chat_route(np: Any, ours: Any) -> None:
     chat = [{"role": "user", "content": TEST_PROMPT}]
-    body = _steer_body(prompt=chat, steerSpecialTokens=False, types=["DEFAULT"])
+    body = steer_body(prompt=chat, steerSpecialTokens=False, types=["DEFAULT"])
     got = ok(np, "/v1/steer/completion-chat", body)
     model = ours.get("/v1/models").json()["data"][0]["id"]
     plain = {"model": model, "messages": chat, "max_tokens": NEW_TOKENS, "temperature": 0}
@@ -344,14 +276,14 @@ def test_refusals_take_the_contracts_shapes(np: Any) -> None:
     past = np.post("/v1/activation/single", json={**body, "source": L1, "index": str(D_SAE)})
     assert past.status_code == 400 and "0 to 63" in past.json()["error"]
     # A body the contract does not allow: 422 in its validation shape.
-    answer = np.post("/v1/steer/completion", json=_steer_body(steerMethod="SIDEWAYS"))
+    answer = np.post("/v1/steer/completion", json=steer_body(steerMethod="SIDEWAYS"))
     assert answer.status_code == 422
     assert contract.problems(answer.json(), contract.schema("HTTPValidationError")) == []
     assert answer.json()["detail"][0]["loc"] == ["body", "steerMethod"]
     for path in REFUSED:
         answer = np.post(path, json={})
         assert answer.status_code == 400 and "not served" in answer.json()["error"], path
-    no_set = {**_bodies(8)["/v1/activation/all"], "prompt": "x", "sourceSet": "att-x"}
+    no_set = {**route_bodies(8)["/v1/activation/all"], "prompt": "x", "sourceSet": "att-x"}
     assert (
         "served sets are att-test, res-test"
         in np.post("/v1/activation/all", json=no_set).json()["error"]
@@ -479,7 +411,7 @@ def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict
 
 
 def test_steer_logprobs_are_the_greedy_tokens(np: Any, local: Any) -> None:
-    got = ok(np, "/v1/steer/completion", _steer_body(types=["DEFAULT"], nLogprobs=3))
+    got = ok(np, "/v1/steer/completion", steer_body(types=["DEFAULT"], nLogprobs=3))
     (output,) = got["outputs"]
     logprobs = output["logprobs"]
     assert len(logprobs) == NEW_TOKENS

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from interp_testmodels import TEST_PROMPT
 from neuronpedia_helpers import L0, L1
+
+from interp_testmodels import TEST_PROMPT
 
 SLOW_S = 5.0  # a linear check takes well under 0.5 s; this bound leaves a busy machine room
 MANY = list(range(100_000))

@@ -22,6 +22,7 @@ import httpx
 import pytest
 import serve_helpers
 import torch
+from neuronpedia_helpers import FRAMES, SECRET, ok
 
 from interp_core import load_model, sync
 from interp_core.readouts import LensSpec
@@ -29,68 +30,9 @@ from interp_core.steering import SteeringSpec
 from interp_serve.neuronpedia import contract
 from interp_serve.neuronpedia.lens import BUSY, is_word_like
 from interp_testmodels import TEST_PROMPT
-from neuronpedia_helpers import SECRET, ok
 
 NEW = 3
 TOP = 4
-
-_SPAN = {
-    "message_index": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-    "role": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-    "channel": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-    "section": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-}
-_TOKEN = {
-    "position": {"type": "integer"},
-    "token": {"type": "string"},
-    "id": {"type": "integer"},
-    "is_generated": {"type": "boolean"},
-    "is_char_continuation": {"type": "boolean"},
-    **_SPAN,
-}
-_SLICE = {
-    "type": "object",
-    "required": ["type", "top_tokens", "top_probs"],
-    "properties": {
-        "type": {"enum": ["LOGIT_LENS", "JACOBIAN_LENS"]},
-        "top_tokens": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
-        "top_probs": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
-    },
-}
-# Neuronpedia's lens frames (LensMetaMessage, LensPromptTokensMessage, LensTokenMessage,
-# LensDoneMessage at the contract's commit), as JSON Schema for the contract's validator.
-FRAMES: dict[str, dict[str, Any]] = {
-    "meta": {
-        "type": "object",
-        "required": ["kind", "model", "types", "layers_by_type", "top_n", "prompt_len",
-                     "num_completion_tokens", "temperature", "prepend_bos", "reuse_len"],
-        "properties": {
-            "types": {"type": "array", "items": {"enum": ["LOGIT_LENS", "JACOBIAN_LENS"]}},
-            "layers_by_type": {"type": "object", "additionalProperties": {
-                "type": "array", "items": {"type": "integer"}}},
-            "top_n": {"type": "integer"}, "prompt_len": {"type": "integer"},
-            "num_completion_tokens": {"type": "integer"}, "temperature": {"type": "number"},
-            "prepend_bos": {"type": "boolean"}, "reuse_len": {"type": "integer"},
-        },
-    },
-    "prompt": {
-        "type": "object",
-        "required": ["kind", "tokens"],
-        "properties": {"tokens": {"type": "array", "items": {
-            "type": "object", "required": ["position", "token", "id"], "properties": _TOKEN}}},
-    },
-    "token": {
-        "type": "object",
-        "required": ["kind", "position", "token", "id", "is_generated", "results"],
-        "properties": {**_TOKEN, "results": {"type": "array", "items": _SLICE}},
-    },
-    "done": {
-        "type": "object",
-        "required": ["kind", "seq_len", "prompt_len", "vocab_size", "completion"],
-        "properties": {"seq_len": {"type": "integer"}, "prompt_len": {"type": "integer"},
-                       "vocab_size": {"type": "integer"}, "completion": {"type": "string"}},
-    },
-}  # fmt: skip
 
 
 def _lens_body(**extra: Any) -> dict[str, Any]:
@@ -260,7 +202,10 @@ def test_lens_steering_equals_our_lens_space_ops(np: Any, local: Any, op: str) -
     plain = _expected(local, [LensSpec([0, 1])])
     for frame, step in zip(tokens, expected, strict=True):
         _same_readout(frame, frame["results"][0], step, vocab, range(1))
-    moved = [not torch.equal(a.top_probs[0], b.top_probs[0]) for a, b in zip(expected, plain)]
+    moved = [
+        not torch.equal(a.top_probs[0], b.top_probs[0])
+        for a, b in zip(expected, plain, strict=True)
+    ]
     assert any(moved[1:]) and not moved[0]  # the steering acted, and left the BOS alone
 
 

@@ -68,9 +68,7 @@ async def rendered_spans(
     plain = _messages(service, messages)
 
     def work() -> Any:
-        chat = message_spans(
-            tokenizer, plain, add_generation_prompt=generation_prompt, **options
-        )
+        chat = message_spans(tokenizer, plain, add_generation_prompt=generation_prompt, **options)
         check_text(chat.text, service.settings.max_text_chars, "the rendered chat")
         return chat
 
@@ -86,9 +84,7 @@ def span_fields(span: Any) -> dict[str, Any]:
     }
 
 
-async def apply_chat_template(
-    service: Service, body: dict[str, Any], gone: Gone
-) -> dict[str, Any]:
+async def apply_chat_template(service: Service, body: dict[str, Any], gone: Gone) -> dict[str, Any]:
     options = chat_options(body["chatTemplateKwargs"])
     chat = await rendered_spans(
         service, body["messages"], bool(body["addGenerationPrompt"]), **options

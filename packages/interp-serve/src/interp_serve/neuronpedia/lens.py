@@ -37,7 +37,9 @@ __all__ = ["is_word_like", "lens_prompt"]
 
 LOGIT, JACOBIAN = "LOGIT_LENS", "JACOBIAN_LENS"
 FITTED_SET = "default"  # the set JACOBIAN_LENS reads: `PUT /v1/lens_jacobians/default`
-BUSY = "the server is busy: every engine slot is running a request, and failIfBusy asks not to queue"
+BUSY = (
+    "the server is busy: every engine slot is running a request, and failIfBusy asks not to queue"
+)
 
 # Per model: each vocabulary id's decoded string (built once: a whole-vocabulary decode).
 _VOCAB: dict[int, list[str]] = {}
@@ -150,7 +152,9 @@ def _steer_id(vocab: list[str], token: str) -> int:
     found = [i for i, text in enumerate(vocab) if text == token]
     if len(found) != 1:
         why = "no token decodes to it" if not found else f"ids {found} all decode to it"
-        message = f"steer token {token!r}: {why}; send a token string exactly as a read-out shows it"
+        message = (
+            f"steer token {token!r}: {why}; send a token string exactly as a read-out shows it"
+        )
         raise InvalidArgument(message)
     return found[0]
 
