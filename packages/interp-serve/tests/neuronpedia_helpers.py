@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import serve_helpers
+import torch
 
 from interp_serve.neuronpedia import SERVED, contract
 from interp_testmodels import TEST_PROMPT
@@ -195,6 +196,23 @@ def lens_frames_fit(answer: dict[str, Any]) -> None:
     for frame in frames:
         assert contract.problems(frame, FRAMES[frame["kind"]]) == [], frame
     assert [f["kind"] for f in frames] == ["meta", *["token"] * len(answer["tokens"]), "done"]
+
+
+def brute_force_all(
+    dense_by_source: dict[str, torch.Tensor], by_index: list[int], n: int
+) -> list[tuple[str, int]]:
+    """activation/all's ranking by hand: features by their largest activation (or their sum at
+    `by_index`), the BOS at 0 left out, ties in source then feature order."""
+    rows = []
+    for source, dense in dense_by_source.items():
+        dense = dense.clone()
+        dense[0] = 0  # ignoreBos: position 0 is the BOS
+        for feature in range(dense.shape[1]):
+            column = dense[:, feature]
+            key = float(column[by_index].sum()) if by_index else float(column.max())
+            if key > 0:
+                rows.append((-key, list(dense_by_source).index(source), feature, source))
+    return [(source, feature) for _, _, feature, source in sorted(rows)[:n]]
 
 
 def every_route_fits_the_contract(client: Any, d_model: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from neuronpedia_helpers import (
     NEW_TOKENS,
     SECRET,
     Z1,
+    brute_force_all,
     every_route_fits_the_contract,
     features,
     ok,
@@ -111,21 +112,6 @@ def test_activation_single_equals_the_encoded_capture(
     assert float((torch.tensor(got["activation"]["values"]) - expected).abs().max()) <= 1e-4
 
 
-def _brute_force_all(
-    dense_by_source: dict[str, torch.Tensor], by_index: list[int], n: int
-) -> list[tuple[str, int]]:
-    rows = []
-    for source, dense in dense_by_source.items():
-        dense = dense.clone()
-        dense[0] = 0  # ignoreBos: position 0 is the BOS
-        for feature in range(dense.shape[1]):
-            column = dense[:, feature]
-            key = float(column[by_index].sum()) if by_index else float(column.max())
-            if key > 0:
-                rows.append((-key, list(dense_by_source).index(source), feature, source))
-    return [(source, feature) for _, _, feature, source in sorted(rows)[:n]]
-
-
 @pytest.mark.parametrize("by_index", [[], [2, 3]])
 def test_activation_all_ranks_equal_a_brute_force_ranking(
     np: Any, local: Any, saes: dict[str, Any], by_index: list[int]
@@ -141,7 +127,7 @@ def test_activation_all_ranks_equal_a_brute_force_ranking(
     }
     got = ok(np, "/v1/activation/all", body)
     dense = {L1: _encode(local, saes[L1]), L0: _encode(local, saes[L0])}
-    expected = _brute_force_all(dense, by_index, 12)
+    expected = brute_force_all(dense, by_index, 12)
     assert [(a["source"], a["index"]) for a in got["activations"]] == expected
     first = got["activations"][0]
     column = dense[first["source"]][:, first["index"]].clone()
