@@ -120,6 +120,7 @@ def route_bodies(d_model: int) -> dict[str, dict[str, Any]]:
             "topN": 3,
             "stream": False,
             "numCompletionTokens": 2,
+            "temperature": 0,
         },
         "/v1/util/sae-vector": {"model": "m", "source": L0, "index": 4},
         "/v1/util/sae-topk-by-decoder-cossim": {
