@@ -193,7 +193,6 @@ def test_neuronpedia_routes_on_vllm(
             capabilities = np.get("/v1/capabilities").json()
     finally:
         sync.set_lens_jacobians(vllm_remote, None, name="default")
-        sync.set_lens_jacobians(vllm_local, None, name="np")
     assert capabilities["backend"] == "vllm" and capabilities["endpoints"]["lens_jacobian"]
     saes = np_saes
     points = sorted({str(s.address) for s in saes.values()})
@@ -254,6 +253,7 @@ def test_neuronpedia_routes_on_vllm(
             assert result["top_tokens"] == strings
             probs = torch.cat(list(step.top_probs)).float()
             assert torch.allclose(torch.tensor(result["top_probs"]), probs, atol=1e-5, rtol=0)
+    sync.set_lens_jacobians(vllm_local, None, name="np")  # read above, by the fitted case
     # DFA where vLLM captures the pattern and values; its sum is the pre-activation's part.
     dfa = got["/v1/activation/single"]["activation"]
     assert "dfaValues" not in dfa  # a residual SAE has none
