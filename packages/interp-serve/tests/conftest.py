@@ -62,3 +62,51 @@ def _one_torch_thread() -> Iterator[None]:
 
     with one_torch_thread():
         yield
+
+
+# --- the Neuronpedia mount (test_neuronpedia*.py): one eager server with three SAEs -----------
+@pytest.fixture(scope="session")
+def np_sae_dirs(tmp_path_factory: pytest.TempPathFactory, local: Any) -> dict[str, Path]:
+    from neuronpedia_helpers import write_sources
+
+    width = local.facts.n_heads * local.facts.head_dim
+    return write_sources(tmp_path_factory.mktemp("np-saes"), local.d_model, width)
+
+
+@pytest.fixture(scope="session")
+def np_saes(np_sae_dirs: dict[str, Path]) -> dict[str, Any]:
+    from interp_sae import load_sae
+    from neuronpedia_helpers import L0, L1, Z1
+
+    paths = {L1: "relu", L0: "jr0", Z1: "z1"}
+    return {name: load_sae(np_sae_dirs[key]) for name, key in paths.items()}
+
+
+@pytest.fixture(scope="session")
+def np_server(
+    model_path: Path, np_sae_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    from neuronpedia_helpers import source_args, start_with_secret
+
+    logs = tmp_path_factory.mktemp("np-logs")
+    running = start_with_secret(model_path, logs, source_args(np_sae_dirs), name="neuronpedia")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def np(np_server: Any) -> Iterator[Any]:
+    """A client of the mount as the webapp is one: the secret header, no Bearer key."""
+    import httpx
+    from neuronpedia_helpers import SECRET
+
+    url = f"{np_server.url}/neuronpedia"
+    with httpx.Client(base_url=url, headers={"X-SECRET-KEY": SECRET}, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def np_ours(np_server: Any) -> Iterator[Any]:
+    """A client of our own API on the Neuronpedia test server."""
+    with np_server.client() as client:
+        yield client

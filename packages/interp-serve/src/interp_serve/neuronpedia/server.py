@@ -26,7 +26,15 @@ from starlette.exceptions import HTTPException
 
 from interp_core.errors import CapabilityUnsupported, InterpError
 from interp_serve.errors import status_of
-from interp_serve.neuronpedia import activations, contract, readouts, steer, utilities
+from interp_serve.neuronpedia import (
+    activations,
+    chat_template,
+    contract,
+    lens,
+    readouts,
+    steer,
+    utilities,
+)
 from interp_serve.service import Service
 
 __all__ = ["MOUNT", "SECRET_ENV", "create_neuronpedia_app", "secret_from_env"]
@@ -63,19 +71,15 @@ SERVED: dict[str, Handler] = {
     "/v1/steer/completion": steer.completion,
     "/v1/steer/completion-chat": steer.chat_completion,
     "/v1/tokenize": utilities.tokenize,
+    "/v1/apply-chat-template": chat_template.apply_chat_template,
+    "/v1/lens/prompt": lens.lens_prompt,
     "/v1/util/sae-vector": utilities.sae_vector,
     "/v1/util/sae-topk-by-decoder-cossim": utilities.decoder_cossim,
 }
 
 # The contract's routes this server answers with a refusal, and why.
 REFUSED: dict[str, str] = {
-    "/v1/lens/prompt": "Neuronpedia's lens route is not built on this mount yet; use POST "
-    "/v1/lens on the interp API",
-    "/v1/apply-chat-template": "chat template spans are not built on this mount yet; use "
-    "/v1/steer/completion-chat, which renders the template itself",
     "/v1/util/similarity-matrix-pred": "it needs temporal SAEs, which interp-sae does not load",
-    "/initialize": "this server loads its model and SAEs at start (interp serve MODEL --sae "
-    "LAYER-SET=PATH); restart it to change them",
 }
 
 
@@ -123,6 +127,12 @@ def create_neuronpedia_app(service: Service, secret: str | None = None) -> FastA
     @app.get("/v1/steer/health")
     async def steer_health() -> dict[str, Any]:
         return utilities.steer_health(service)
+
+    @app.post("/initialize")
+    async def initialize(custom_hf_model_id: str | None = None) -> Any:
+        # Neuronpedia's server loads its model on this call; ours loaded it at start, so the
+        # call has nothing to do unless it names another model, which needs a restart.
+        return utilities.initialize(service, custom_hf_model_id)
 
     for path, handler in SERVED.items():
         app.add_api_route(path, _route(service, path, handler), methods=["POST"])
@@ -178,6 +188,8 @@ def _route(service: Service, path: str, handler: Handler) -> Callable[[Request],
             logger.error("unexpected error on %s", path, exc_info=error)
             name = type(error).__name__
             return _refusal(f"internal server error ({name}); the server's log has it", 500)
+        if isinstance(answer, Response):  # a stream or status the handler shaped itself
+            return answer
         if hasattr(answer, "__aiter__"):
             return StreamingResponse(answer, media_type="text/event-stream")
         return JSONResponse(answer)

@@ -106,9 +106,9 @@ def capabilities(service: Service, served: list[str], refused: dict[str, str]) -
             "dfa": attention and _supports(service, "value.0"),
             "steer_completion": True,
             "steer_completion_chat": True,
-            # lens/prompt is refused on this mount (see refusedRoutes), so both are off.
-            "lens_logit": False,
-            "lens_jacobian": False,
+            "lens_logit": True,
+            # JACOBIAN_LENS reads the fitted set installed as "default" (neuronpedia.lens).
+            "lens_jacobian": "default" in service.lens_sets(),
             "neurons": False,
         },
         "server": "interp-serve",
@@ -125,6 +125,21 @@ def capabilities(service: Service, served: list[str], refused: dict[str, str]) -
         "routes": served,
         "refusedRoutes": refused,
     }
+
+
+def initialize(service: Service, model_id: str | None) -> Any:
+    """`/initialize` on a server whose model and SAEs were loaded at start."""
+    from fastapi.responses import JSONResponse
+
+    served = {service.name, str(service.model.model_id)}
+    if model_id is not None and model_id not in served:
+        message = (
+            f"/initialize cannot load {model_id!r}: this server loads its model and SAEs at "
+            f"start (interp serve MODEL --sae LAYER-SET=PATH) and serves {service.name!r}; "
+            f"restart it with the other model"
+        )
+        return JSONResponse({"error": message}, status_code=400)
+    return {"status": "initialized", "model": service.name, "sources": sorted(service.saes)}
 
 
 def steer_health(service: Service) -> dict[str, Any]:
