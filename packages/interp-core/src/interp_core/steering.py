@@ -53,6 +53,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from interp_core.address import Address, AddressLike, to_address
+from interp_core.batch_rows import check_batch_rows
 from interp_core.errors import AddressError, SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.points import writable_names
@@ -148,6 +149,7 @@ class SteeringSpec:
     nothing. `scale` is the coefficient of `add` and `orthogonal`; `projection_cap` takes `min`
     and/or `max` instead. `clamp` takes `scale` as the feature's new value and reads the feature
     with `encoder` (as wide as `vector`), `bias` and `threshold`; other ops refuse those fields.
+    `batch_rows` limits it to some rows of the call's batch (`interp_core.batch_rows`).
 
     Equality is identity (`eq=False`): a vector may be a tensor, whose `==` is elementwise.
     """
@@ -168,6 +170,7 @@ class SteeringSpec:
     generated: bool = True
     skip_special: bool = False
     channels: tuple[int, ...] | None = None
+    batch_rows: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Frozen: each field is normalised exactly once, here, in dependency order.
@@ -189,6 +192,8 @@ class SteeringSpec:
         object.__setattr__(self, "bias", bias)
         object.__setattr__(self, "threshold", threshold)
         object.__setattr__(self, "channels", check_channels(self, self.width))
+        rows = check_batch_rows(self.batch_rows, f"the {self.op} at {self.address}")
+        object.__setattr__(self, "batch_rows", rows)
 
     # --- derived --------------------------------------------------------------------------------
     @property

@@ -40,6 +40,7 @@ from typing import Any
 
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
+from interp_core.batch_rows import wire_for_row
 from interp_core.cache import ActivationCache
 from interp_core.capture_stream import CaptureChunk, refuse_rows_without_tokens
 from interp_core.dtypes import canonical_dtype
@@ -429,7 +430,9 @@ class VLLMModel(ModelBase):
         wire = [spec_to_wire(spec) for spec in specs]  # reads and checks the values
         for spec in specs:
             check_steering_fits(spec, self._model_dtype)
-        return wire
+        # One prompt is one request: its writes' batch_rows (checked to be row 0) are cleared
+        # here; a batch's caller hands each row's request its own (`wire_for_row`).
+        return wire_for_row(wire, 0) if prompts is not None and len(prompts) == 1 else wire
 
     # --- the request path -----------------------------------------------------------------------
     def _sampling(
@@ -524,14 +527,17 @@ class VLLMModel(ModelBase):
         runs = [list(row) for row in batch.rows]
         length = max(len(row) for row in runs)
         writes = self._writes(steering, length, f"this capture's {length}-token prompt", runs)
-        spec = self._spec(addresses, writes)
-        if chosen is not None and spec is not None:
+        # Each row's request carries its own writes (a per-row patch names its batch_rows).
+        specs = [self._spec(addresses, wire_for_row(writes, r)) for r in range(len(runs))]
+        for spec in (s for s in specs if s is not None and chosen is not None):
             spec["rows"] = sorted(chosen)  # only these rows leave the workers
         # An adapter applies to every row alike; injected rows come with one unpadded prompt.
         inputs = await self._request_inputs(runs[0], injection, adapter)
-        results = await asyncio.gather(
-            *(self._request(row, self._sampling(1, 0.0), spec, inputs=inputs) for row in runs)
+        requests = (
+            self._request(r, self._sampling(1, 0.0), s, inputs=inputs)
+            for r, s in zip(runs, specs, strict=True)
         )
+        results = await asyncio.gather(*requests)
         per_row = [
             self._cache(addresses, payload, len(row))
             if chosen is None
