@@ -311,3 +311,21 @@ def test_a_per_row_patch_past_the_batch_is_refused(llama: Any, prompts: Any) -> 
         _logits(llama, batch, patch)
     with pytest.raises(SteeringSpecError, match="batch row -1"):
         Patch("resid_pre.0", torch.zeros(llama.d_model), [1], batch_rows=-1)
+
+
+def test_a_batched_sweep_equals_the_loop_of_single_patches(llama: Any, prompts: Any) -> None:
+    clean, corrupt = prompts
+    metric = LogitDiff(*_answers(clean, corrupt), position=-2)
+    for point, per in (("resid_pre", "position"), ("z", "head")):
+        batched = patch_sweep(llama, clean, corrupt, metric, point=point, per=per)
+        chunked = patch_sweep(
+            llama, clean, corrupt, metric, point=point, per=per, rows_per_forward=3
+        )
+        single = patch_sweep(
+            llama, clean, corrupt, metric, point=point, per=per, rows_per_forward=1
+        )
+        assert float(single.std()) > 1e-3
+        assert torch.allclose(batched, single, atol=1e-5, rtol=0)
+        assert torch.allclose(chunked, single, atol=1e-5, rtol=0)
+    with pytest.raises(SteeringSpecError, match="rows_per_forward=0"):
+        patch_sweep(llama, clean, corrupt, metric, rows_per_forward=0)
