@@ -147,7 +147,7 @@ def patch_sweep(
 
 # What one batched forward of a sweep may hold: its rows' logits (float32) plus a layer's
 # working activations (a few d_model and d_mlp rows per token), which bounds the chunk.
-SWEEP_MEMORY_BYTES = 256 * 2**20
+SWEEP_MEMORY_BYTES = 32 * 2**20
 
 
 def _rows_per_forward(facts: Any, seq: int, given: int | None) -> int:
