@@ -65,6 +65,7 @@ from interp_core.steering_lens import (
     uses_direction,
 )
 from interp_core.steering_set import check_channels, check_set_width, set_delta_reference
+from interp_core.write_positions import POSITION_LIMIT, check_positions, check_positions_within
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -114,9 +115,6 @@ OPS = ("add", "orthogonal", "projection_cap")
 # The ops the static tier's per-row formula carries (`interp_torch.steering_rows`): a compiled
 # graph applies only these; the others are refused before a request is sent.
 STATIC_OPS = tuple(op for op in ALL_OPS if op != "set")  # a patch's rows vary per position
-# Positions travel to the backends as int64 index tensors; anything at or past this is refused
-# when a spec is built, before any backend sees it.
-POSITION_LIMIT = 2**63
 # How many steering operations one request may apply in order at one point of a backend whose
 # writes are traced into a compiled graph (vllm-static): the graph's depth, each level one op
 # picked per row from the point's op table. The sizer prices the buffers.
@@ -179,7 +177,7 @@ class SteeringSpec:
         normalize, fraction, _, _ = check_lens_fields(self)
         object.__setattr__(self, "max_fraction", fraction)
         object.__setattr__(self, "scale", _check_scale(self.scale, self.op))
-        object.__setattr__(self, "positions", _check_positions(self.positions))
+        object.__setattr__(self, "positions", check_positions(self.positions))
         lower, upper = _check_bounds(self.op, self.min, self.max)
         object.__setattr__(self, "min", lower)
         object.__setattr__(self, "max", upper)
@@ -510,87 +508,6 @@ def _check_scale(scale: object, op: str) -> float:
         )
         raise error
     return value
-
-
-def _check_positions(positions: object) -> tuple[int, ...] | None:
-    if positions is None:
-        return None
-    if isinstance(positions, str | bytes) or not isinstance(positions, Sequence):
-        error = _fail(
-            f"steering positions {positions!r} are not a sequence of ints",
-            f"got a {type(positions).__name__}",
-            "pass a list such as [0, 1, 2], or None to steer every position",
-        )
-        raise error
-    if len(positions) == 0:
-        error = _fail(
-            "steering positions are empty",
-            "an empty list would steer nothing, silently",
-            "pass None to steer every position, or list the positions",
-        )
-        raise error
-    checked: list[int] = []
-    for position in positions:
-        if isinstance(position, bool) or not isinstance(position, numbers.Integral):
-            error = _fail(
-                f"steering position {position!r} is not an int",
-                f"got a {type(position).__name__}",
-                "pass token positions as ints",
-            )
-            raise error
-        if position < 0:
-            error = _fail(
-                f"steering position {position} is negative",
-                "positions are absolute indices from the first token",
-                "resolve negative indices against the sequence length yourself",
-            )
-            raise error
-        if position >= POSITION_LIMIT:
-            error = _fail(
-                f"steering position {position} does not fit a 64-bit index",
-                "backends index token positions with int64 tensors, and no sequence is that long",
-                "pass positions inside the sequence the call runs",
-            )
-            raise error
-        checked.append(int(position))
-    seen: set[int] = set()
-    doubled: set[int] = set()
-    for position in checked:  # sets, not list.count: a long positions list stays O(n)
-        (doubled if position in seen else seen).add(position)
-    repeated = sorted(doubled)
-    if repeated:
-        error = _fail(
-            f"steering positions repeat {repeated}",
-            "a position is either steered or not; a repeat suggests a bug in the caller",
-            "list each position once",
-        )
-        raise error
-    return tuple(checked)
-
-
-def check_positions_within(spec: SteeringSpec, length: int, call: str) -> None:
-    """Refuse (SteeringSpecError) a spec listing a position no forward pass of the call sees.
-
-    `length` is how many positions the call's forward passes run: a capture's (or the lens's)
-    prompt length; a generation's prompt length plus `max_new_tokens - 1` (the last sampled
-    token is never fed back, so nothing at its position can be steered). `call` names the call
-    for the message (e.g. "this capture's 8-token prompt"). A position past them would steer
-    nothing, silently, so it is refused exactly as an empty `positions` list is. A generation
-    that stops early (an end-of-sequence token) leaves its later listed positions unsteered:
-    that is known only once it runs.
-    """
-    if spec.positions is None:
-        return
-    beyond = sorted(p for p in spec.positions if p >= length)
-    if beyond:
-        shown = ", ".join(str(p) for p in beyond[:5]) + (", ..." if len(beyond) > 5 else "")
-        error = _fail(
-            f"steering positions [{shown}] at {spec.address} lie beyond {call}, whose forward "
-            f"passes run positions 0..{length - 1}",
-            "a position past the sequence would steer nothing, silently",
-            f"list positions below {length}, or pass None to steer every position",
-        )
-        raise error
 
 
 def _as_float(value: object) -> float:
