@@ -26,6 +26,7 @@ with the activation's gradient), so it needs a backend with gradients: eager loa
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -33,7 +34,7 @@ import torch
 
 from interp_core.address import Address
 from interp_core.errors import CapabilityUnsupported, SteeringSpecError
-from interp_core.patching import patch_from
+from interp_core.patching import LogitDiff, patch_from
 from interp_core.point_lookup import get_point
 from interp_core.point_spec import Width
 from interp_core.steering import SteeringSpec
@@ -117,11 +118,15 @@ def patch_sweep(
     The patches run as the rows of batched forwards of the corrupted prompt, row i carrying
     patch i alone (`batch_rows`), `rows_per_forward` rows at a time (default: as many as
     `SWEEP_MEMORY_BYTES` of the rows' logits and activations allow; 1 is the loop of single
-    patches).
+    patches). With a `LogitDiff` only its position's logits are returned by the backend
+    (`rows=`), so the metric reads `[1, 1, vocab]`.
     """
     clean_ids, corrupt_ids, chosen, columns = _plan(model, clean, corrupt, point, per, layers)
     addresses = [Address(point, layer) for layer in chosen]
     size = _rows_per_forward(model.facts, int(corrupt_ids.shape[1]), rows_per_forward)
+    # A logit difference reads one position: only that row of logits leaves the backend.
+    rows = [metric.position] if isinstance(metric, LogitDiff) else None
+    read = dataclasses.replace(metric, position=-1) if isinstance(metric, LogitDiff) else metric
 
     async def sweep() -> list[torch.Tensor]:
         cache = await model.capture(clean_ids, addresses)
@@ -136,12 +141,12 @@ def patch_sweep(
                 for i, (a, c) in enumerate(part)
             ]
             ids = corrupt_ids.expand(len(part), -1)
-            out = await model.capture(ids, ["lm_head"], steering=patches)
+            out = await model.capture(ids, ["lm_head"], steering=patches, rows=rows)
             logits.extend(torch.as_tensor(out["lm_head"]).float().split(1))
         return logits
 
     logits = run(model, sweep)
-    values = [_value(metric(each)) for each in logits]
+    values = [_value(read(each)) for each in logits]
     return torch.tensor(values, dtype=torch.float32).reshape(len(chosen), columns)
 
 
