@@ -45,7 +45,7 @@ NOT_INSTALLED_HERE = {
 # (interp_validator.envs), which install exactly what those scripts import.
 FOREIGN_ENVIRONMENT = {
     "interp-validator": re.compile(
-        r"^interp_validator/(references/(runner_\w+|_runner_common)|bench/runner_engines)\.py$"
+        r"^interp_validator/(references/(runner_\w+|_runner_common)|bench/runner_(engines|patching))\.py$"
     ),
 }
 

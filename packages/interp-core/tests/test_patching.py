@@ -150,3 +150,39 @@ class _Last:
     def __getitem__(self, index):  # type: ignore[no-untyped-def]
         b, v = index
         return self.rows[b][v]
+
+
+# --- per-row writes (interp_core.batch_rows) -----------------------------------------------------
+def test_batch_rows_travel_and_each_row_gets_only_its_own_writes() -> None:
+    from interp_core.batch_rows import wire_for_row, writes_for_row
+
+    row0 = Patch("resid_pre.1", [0.5] * 64, [2], batch_rows=0).to_specs(FACTS)
+    both = Ablation("mlp_act.0", neurons=[1, 6], batch_rows=[0, 1]).to_specs(FACTS)
+    every = (SteeringSpec("resid_pre.0", [1.0] * 64),)
+    specs = (*row0, *both, *every)
+    assert [s.batch_rows for s in specs] == [(0,), (0, 1), None]
+    wire = [spec_to_wire(s) for s in specs]
+    assert [spec_from_wire(json.loads(json.dumps(w))).batch_rows for w in wire] == [
+        (0,),
+        (0, 1),
+        None,
+    ]
+    for row, count in ((0, 3), (1, 2), (2, 1)):
+        own = writes_for_row(specs, row)
+        assert len(own) == count and all(s.batch_rows is None for s in own)
+        assert [w["batch_rows"] for w in wire_for_row(wire, row)] == [None] * count
+    # Admission checks the rows against the call's prompts, as positions against its length.
+    admit_writes(object(), list(specs), FACTS, (4, "a 4-token call"), prompts=[[1] * 4] * 2)
+    with pytest.raises(SteeringSpecError, match=r"names batch rows \[1\].*runs 1 row"):
+        admit_writes(object(), list(specs), FACTS, (4, "a 4-token call"), prompts=[[1] * 4])
+
+
+@pytest.mark.parametrize(
+    ("rows", "words"),
+    [(-1, "batch row -1"), ([], "batch_rows=\\[\\]"), ([1, 1], "twice"), ("0", "batch_rows='0'")],
+)
+def test_malformed_batch_rows_are_refused(rows: object, words: str) -> None:
+    with pytest.raises(SteeringSpecError, match=words):
+        Patch("resid_pre.1", [0.5] * 64, [2], batch_rows=rows)  # type: ignore[arg-type]
+    with pytest.raises(SteeringSpecError, match=words):
+        SteeringSpec("resid_pre.1", [0.5] * 64, batch_rows=rows)  # type: ignore[arg-type]

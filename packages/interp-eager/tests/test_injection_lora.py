@@ -3,8 +3,10 @@
 A whole-embeddings prompt equals HF's `inputs_embeds` forward (and, when the rows are the
 tokens' own embeddings, the tokens' run); an injected row equals HF on the spliced embeddings,
 in capture and in greedy generation (HF `generate(inputs_embeds=...)`); a LoRA adapter written
-by the test gives the logits of HF with the adapter merged into its weights by hand. Malformed
-embeddings and unsupported adapters are refused before any work.
+by the test gives the logits of HF with the adapter merged into its weights by hand, and one
+PEFT itself makes gives the logits of PEFT's own forward on HF; an injected vector equals a
+patch of its embedding slot. Malformed embeddings and unsupported adapters are refused before
+any work.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from eager_helpers import hook_ids, model, prompt_ids
 from interp_core import sync
 from interp_core.adapters import read_lora_config
 from interp_core.errors import CapabilityUnsupported, InterpError, InvalidArgument
+from interp_core.patching import Patch
 from interp_core.steering import SteeringSpec
-from interp_testmodels.lora import merged_into, write_lora_adapter
+from interp_testmodels.lora import merged_into, peft_logits, write_lora_adapter, write_peft_adapter
 
 _FAMILIES = ("llama", "gemma")  # gemma: its embedding module scales its own output
 
@@ -89,6 +92,28 @@ def test_an_injected_row_equals_hf_on_the_spliced_embeddings(family: str) -> Non
     assert hook_ids(m) == hooks
 
 
+@pytest.mark.parametrize("family", _FAMILIES)
+def test_an_injected_vector_equals_a_patch_of_its_embedding_slot(family: str) -> None:
+    m = model(family)
+    ids = prompt_ids(m)
+    vector = _vector(m, seed=3)
+    injected = m.run_with_cache(ids, ["embeddings", "resid_post.1"], prompt_embeds={2: vector})
+    # The `embeddings` point is past any multiplier the trunk applies outside the module.
+    inside = hasattr(m.hf_model.get_input_embeddings(), "embed_scale")
+    scale = 1.0 if inside else (m.facts.embedding_multiplier or 1.0)
+    patch = Patch("embeddings", vector * scale, positions=[2])
+    patched = m.run_with_cache(ids, ["embeddings", "resid_post.1"], steering=patch)
+    # A set writes h + (v - h): v up to one float32 rounding of the row's values.
+    assert torch.allclose(injected["embeddings"], patched["embeddings"], atol=1e-6, rtol=1e-6)
+    assert (injected.output.logits - patched.output.logits).abs().max() < 1e-5
+    assert (injected["resid_post.1"] - patched["resid_post.1"]).abs().max() < 1e-5
+    plain = m.forward_logits(ids)
+    assert (plain - patched.output.logits).abs().max() > 1e-2  # the slot matters
+    generation = m.generate_sync(ids, max_new_tokens=6, temperature=0.0, prompt_embeds={2: vector})
+    steered = m.generate_sync(ids, max_new_tokens=6, temperature=0.0, steering=patch)
+    assert generation.token_ids == steered.token_ids
+
+
 def test_generation_from_embeds_equals_generation_from_the_tokens() -> None:
     m = model("llama")
     ids = prompt_ids(m)
@@ -153,6 +178,20 @@ def test_lora_logits_equal_hf_with_the_adapter_merged(adapter: Path) -> None:
             pad_token_id=m.tokenizer.pad_token_id,
         )
     assert list(generation.token_ids) == expected[0, ids.shape[1] :].tolist()
+    assert hook_ids(m) == hooks
+
+
+def test_a_peft_made_adapter_equals_peft_on_hf(tmp_path: Path) -> None:
+    pytest.importorskip("peft")  # the root test group installs it
+    m = model("llama")
+    hooks = hook_ids(m)
+    folder = write_peft_adapter(m.hf_model, tmp_path / "peft")
+    other = prompt_ids(m, "the dog ran in the park today and then")
+    ids = torch.cat([prompt_ids(m)[:, :8], other[:, :8]])  # a batch of two different prompts
+    theirs = peft_logits(m.hf_model, folder, ids)
+    ours = m.run_with_cache(ids, [], lora=str(folder)).output.logits
+    assert (ours - theirs).abs().max() < 1e-5
+    assert (m.forward_logits(ids) - theirs).abs().max() > 1e-2  # the adapter changes the output
     assert hook_ids(m) == hooks
 
 

@@ -7,6 +7,7 @@ its own hooks (eager_helpers finds the modules test-side) and never uses the bac
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -22,6 +23,7 @@ from interp_torch.patching import attribution_patch, patch_sweep
 
 CLEAN = "the cat sat on the mat today"
 CORRUPT = "the dog ran in the park today"
+OTHER = "the man sat in the car today"
 TOL = 1e-5
 
 
@@ -235,3 +237,95 @@ def test_attribution_patching_equals_the_formula_by_autograd(prompts: Any) -> No
     # At layer 0 (the embeddings) the runs differ only where the tokens do.
     same = (clean[0] == corrupt[0]).nonzero().flatten().tolist()
     assert same and bool((ours[0, same] == 0).all()) and bool((ours[0] != 0).any())
+
+
+# --- per-row patches: each row of a batch carries its own ---------------------------------------
+def _set_row(row: int, positions: list[int], channels: Any, values: torch.Tensor) -> Any:
+    """A hand patch of one batch row (the others pass untouched)."""
+
+    def edit(h: torch.Tensor) -> torch.Tensor:
+        h = h.clone()
+        for index, position in enumerate(positions):
+            h[row, position, channels] = values[index].to(h.dtype)
+        return h
+
+    return edit
+
+
+def _row_writes(cache: Any, other: Any, hd: int) -> list[Any]:
+    """Different patches in rows 0 and 1: positions, values, kv heads, query heads, neurons."""
+    return [
+        patch_from(cache, "resid_pre.1", [2, 4], batch_rows=0),
+        patch_from(other, "resid_pre.1", [1], batch_rows=1),
+        patch_from(cache, "value.0", heads=[1], batch_rows=[0]),  # kv head 1 of 2 (GQA)
+        patch_from(other, "z.1", [1, 3], heads=[0, 2], batch_rows=1),
+        Ablation("mlp_act.1", neurons=[3, 7], positions=[5], batch_rows=1),
+    ]
+
+
+def test_each_row_of_a_batch_takes_its_own_patch(llama: Any, prompts: Any) -> None:
+    clean, corrupt = prompts
+    other = llama.to_tokens(OTHER)
+    assert other.shape == clean.shape
+    hd, seq = llama.facts.head_dim, clean.shape[1]
+    points = ["resid_pre.1", "value.0", "z.1"]
+    cache, source = llama.run_with_cache(clean, points), llama.run_with_cache(other, points)
+    writes = _row_writes(cache, source, hd)
+    batch = torch.cat([corrupt, clean])
+    ours = _logits(llama, batch, writes)
+    # By hand, on the HF model: each edit touches its own row of the batch.
+    z = source["z.1"][0, [1, 3]]
+    edits = [
+        ("resid_pre", 1, _set_row(0, [2, 4], slice(None), cache["resid_pre.1"][0, [2, 4]])),
+        ("resid_pre", 1, _set_row(1, [1], slice(None), source["resid_pre.1"][0, [1]])),
+        (
+            "value",
+            0,
+            _set_row(0, list(range(seq)), slice(hd, 2 * hd), cache["value.0"][0, :, hd : 2 * hd]),
+        ),
+        ("z", 1, _set_row(1, [1, 3], slice(0, hd), z[:, :hd])),
+        ("z", 1, _set_row(1, [1, 3], slice(2 * hd, 3 * hd), z[:, 2 * hd : 3 * hd])),
+        ("mlp_act", 1, _set_row(1, [5], [3, 7], torch.zeros(1, 2))),
+    ]
+    with ExitStack() as stack:
+        for where, layer, edit in edits:
+            stack.enter_context(_hand_patch(llama.hf_model, where, layer, edit))
+        theirs = hf_logits(llama.hf_model, batch)
+    assert (ours - theirs).abs().max() < TOL
+    # Each row equals that row run alone with its own patches (the batch leaks nothing).
+    for row, ids in enumerate((corrupt, clean)):
+        own = [w for w in writes if row in w.batch_rows]
+        alone = _logits(llama, ids, [_unrowed(w) for w in own])
+        assert (ours[row] - alone[0]).abs().max() < TOL
+        assert (alone - _logits(llama, ids, None)).abs().max() > 1e-3
+
+
+def _unrowed(write: Any) -> Any:
+    return dataclasses.replace(write, batch_rows=None)
+
+
+def test_a_per_row_patch_past_the_batch_is_refused(llama: Any, prompts: Any) -> None:
+    batch = torch.cat(prompts)
+    patch = Patch("resid_pre.0", torch.zeros(llama.d_model), [1], batch_rows=[1, 2])
+    with pytest.raises(SteeringSpecError, match=r"names batch rows \[2\].*runs 2 row"):
+        _logits(llama, batch, patch)
+    with pytest.raises(SteeringSpecError, match="batch row -1"):
+        Patch("resid_pre.0", torch.zeros(llama.d_model), [1], batch_rows=-1)
+
+
+def test_a_batched_sweep_equals_the_loop_of_single_patches(llama: Any, prompts: Any) -> None:
+    clean, corrupt = prompts
+    metric = LogitDiff(*_answers(clean, corrupt), position=-2)
+    for point, per in (("resid_pre", "position"), ("z", "head")):
+        batched = patch_sweep(llama, clean, corrupt, metric, point=point, per=per)
+        chunked = patch_sweep(
+            llama, clean, corrupt, metric, point=point, per=per, rows_per_forward=3
+        )
+        single = patch_sweep(
+            llama, clean, corrupt, metric, point=point, per=per, rows_per_forward=1
+        )
+        assert float(single.std()) > 1e-3
+        assert torch.allclose(batched, single, atol=1e-5, rtol=0)
+        assert torch.allclose(chunked, single, atol=1e-5, rtol=0)
+    with pytest.raises(SteeringSpecError, match="rows_per_forward=0"):
+        patch_sweep(llama, clean, corrupt, metric, rows_per_forward=0)

@@ -64,3 +64,24 @@ def test_patch_rows_travel_as_safetensors_exactly() -> None:
         assert got.values() == spec.values() and got.positions == spec.positions
     with pytest.raises(SteeringSpecError, match="not readable safetensors"):
         unpack_patch_values([{**packed[0], "vector": {KEY: "bm90IHNhZmV0ZW5zb3Jz"}}])
+
+
+def test_per_row_patches_over_http_equal_in_process(remote: Any, local: Any) -> None:
+    from interp_core.errors import SteeringSpecError
+
+    cache = sync.capture(local, [CLEAN], ["resid_pre.1", "value.0"])
+    writes = [
+        patch_from(cache, "resid_pre.1", [2, 4], batch_rows=0),
+        patch_from(cache, "value.0", heads=[1], batch_rows=1),  # a kv head (grouped-query)
+        Ablation("mlp_act.0", neurons=[1, 6], positions=[3], batch_rows=1),
+    ]
+    batch = [CORRUPT, CLEAN]
+    want = torch.as_tensor(sync.capture(local, batch, ["lm_head"], steering=writes)["lm_head"])
+    got = torch.as_tensor(sync.capture(remote, batch, ["lm_head"], steering=writes)["lm_head"])
+    assert torch.allclose(got.float(), want.float(), atol=1e-5, rtol=0)
+    plain = torch.as_tensor(sync.capture(local, batch, ["lm_head"])["lm_head"])
+    assert (want[0] - plain[0]).abs().max() > 1e-3 and (want[1] - plain[1]).abs().max() > 1e-3
+    with pytest.raises(SteeringSpecError, match="names batch rows"):
+        sync.capture(
+            remote, batch, ["lm_head"], steering=patch_from(cache, "resid_pre.1", batch_rows=2)
+        )

@@ -21,6 +21,7 @@ import torch
 from interp_core import load_model, sync
 from interp_core.errors import CapabilityUnsupported
 from interp_testmodels.sampling_checkpoint import (
+    RECOMMENDED,
     check_recommended,
     recommending_checkpoint,
 )

@@ -296,3 +296,18 @@ def test_a_non_finite_write_is_refused_but_the_models_own_inf_is_not_blamed() ->
         check_steered_finite(written, spec, before=before)
     message = str(raised.value)
     assert all(part in message for part in (ADDRESS, "scale=60000.0", "float16"))
+
+
+def test_a_per_row_write_is_masked_by_row_and_refused_without_rows() -> None:
+    from interp_core.errors import SteeringSpecError
+    from interp_torch.steering import spec_delta
+
+    h = torch.randn(3, 2, 4, generator=torch.Generator().manual_seed(0))
+    spec = SteeringSpec("resid_pre.0", [1.0, 2.0, 3.0, 4.0], op="set", batch_rows=[0, 2])
+    vector = torch.tensor(spec.values())
+    rows = torch.arange(3)[:, None].expand(3, 2)
+    written = h + spec_delta(h, spec, vector, row_batch=rows)
+    assert torch.equal(written[1], h[1])
+    assert torch.allclose(written[[0, 2]], vector.expand(2, 2, 4))
+    with pytest.raises(SteeringSpecError, match="does not know which row"):
+        spec_delta(h, spec, vector)

@@ -1,9 +1,10 @@
 """Prompt embeddings and LoRA adapters on vLLM, against the float32 eager backend.
 
 One engine started with vLLM's prompt-embeds and LoRA support: a whole-embeddings prompt and an
-injected row give eager's captures and greedy tokens; an adapter written by the test gives
-eager's (PEFT-equal, see the eager suite) captures and tokens; an engine without those settings
-refuses the call naming the setting.
+injected row give eager's captures and greedy tokens, and an injected vector equals a patch of
+its embedding slot; an adapter written by the test gives eager's (PEFT-equal, see the eager
+suite) captures and tokens, and one PEFT itself makes gives the logits of PEFT's own forward on
+HF; an engine without those settings refuses the call naming the setting.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from interp_core.backends import load_model
 from interp_core.errors import CapabilityUnsupported
 from interp_core.testing.engines import warmed
 from interp_core.testing.resources import require
-from interp_testmodels.lora import write_lora_adapter
+from interp_testmodels.lora import peft_logits, write_lora_adapter, write_peft_adapter
 
 pytestmark = pytest.mark.slow
 
@@ -108,6 +109,30 @@ def test_lora_equals_eager(vllm_model: Any, eager: Any, adapter: Path) -> None:
     # The same request without the adapter is the base model again (no adapter leaks).
     again = sync.capture(vllm_model, ids, _POINTS)
     torch.testing.assert_close(again["resid_post.1"], plain["resid_post.1"], **_TOL)
+
+
+def test_an_injected_vector_equals_a_patch_of_its_slot(vllm_model: Any, eager: Any) -> None:
+    from interp_core.patching import Patch
+
+    ids = eager.to_tokens("The quick brown fox jumps over")
+    vector = torch.randn(eager.d_model, generator=torch.Generator().manual_seed(4)) * 3
+    assert not eager.facts.embedding_multiplier  # Llama: the slot holds the vector as given
+    injected = sync.capture(vllm_model, ids, ["lm_head"], prompt_embeds={2: vector})["lm_head"]
+    patch = Patch("embeddings", vector, positions=[2])
+    patched = sync.capture(vllm_model, ids, ["lm_head"], steering=patch)["lm_head"]
+    torch.testing.assert_close(torch.as_tensor(injected), torch.as_tensor(patched), **_TOL)
+    plain = torch.as_tensor(sync.capture(vllm_model, ids, ["lm_head"])["lm_head"])
+    assert (plain - torch.as_tensor(patched)).abs().max() > 1e-2
+
+
+def test_a_peft_made_adapter_equals_peft_on_hf(vllm_model: Any, eager: Any, tmp_path: Path) -> None:
+    pytest.importorskip("peft")  # the root test group installs it
+    folder = write_peft_adapter(eager.hf_model, tmp_path / "peft")
+    ids = eager.to_tokens("The quick brown fox jumps over")
+    theirs = peft_logits(eager.hf_model, folder, ids)
+    ours = torch.as_tensor(sync.capture(vllm_model, ids, ["lm_head"], lora=str(folder))["lm_head"])
+    torch.testing.assert_close(ours.float(), theirs, **_TOL)
+    assert (eager.forward_logits(ids) - theirs).abs().max() > 1e-2
 
 
 def test_an_engine_without_the_settings_refuses(llama: str, adapter: Path) -> None:

@@ -170,6 +170,45 @@ def test_patch_sweeps_on_hooked_vllm_equal_eager(hooked: Any, eager: Any) -> Non
     assert torch.allclose(torch.as_tensor(got), want, atol=1e-4, rtol=0)
 
 
+def test_per_row_patches_on_hooked_vllm_equal_eager(hooked: Any, eager: Any) -> None:
+    """Each row of a batch carries its own patch (positions, values, kv heads, query heads,
+    neurons); eager's batched result was checked against hand hooks per row."""
+    from interp_core import Ablation, patch_from
+    from interp_core.errors import SteeringSpecError
+
+    clean = eager.to_tokens("the cat sat on the mat today")
+    corrupt = eager.to_tokens("the dog ran in the park today")
+    cache = sync.capture(eager, clean, ["resid_pre.1", "value.0", "z.1"])
+    writes = [
+        patch_from(cache, "resid_pre.1", [2, 4], batch_rows=0),
+        patch_from(cache, "value.0", heads=[1], batch_rows=[0]),  # kv head 1 of 2
+        patch_from(cache, "z.1", [1, 3], heads=[0, 2], batch_rows=1),
+        Ablation("mlp_act.1", neurons=[3, 7], positions=[5], batch_rows=1),
+    ]
+    batch = torch.cat([corrupt, clean, corrupt])  # row 2 takes no patch
+    got = torch.as_tensor(sync.capture(hooked, batch, ["lm_head"], steering=writes)["lm_head"])
+    want = sync.capture(eager, batch, ["lm_head"], steering=writes)["lm_head"]
+    assert torch.allclose(got, want, atol=1e-4, rtol=0)
+    plain = sync.capture(eager, batch, ["lm_head"])["lm_head"]
+    assert (want[0] - plain[0]).abs().max() > 1e-3 and (want[1] - plain[1]).abs().max() > 1e-3
+    assert torch.allclose(got[2], plain[2], atol=1e-4, rtol=0)
+    with pytest.raises(SteeringSpecError, match="names batch rows"):
+        sync.capture(hooked, batch, ["lm_head"], steering=patch_from(cache, "z.1", batch_rows=3))
+
+
+def test_a_per_row_steer_on_vllm_static_applies_to_its_row(static: Any) -> None:
+    prompts = [[1, 2, 3, 4], [1, 5, 6, 7]]
+    vector = seeded_vector(static.facts.d_model, 3)
+    spec = SteeringSpec(POINT, vector, scale=2.0, batch_rows=1)
+    got = sync.capture(static, prompts, [READ], steering=spec)[READ]
+    plain = sync.capture(static, prompts, [READ])[READ]
+    solo = SteeringSpec(POINT, vector, scale=2.0)
+    alone = sync.capture(static, [prompts[1]], [READ], steering=solo)[READ]
+    assert relative_diff(got[0], plain[0]) <= TOL
+    assert relative_diff(got[1], alone[0]) <= TOL
+    assert relative_diff(got[1], plain[1]) > 1e-3
+
+
 def test_a_patch_on_vllm_static_is_refused(static: Any) -> None:
     from interp_core import Patch
     from interp_core.errors import CapabilityUnsupported

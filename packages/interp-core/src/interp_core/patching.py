@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from interp_core.address import Address, AddressLike, to_address
+from interp_core.batch_rows import check_batch_rows
 from interp_core.errors import SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.point_spec import Width
@@ -131,7 +132,8 @@ class Patch:
     heads are taken); with `neurons`, `[len(neurons)]`. With `full_rows=True` (as
     `patch_from` builds it) the rows are the point's full width and the heads or neurons are cut
     from them against the model when the patch is admitted. Tensors stay tensors; lists of
-    numbers work everywhere. Applies to every batch row of the call.
+    numbers work everywhere. Applies to every batch row of the call, or only to `batch_rows`
+    (an int or a list), so each row of one batch can carry its own patch.
     """
 
     address: Address
@@ -140,11 +142,14 @@ class Patch:
     heads: tuple[int, ...] | None = None
     neurons: tuple[int, ...] | None = None
     full_rows: bool = False
+    batch_rows: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         address = to_address(self.address)
         object.__setattr__(self, "address", address)
         object.__setattr__(self, "full_rows", bool(self.full_rows))
+        rows = check_batch_rows(self.batch_rows, f"the patch at {address}")
+        object.__setattr__(self, "batch_rows", rows)
         object.__setattr__(self, "positions", _positions(self.positions))
         object.__setattr__(self, "heads", _indices("heads", self.heads, address))
         object.__setattr__(self, "neurons", _indices("neurons", self.neurons, address))
@@ -268,7 +273,14 @@ class Patch:
                 if cut:
                     vector = _take(vector, channels)
             specs.append(
-                SteeringSpec(self.address, vector, op="set", positions=where, channels=channels)
+                SteeringSpec(
+                    self.address,
+                    vector,
+                    op="set",
+                    positions=where,
+                    channels=channels,
+                    batch_rows=self.batch_rows,
+                )
             )
         return tuple(specs)
 
@@ -287,11 +299,13 @@ def patch_from(
     heads: Sequence[int] | int | None = None,
     neurons: Sequence[int] | int | None = None,
     row: int = 0,
+    batch_rows: Sequence[int] | int | None = None,
 ) -> Patch:
     """A patch writing what batch row `row` of `cache` held at `address` (at `positions`).
 
     The values are the cache's own tensor slice (full-width rows; `heads`/`neurons` are cut
-    from them against the model when the patch is admitted).
+    from them against the model when the patch is admitted). `batch_rows`: the rows of the
+    patched call it writes into (every row when None).
     """
     address = to_address(address)
     tensor = cache[address]
@@ -323,7 +337,15 @@ def patch_from(
         raise error
     values = tensor[row][list(wanted)]
     full = heads is not None or neurons is not None
-    return Patch(address, values, wanted, heads=heads, neurons=neurons, full_rows=full)
+    return Patch(
+        address,
+        values,
+        wanted,
+        heads=heads,
+        neurons=neurons,
+        full_rows=full,
+        batch_rows=batch_rows,  # type: ignore[arg-type]  # Patch checks them
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -333,6 +355,7 @@ class Ablation:
     `kind="zero"` writes zeros; `"mean"` writes `mean` (shaped as a Patch's values: one row, or
     one per position, e.g. `cache[address].mean(0)` over a reference batch for TransformerLens's
     per-position mean); `"resample"` writes batch row `row` of `source`, another prompt's cache.
+    `batch_rows`: the rows of the ablated call it applies to (every row when None).
     """
 
     address: Address
@@ -343,6 +366,7 @@ class Ablation:
     mean: Any = None
     source: Mapping[Any, Any] | None = None
     row: int = 0
+    batch_rows: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         address = to_address(self.address)
@@ -368,11 +392,16 @@ class Ablation:
         object.__setattr__(self, "positions", _positions(self.positions))
         object.__setattr__(self, "heads", _indices("heads", self.heads, address))
         object.__setattr__(self, "neurons", _indices("neurons", self.neurons, address))
+        rows = check_batch_rows(self.batch_rows, f"the {self.kind} ablation at {address}")
+        object.__setattr__(self, "batch_rows", rows)
 
     def to_patch(self, facts: ModelFacts | None = None) -> Patch:
         """The patch this ablation writes (a zero ablation needs the model's facts for width)."""
+        rows = self.batch_rows
         if self.kind == "mean":
-            return Patch(self.address, self.mean, self.positions, self.heads, self.neurons)
+            return Patch(
+                self.address, self.mean, self.positions, self.heads, self.neurons, batch_rows=rows
+            )
         if self.kind == "resample":
             source = cast("Mapping[Any, Any]", self.source)
             return patch_from(
@@ -382,10 +411,16 @@ class Ablation:
                 heads=self.heads,
                 neurons=self.neurons,
                 row=self.row,
+                batch_rows=rows,
             )
         if self.neurons is not None:
             return Patch(
-                self.address, [0.0] * len(self.neurons), self.positions, None, self.neurons
+                self.address,
+                [0.0] * len(self.neurons),
+                self.positions,
+                None,
+                self.neurons,
+                batch_rows=rows,
             )
         if facts is None:
             error = _fail(
@@ -399,8 +434,8 @@ class Ablation:
         if self.heads is not None:
             head_dim = width // _head_count(self.address, facts)
             zeros = [[0.0] * head_dim for _ in self.heads]
-            return Patch(self.address, zeros, self.positions, self.heads, None)
-        return Patch(self.address, [0.0] * width, self.positions)
+            return Patch(self.address, zeros, self.positions, self.heads, None, batch_rows=rows)
+        return Patch(self.address, [0.0] * width, self.positions, batch_rows=rows)
 
     def to_specs(self, facts: ModelFacts | None = None) -> tuple[SteeringSpec, ...]:
         return self.to_patch(facts).to_specs(facts)

@@ -53,11 +53,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from interp_core.address import Address, AddressLike, to_address
+from interp_core.batch_rows import check_batch_rows
 from interp_core.errors import AddressError, SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.points import writable_names
 from interp_core.presence import why_absent
-from interp_core.repeats import repeated
 from interp_core.steering_lens import (
     check_lens_fields,
     check_target,
@@ -65,6 +65,7 @@ from interp_core.steering_lens import (
     uses_direction,
 )
 from interp_core.steering_set import check_channels, check_set_width, set_delta_reference
+from interp_core.write_positions import POSITION_LIMIT, check_positions, check_positions_within
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
@@ -114,9 +115,6 @@ OPS = ("add", "orthogonal", "projection_cap")
 # The ops the static tier's per-row formula carries (`interp_torch.steering_rows`): a compiled
 # graph applies only these; the others are refused before a request is sent.
 STATIC_OPS = tuple(op for op in ALL_OPS if op != "set")  # a patch's rows vary per position
-# Positions travel to the backends as int64 index tensors; anything at or past this is refused
-# when a spec is built, before any backend sees it.
-POSITION_LIMIT = 2**63
 # How many steering operations one request may apply in order at one point of a backend whose
 # writes are traced into a compiled graph (vllm-static): the graph's depth, each level one op
 # picked per row from the point's op table. The sizer prices the buffers.
@@ -149,6 +147,7 @@ class SteeringSpec:
     nothing. `scale` is the coefficient of `add` and `orthogonal`; `projection_cap` takes `min`
     and/or `max` instead. `clamp` takes `scale` as the feature's new value and reads the feature
     with `encoder` (as wide as `vector`), `bias` and `threshold`; other ops refuse those fields.
+    `batch_rows` limits it to some rows of the call's batch (`interp_core.batch_rows`).
 
     Equality is identity (`eq=False`): a vector may be a tensor, whose `==` is elementwise.
     """
@@ -169,6 +168,7 @@ class SteeringSpec:
     generated: bool = True
     skip_special: bool = False
     channels: tuple[int, ...] | None = None
+    batch_rows: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Frozen: each field is normalised exactly once, here, in dependency order.
@@ -177,7 +177,7 @@ class SteeringSpec:
         normalize, fraction, _, _ = check_lens_fields(self)
         object.__setattr__(self, "max_fraction", fraction)
         object.__setattr__(self, "scale", _check_scale(self.scale, self.op))
-        object.__setattr__(self, "positions", _check_positions(self.positions))
+        object.__setattr__(self, "positions", check_positions(self.positions))
         lower, upper = _check_bounds(self.op, self.min, self.max)
         object.__setattr__(self, "min", lower)
         object.__setattr__(self, "max", upper)
@@ -190,6 +190,8 @@ class SteeringSpec:
         object.__setattr__(self, "bias", bias)
         object.__setattr__(self, "threshold", threshold)
         object.__setattr__(self, "channels", check_channels(self, self.width))
+        rows = check_batch_rows(self.batch_rows, f"the {self.op} at {self.address}")
+        object.__setattr__(self, "batch_rows", rows)
 
     # --- derived --------------------------------------------------------------------------------
     @property
@@ -506,83 +508,6 @@ def _check_scale(scale: object, op: str) -> float:
         )
         raise error
     return value
-
-
-def _check_positions(positions: object) -> tuple[int, ...] | None:
-    if positions is None:
-        return None
-    if isinstance(positions, str | bytes) or not isinstance(positions, Sequence):
-        error = _fail(
-            f"steering positions {positions!r} are not a sequence of ints",
-            f"got a {type(positions).__name__}",
-            "pass a list such as [0, 1, 2], or None to steer every position",
-        )
-        raise error
-    if len(positions) == 0:
-        error = _fail(
-            "steering positions are empty",
-            "an empty list would steer nothing, silently",
-            "pass None to steer every position, or list the positions",
-        )
-        raise error
-    checked: list[int] = []
-    for position in positions:
-        if isinstance(position, bool) or not isinstance(position, numbers.Integral):
-            error = _fail(
-                f"steering position {position!r} is not an int",
-                f"got a {type(position).__name__}",
-                "pass token positions as ints",
-            )
-            raise error
-        if position < 0:
-            error = _fail(
-                f"steering position {position} is negative",
-                "positions are absolute indices from the first token",
-                "resolve negative indices against the sequence length yourself",
-            )
-            raise error
-        if position >= POSITION_LIMIT:
-            error = _fail(
-                f"steering position {position} does not fit a 64-bit index",
-                "backends index token positions with int64 tensors, and no sequence is that long",
-                "pass positions inside the sequence the call runs",
-            )
-            raise error
-        checked.append(int(position))
-    doubled = repeated(checked)
-    if doubled:
-        error = _fail(
-            f"steering positions repeat {doubled}",
-            "a position is either steered or not; a repeat suggests a bug in the caller",
-            "list each position once",
-        )
-        raise error
-    return tuple(checked)
-
-
-def check_positions_within(spec: SteeringSpec, length: int, call: str) -> None:
-    """Refuse (SteeringSpecError) a spec listing a position no forward pass of the call sees.
-
-    `length` is how many positions the call's forward passes run: a capture's (or the lens's)
-    prompt length; a generation's prompt length plus `max_new_tokens - 1` (the last sampled
-    token is never fed back, so nothing at its position can be steered). `call` names the call
-    for the message (e.g. "this capture's 8-token prompt"). A position past them would steer
-    nothing, silently, so it is refused exactly as an empty `positions` list is. A generation
-    that stops early (an end-of-sequence token) leaves its later listed positions unsteered:
-    that is known only once it runs.
-    """
-    if spec.positions is None:
-        return
-    beyond = sorted(p for p in spec.positions if p >= length)
-    if beyond:
-        shown = ", ".join(str(p) for p in beyond[:5]) + (", ..." if len(beyond) > 5 else "")
-        error = _fail(
-            f"steering positions [{shown}] at {spec.address} lie beyond {call}, whose forward "
-            f"passes run positions 0..{length - 1}",
-            "a position past the sequence would steer nothing, silently",
-            f"list positions below {length}, or pass None to steer every position",
-        )
-        raise error
 
 
 def _as_float(value: object) -> float:

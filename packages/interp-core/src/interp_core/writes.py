@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
+from interp_core.batch_rows import check_batch_rows_within
 from interp_core.errors import SteeringSpecError
 from interp_core.steering import (
     SteeringSpec,
@@ -66,6 +67,8 @@ def admit_writes(
     they are resolved against, `reach` when None (a call that checks no positions still
     resolves scopes). Without either (a client that forwards the
     call, as `remote` does) scopes travel as given, for the serving backend to resolve.
+    With `prompts`, a spec's `batch_rows` are checked against their number (a row the call
+    does not have is refused); without, they travel as given too.
     """
     specs = as_specs(steering, facts)
     specs = active_steering(model) + specs  # the enclosing steer() blocks' first
@@ -77,6 +80,10 @@ def admit_writes(
     for spec in specs:
         if reach is not None:
             check_positions_within(spec, *reach)
+        if prompts is not None:
+            check_batch_rows_within(
+                spec, len(prompts), "this call" if against is None else against[1]
+            )
         if facts is not None:
             spec.validate_for(facts)
         refused = None if refuse is None else refuse(spec, specs)

@@ -183,9 +183,13 @@ class HookSession:
                 raise SteeringSpecError(message)
             # interp_torch's dtype rule: the delta comes in float32 (or wider), is embedded into
             # the raw layout, then cast to the activation's dtype and added there.
-            delta = spec_delta(rows, spec, write.vector, row_positions=self.position_ids).reshape(
-                canonical.shape
-            )
+            # A write limited to some batch rows (a per-row patch) is masked by each row's index.
+            row_batch = None
+            if spec.batch_rows is not None:
+                row_batch = torch.arange(batch, device=rows.device)[:, None].expand(batch, seq)
+            delta = spec_delta(
+                rows, spec, write.vector, row_positions=self.position_ids, row_batch=row_batch
+            ).reshape(canonical.shape)
             assert tap.put is not None
             written = raw + tap.view.embed(delta, raw, batch, seq).to(raw.dtype)
             check_steered_finite(written, spec, before=raw)

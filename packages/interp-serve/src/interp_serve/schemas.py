@@ -39,7 +39,8 @@ _LORA = "a LoRA adapter this server serves, by name (`interp serve --lora NAME=P
 _STEERING = (
     "steering specs: {address, vector (list of numbers), op (add|orthogonal|projection_cap|"
     "clamp|norm_add|ablate|swap|set), scale, positions, min, max, encoder, bias, threshold, "
-    "normalize, max_fraction, target, generated, skip_special, channels}; a set (patch) "
+    "normalize, max_fraction, target, generated, skip_special, channels, batch_rows (the "
+    "batch's rows it applies to; all when null)}; a set (patch) "
     'vector may be {"safetensors": base64} holding one 1-D F32/F64 tensor named vector'
 )
 

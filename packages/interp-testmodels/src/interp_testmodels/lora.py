@@ -6,6 +6,11 @@ backends read it exactly as they would read a trained one. `B` is random, not PE
 initialisation, so the adapter changes every output it touches. `merged_into` folds it into a
 copy of the HF model — `W + scaling * B @ A`, the merge PEFT's `merge_and_unload` performs —
 giving the reference a test compares against without PEFT installed.
+
+`write_peft_adapter` makes the adapter with PEFT itself (`get_peft_model`, its own module
+selection and key names, `save_pretrained`) and `peft_logits` runs PEFT's own unmerged forward
+on HF, for the tests that compare our backends with PEFT rather than with a hand merge. PEFT is
+a test dependency only (the root `test` group), imported where these are called.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-__all__ = ["merged_into", "write_lora_adapter"]
+__all__ = ["merged_into", "peft_logits", "write_lora_adapter", "write_peft_adapter"]
 
 
 def write_lora_adapter(
@@ -85,3 +90,49 @@ def merged_into(hf_model: Any, folder: str | Path) -> Any:
             module = merged.get_submodule(name)
             module.weight += scaling * (b @ a)
     return merged
+
+
+def write_peft_adapter(
+    hf_model: Any,
+    folder: str | Path,
+    *,
+    rank: int = 4,
+    alpha: float = 8.0,
+    targets: Sequence[str] = ("q_proj", "v_proj", "down_proj"),
+    seed: int = 0,
+    scale: float = 0.5,
+) -> Path:
+    """A LoRA adapter made and saved by PEFT for a copy of `hf_model` (which is left as is).
+
+    PEFT initialises `lora_B` to zeros (an adapter that changes nothing); both matrices are
+    refilled from a seeded generator so the adapter changes every output it touches.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        target_modules=list(targets),
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    peft_model = get_peft_model(copy.deepcopy(hf_model), config)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in sorted(peft_model.named_parameters()):
+            if ".lora_A." in name or ".lora_B." in name:
+                fresh = torch.randn(parameter.shape, generator=generator) * scale
+                parameter.copy_(fresh)
+    out = Path(folder)
+    peft_model.save_pretrained(str(out))
+    return out
+
+
+def peft_logits(hf_model: Any, folder: str | Path, ids: Any) -> Any:
+    """PEFT's own forward (adapter unmerged, inference mode) on a copy of `hf_model`."""
+    from peft import PeftModel
+
+    peft_model = PeftModel.from_pretrained(copy.deepcopy(hf_model), str(folder)).eval()
+    with torch.no_grad():
+        return peft_model(input_ids=ids).logits

@@ -7,8 +7,11 @@ logits. Places are layer × position for per-token points (`per="position"`, Tra
 head axis, every position at once (`per="head"`, its `get_act_patch_attn_head_out_all_pos` on
 `z`, shape `[layers, heads]`). Every patch is an ordinary `interp_core.Patch` passed as
 `steering=` to an ordinary capture of `lm_head`, so a backend serves a sweep exactly as it
-serves one patch; the patched runs are issued together (`asyncio.gather`), so a serving backend
-(vLLM) batches them, and the metric runs here on the returned logits.
+serves one patch. The patches run as the rows of one batched capture of the corrupted prompt,
+row i carrying patch i alone (`batch_rows`, `interp_core.batch_rows`), chunked to a memory
+bound: eager runs a chunk as one forward instead of one forward per patch, vLLM as concurrent
+requests its engine batches, remote as one HTTP call. The metric runs here on the returned
+logits, one row at a time.
 
 `attribution_patch` is the first-order estimate of the same grid from one clean forward, one
 corrupted forward and one backward pass (Nanda's attribution patching):
@@ -23,7 +26,7 @@ with the activation's gradient), so it needs a backend with gradients: eager loa
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -31,13 +34,13 @@ import torch
 
 from interp_core.address import Address
 from interp_core.errors import CapabilityUnsupported, SteeringSpecError
-from interp_core.patching import Patch, patch_from
+from interp_core.patching import LogitDiff, patch_from
 from interp_core.point_lookup import get_point
 from interp_core.point_spec import Width
 from interp_core.steering import SteeringSpec
 from interp_core.sync import run
 
-__all__ = ["PER", "attribution_patch", "patch_sweep"]
+__all__ = ["PER", "SWEEP_MEMORY_BYTES", "attribution_patch", "patch_sweep"]
 
 PER = ("position", "head")
 Metric = Callable[[torch.Tensor], Any]
@@ -103,6 +106,7 @@ def patch_sweep(
     point: str = "resid_pre",
     per: str = "position",
     layers: Sequence[int] | None = None,
+    rows_per_forward: int | None = None,
 ) -> torch.Tensor:
     """The metric of the corrupted run with each clean activation patched in, as a grid.
 
@@ -110,26 +114,54 @@ def patch_sweep(
     `metric` maps `[1, seq, vocab]` logits to a number (`interp_core.LogitDiff`, or any
     function). Returns float32 `[len(layers), seq]` for `per="position"`, `[len(layers),
     heads]` for `per="head"` (kv heads at k/v points).
+
+    The patches run as the rows of batched forwards of the corrupted prompt, row i carrying
+    patch i alone (`batch_rows`), `rows_per_forward` rows at a time (default: as many as
+    `SWEEP_MEMORY_BYTES` of the rows' logits and activations allow; 1 is the loop of single
+    patches). With a `LogitDiff` only its position's logits are returned by the backend
+    (`rows=`), so the metric reads `[1, 1, vocab]`.
     """
     clean_ids, corrupt_ids, chosen, columns = _plan(model, clean, corrupt, point, per, layers)
     addresses = [Address(point, layer) for layer in chosen]
+    size = _rows_per_forward(model.facts, int(corrupt_ids.shape[1]), rows_per_forward)
+    # A logit difference reads one position: only that row of logits leaves the backend.
+    rows = [metric.position] if isinstance(metric, LogitDiff) else None
+    read = dataclasses.replace(metric, position=-1) if isinstance(metric, LogitDiff) else metric
 
     async def sweep() -> list[torch.Tensor]:
         cache = await model.capture(clean_ids, addresses)
-        patches: list[Patch] = []
-        for address in addresses:
-            for column in range(columns):
-                if per == "position":
-                    patches.append(patch_from(cache, address, [column]))
-                else:
-                    patches.append(patch_from(cache, address, heads=[column]))
-        runs = [model.capture(corrupt_ids, ["lm_head"], steering=p) for p in patches]
-        caches = await asyncio.gather(*runs)
-        return [c["lm_head"] for c in caches]
+        places = [(a, c) for a in addresses for c in range(columns)]
+        logits = []
+        for start in range(0, len(places), size):
+            part = places[start : start + size]
+            patches = [
+                patch_from(cache, a, [c], batch_rows=i)
+                if per == "position"
+                else patch_from(cache, a, heads=[c], batch_rows=i)
+                for i, (a, c) in enumerate(part)
+            ]
+            ids = corrupt_ids.expand(len(part), -1)
+            out = await model.capture(ids, ["lm_head"], steering=patches, rows=rows)
+            logits.extend(torch.as_tensor(out["lm_head"]).float().split(1))
+        return logits
 
     logits = run(model, sweep)
-    values = [_value(metric(torch.as_tensor(each).float())) for each in logits]
+    values = [_value(read(each)) for each in logits]
     return torch.tensor(values, dtype=torch.float32).reshape(len(chosen), columns)
+
+
+# What one batched forward of a sweep may hold: its rows' logits (float32) plus a layer's
+# working activations (a few d_model and d_mlp rows per token), which bounds the chunk.
+SWEEP_MEMORY_BYTES = 32 * 2**20
+
+
+def _rows_per_forward(facts: Any, seq: int, given: int | None) -> int:
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            _refuse(f"patch_sweep got rows_per_forward={given!r}", None, "pass an int >= 1")
+        return given
+    per_token = facts.vocab_size + 8 * facts.d_model + 2 * (facts.d_mlp or 4 * facts.d_model)
+    return max(1, SWEEP_MEMORY_BYTES // (4 * seq * per_token))
 
 
 def attribution_patch(

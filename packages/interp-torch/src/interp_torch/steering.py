@@ -422,6 +422,7 @@ def spec_delta(
     positions: Sequence[int] | torch.Tensor | None = None,
     encoder: torch.Tensor | None = None,
     target: torch.Tensor | None = None,
+    row_batch: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """`steering_delta` of `spec` on `h`: every coefficient its op reads taken from the spec.
 
@@ -429,9 +430,14 @@ def spec_delta(
     slice); `positions` and `encoder` default to the spec's own (pass tensors already on hand).
     The one place a backend turns a spec into arithmetic, so a new op's fields reach every
     torch backend through here. A scope the admission step left unresolved is refused.
+
+    A spec limited to some rows of the batch (`batch_rows`, `interp_core.batch_rows`) needs
+    `row_batch` (each row's index in the call's batch, shaped `h.shape[:-1]`): the other rows
+    get a zero delta. Without it the spec is refused, never applied to every row; a backend
+    that runs each row as its own request hands it that row's writes with the field cleared.
     """
     check_scope_resolved(spec)
-    return steering_delta(
+    delta = steering_delta(
         h,
         vector,
         spec.op,
@@ -448,6 +454,19 @@ def spec_delta(
         target=steering_target(spec) if target is None else target,
         channels=spec.channels,
     )
+    if spec.batch_rows is None:
+        return delta
+    if row_batch is None:
+        error = SteeringSpecError.build(
+            f"the {spec.op} at {spec.address} names batch rows {list(spec.batch_rows)[:5]}, "
+            "but this backend's hook does not know which row each activation belongs to",
+            "applied as it stands it would write every row of the batch",
+            "give each row's request its own writes (interp_core.batch_rows.writes_for_row)",
+        )
+        raise error
+    wanted = torch.as_tensor(spec.batch_rows, device=row_batch.device, dtype=row_batch.dtype)
+    mask = torch.isin(row_batch, wanted).to(device=delta.device, dtype=delta.dtype)
+    return delta * mask.unsqueeze(-1)
 
 
 def apply_steering(h: torch.Tensor, vector: torch.Tensor, op: str, **fields: Any) -> torch.Tensor:

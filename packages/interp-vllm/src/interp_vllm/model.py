@@ -40,6 +40,7 @@ from typing import Any
 
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
+from interp_core.batch_rows import wire_for_row
 from interp_core.cache import ActivationCache
 from interp_core.capture_stream import CaptureChunk, refuse_rows_without_tokens
 from interp_core.dtypes import canonical_dtype
@@ -403,7 +404,7 @@ class VLLMModel(ModelBase):
     ) -> list[dict[str, Any]]:
         """The call's writes (active, then explicit) admitted and in their wire form; `length`
         positions are run by `call`, whose prompt rows (`prompts`) resolve the specs' scopes.
-        vLLM's own refusals are the rows of `WRITE_REFUSALS`."""
+        vLLM's own refusals are the rows of `WRITE_REFUSALS`; one prompt's batch_rows cleared."""
         from interp_torch.steering import check_steering_fits
 
         installed = self._installed
@@ -429,7 +430,7 @@ class VLLMModel(ModelBase):
         wire = [spec_to_wire(spec) for spec in specs]  # reads and checks the values
         for spec in specs:
             check_steering_fits(spec, self._model_dtype)
-        return wire
+        return wire_for_row(wire, 0) if prompts is not None and len(prompts) == 1 else wire
 
     # --- the request path -----------------------------------------------------------------------
     def _sampling(
@@ -520,17 +521,19 @@ class VLLMModel(ModelBase):
         addresses = self._addresses(points)
         self._inputs.check_points(addresses, injection)
         # One admission for the whole batch, as eager's: positions count each row's real tokens
-        # from 0 (a write past a short row's end applies to none of its tokens).
+        # from 0 (a write past a short row's end applies to none of its tokens); then each
+        # row's request carries only its row's writes (`batch_rows`, a per-row patch).
         runs = [list(row) for row in batch.rows]
         length = max(len(row) for row in runs)
         writes = self._writes(steering, length, f"this capture's {length}-token prompt", runs)
-        spec = self._spec(addresses, writes)
-        if chosen is not None and spec is not None:
+        specs = [self._spec(addresses, wire_for_row(writes, r)) for r in range(len(runs))]
+        for spec in (s for s in specs if s is not None and chosen is not None):
             spec["rows"] = sorted(chosen)  # only these rows leave the workers
         # An adapter applies to every row alike; injected rows come with one unpadded prompt.
         inputs = await self._request_inputs(runs[0], injection, adapter)
+        requests = zip(runs, specs, strict=True)  # each its own params: they carry its spec
         results = await asyncio.gather(
-            *(self._request(row, self._sampling(1, 0.0), spec, inputs=inputs) for row in runs)
+            *(self._request(r, self._sampling(1, 0.0), s, inputs=inputs) for r, s in requests)
         )
         per_row = [
             self._cache(addresses, payload, len(row))

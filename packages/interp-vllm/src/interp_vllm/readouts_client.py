@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from interp_core.address import Address
+from interp_core.batch_rows import wire_for_row
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.readouts import (
     LensSpec,
@@ -98,16 +99,24 @@ class VLLMReadouts:
         await calls.ready()
         addresses = calls.addresses([s.point for s in sets])
         length = len(prompts[0])
-        writes = calls.writes(steering, length, f"this call's {length}-token prompt")
+        writes = calls.writes(steering, length, f"this call's {length}-token prompt", prompts)
         keys = needed_keys(addresses, calls.has_site)
         vectors = [torch.as_tensor(s.vectors).detach().to("cpu", torch.float32) for s in sets]
         wire = [
             {"key": address_key(a), "vectors": encode_tensor(v.contiguous())}
             for a, v in zip(addresses, vectors, strict=True)
         ]
-        spec = {"capture": sorted(set(keys)), "steer": writes}
+        capture = sorted(set(keys))
         results = await asyncio.gather(
-            *(calls.collected(p, spec, "interp_collect_projected", wire) for p in prompts)
+            *(
+                calls.collected(
+                    p,
+                    {"capture": capture, "steer": wire_for_row(writes, r)},
+                    "interp_collect_projected",
+                    wire,
+                )
+                for r, p in enumerate(prompts)
+            )
         )
         out = []
         for index, item in enumerate(sets):

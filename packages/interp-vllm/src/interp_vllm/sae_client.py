@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from interp_core.address import to_address
+from interp_core.batch_rows import wire_for_row
 from interp_core.errors import CapabilityUnsupported
 from interp_vllm.calls import ModelCalls
 from interp_vllm.support import INSTEAD
@@ -52,9 +53,15 @@ class WorkerSAEs:
         wanted: dict[str, list[tuple[str, int]]] = {}
         for sae, address in zip(named, addresses, strict=True):
             wanted.setdefault(address_key(address), []).append((sae["name"], int(top_k)))
-        spec = {"capture": [], "steer": writes, "features": wanted}
         results = await asyncio.gather(
-            *(calls.request(p, calls.sampling(1, 0.0), spec) for p in prompts)
+            *(
+                calls.request(
+                    p,
+                    calls.sampling(1, 0.0),
+                    {"capture": [], "steer": wire_for_row(writes, r), "features": wanted},
+                )
+                for r, p in enumerate(prompts)
+            )
         )
         from interp_vllm.sae_worker import decode_features
 

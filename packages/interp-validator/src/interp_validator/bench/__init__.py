@@ -20,6 +20,10 @@ warm-up. Workloads:
   worker vs captured and encoded in the client, in-process and served (`interp serve --sae`),
   with the bytes each moves (`interp_sae.bench`, plugged in through the `interp.bench` entry
   point group: `pip install 'interpoint-sae[bench]'`).
+* A — a resid_pre layer × position patching sweep (16-token prompts): `patch_sweep` on eager
+  (rows of batched forwards) and vLLM (concurrent requests) vs TransformerLens's
+  `get_act_patch_resid_pre` in its pinned environment on the same folder, grids checked equal
+  first (`interp_validator.bench.patching`).
 
 Results are one JSON document and a Markdown table (`report.markdown`); the README quotes it.
 """

@@ -39,7 +39,7 @@ __all__ = [
     "run_benchmarks",
 ]
 
-WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F", "G", "R")
+WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F", "G", "R", "A")
 # One line each for `interp-bench --help` and the benchmarks page (the package docstring has more).
 WORKLOAD_SUMMARIES = {
     "P1": "capture resid_post at every layer vs a plain HF forward (eager backend and each "
@@ -56,6 +56,8 @@ WORKLOAD_SUMMARIES = {
     "on the same engine: vllm-static (compiled) and the hooked backend, one stream",
     "R": "probes (64 directions at one layer) evaluated in the vLLM workers vs capturing the point "
     "and projecting in the client, 8 concurrent requests: bytes out of the worker and speed",
+    "A": "a resid_pre layer x position patching sweep (16-token prompts): patch_sweep on eager "
+    "and vLLM vs TransformerLens's get_act_patch_resid_pre in its pinned environment",
 }
 VOCAB = 1000
 # Goals the issues set, stated on the rows they judge (`Row.goal`; `interp-bench --check`).
@@ -371,6 +373,24 @@ def _on_eager(
             sync.shutdown(local)
 
 
+def _patching(
+    folder: Path, started: dict[str, Any], repeats: int, warmup: int, errors: dict[str, str]
+) -> list[Row]:
+    """A: see `interp_validator.bench.patching`; the hooked engine it starts lands in `started`."""
+    from interp_validator.bench.patching import bench_patching
+
+    def start_vllm() -> Any:
+        started["hooked"] = _hooked_model(folder)
+        return started["hooked"]
+
+    def measure(eager: Any) -> list[Row]:
+        return bench_patching(
+            folder, eager, start_vllm, repeats=repeats, warmup=warmup, errors=errors
+        )
+
+    return _on_eager(folder, "A", errors, measure)
+
+
 # --- everything ----------------------------------------------------------------------------------
 def run_benchmarks(
     *,
@@ -416,7 +436,7 @@ def run_benchmarks(
             result.rows += _served(
                 model_dir, repeats=max(3, repeats // 3), say=say, errors=result.errors
             )
-        if chosen & {"P3", "P4", "L", "F", "G", "R"}:
+        if chosen & {"P3", "P4", "L", "F", "G", "R", "A"}:
             hooked = None
             extra: dict[str, Any] = {}
             # The eager model is the baseline of L and P4 only.
@@ -425,9 +445,16 @@ def run_benchmarks(
                 # Before any vLLM engine starts: its idle processes still take CPU time here.
                 say("L: steering and lens latency, eager")
                 result.rows += bench_latency({"eager": eager}, repeats=repeats, warmup=warmup)
+            if "A" in chosen:
+                # Its eager rounds too before any engine starts; the engine it starts is kept.
+                say("A: resid_pre patching sweep, eager then vLLM, vs TransformerLens's patching")
+                started: dict[str, Any] = {}
+                result.rows += _patching(model_dir, started, repeats, warmup, result.errors)
+                hooked = started.get("hooked")
             try:
-                say("starting the hooked vLLM engine")
-                hooked = _hooked_model(model_dir)
+                if hooked is None and chosen & {"P3", "P4", "L", "F", "G", "R"}:
+                    say("starting the hooked vLLM engine")
+                    hooked = _hooked_model(model_dir)
                 if "F" in chosen:
                     # First, while no other engine is up beside the hooked one and the server's.
                     say("F: SAE features, worker-side vs client-side, in-process and served")
