@@ -15,10 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.cli_common import HelpFormatter
-from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_core.errors import ConfigError, InvalidArgument
 from interp_harvest.errors import DiskFull
 from interp_harvest.packing import BOS_POLICIES
-from interp_harvest.plan import DTYPE_BYTES, check_batch_size, check_free_disk, plan_activations
+from interp_harvest.plan import (
+    DTYPE_BYTES,
+    LAYOUTS,
+    ActivationsPlan,
+    check_batch_size,
+    check_free_disk,
+    plan_activations,
+)
 
 __all__ = ["main", "register"]
 
@@ -50,8 +57,8 @@ def register(subparsers: Any) -> None:
     activations.add_argument(
         "--format",
         default="safetensors",
-        choices=("safetensors", "saelens"),
-        help="output layout (only safetensors is built so far)",
+        choices=LAYOUTS,
+        help="output layout: shards + manifest, or SAELens's cached-activations datasets folder",
     )
     activations.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     activations.add_argument(
@@ -131,17 +138,18 @@ def _progress(args: argparse.Namespace) -> Any:
 def _run_activations(args: argparse.Namespace) -> int:
     from interp_harvest.corpus import Corpus
 
-    if args.format == "saelens":
-        message = (
-            "--format saelens (SAELens's cached-activations datasets folder) is not built yet; "
-            "use --format safetensors (shards + manifest.json)"
-        )
-        raise CapabilityUnsupported(message)
     # Refused before a model load that can take minutes.
     check_batch_size(args.batch_size)
     corpus = Corpus(args.data, text_field=args.text_field)
     if args.dry_run:
-        return _dry_run(args)
+        return _dry_run(args, _plan(args))
+    try:
+        # From config.json alone: a point or dtype the layout cannot hold is refused before a
+        # model load that can take minutes. A model known only to its backend (a hub id, a
+        # server's URL) is checked by the job itself once it is loaded.
+        _plan(args)
+    except ConfigError:
+        pass
     from interp_harvest.activations import harvest_activations
 
     model = _load(args)
@@ -157,6 +165,7 @@ def _run_activations(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         contexts_per_shard=args.shard_contexts,
         resume=args.resume,
+        layout=args.format,
         on_progress=_progress(args),
     )
     print(
@@ -166,19 +175,23 @@ def _run_activations(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dry_run(args: argparse.Namespace) -> int:
+def _plan(args: argparse.Namespace) -> ActivationsPlan:
     from interp_core.cli import load_config
     from interp_core.facts import ModelFacts
 
     _, config = load_config(args.model)
-    plan = plan_activations(
+    return plan_activations(
         ModelFacts.from_config(config),
         args.points,
         tokens=args.tokens,
         context_size=args.context_size,
         dtype=args.dtype,
         contexts_per_shard=args.shard_contexts,
+        layout=args.format,
     )
+
+
+def _dry_run(args: argparse.Namespace, plan: ActivationsPlan) -> int:
     print(plan.summary())
     try:
         free = check_free_disk(args.out, plan.total_bytes)

@@ -21,7 +21,7 @@ from interp_core.facts import ModelFacts
 from interp_harvest.plan import ActivationsPlan
 from interp_harvest.shards import shard_name
 
-__all__ = ["SAFETENSORS_FORMAT", "SAELENS_FORMAT", "Layout", "layout_for"]
+__all__ = ["SAELENS_FORMAT", "SAFETENSORS_FORMAT", "Layout", "layout_for"]
 
 SAFETENSORS_FORMAT = "interp-harvest/activations"
 SAELENS_FORMAT = "interp-harvest/saelens"

@@ -155,7 +155,7 @@ def arrow_shard(
     features = _features(columns, row_shapes, dtype, context)
     schema = _schema(features, dtype, context)
     arrays = []
-    for address, hook in columns.items():
+    for address in columns:
         rows = tensors[address]
         width = int(rows.shape[-1])
         flat = pa.array(rows.reshape(-1).numpy())
@@ -227,4 +227,3 @@ def read_arrow_shard(
     ids = table.column(TOKEN_IDS).combine_chunks().flatten().to_numpy(zero_copy_only=False)
     out[TOKEN_IDS] = torch.from_numpy(ids.copy()).reshape(n, -1)
     return out
-
