@@ -130,3 +130,23 @@ def test_bos_positions_can_be_left_out_and_backends_without_graphs_are_refused(
     assert float((fitted.jacobians[0].double() - by_hand / len(kept)).abs().max()) <= 1e-5
     with pytest.raises(GradientsUnsupported, match="requires_grad=True"):
         fit_lens(eager_model, corpus_file, tokens=CONTEXT, context_size=CONTEXT)
+
+
+def test_the_cli_writes_the_lens_the_api_fits(
+    model_path: str,
+    grad_model: Any,
+    corpus_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from interp_core.cli import main
+
+    out = tmp_path / "lens.pt"
+    args = ["harvest", "lens", model_path, "--data", str(corpus_file), "--tokens", "8"]
+    args += ["--context-size", "8", "--layers", "0", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    assert f"J_bar for layers 0 over 8 tokens written to {out}" in capsys.readouterr().out
+    stored = torch.load(out, weights_only=True)["J"]
+    fitted = fit_lens(grad_model, corpus_file, tokens=8, context_size=8, layers=[0])
+    assert sorted(stored) == [0]
+    assert float((stored[0] - fitted.jacobians[0]).abs().max()) <= 1e-6

@@ -1,4 +1,4 @@
-"""`interp harvest activations|stats MODEL --data PATH ...`: the dataset jobs from a shell.
+"""`interp harvest activations|stats|lens MODEL --data PATH ...`: the dataset jobs from a shell.
 
 Registered as a subcommand of the `interp` CLI through the `interp.commands` entry-point group.
 The model is loaded through the registry (`--backend`, default auto); `--option KEY=JSON` passes
@@ -77,22 +77,38 @@ def register(subparsers: Any) -> None:
         "--exclude-bos", action="store_true", help="leave BOS positions out of the statistics"
     )
     stats.set_defaults(run=_run_stats)
+    lens = jobs.add_parser(
+        "lens",
+        help="fit a Jacobian lens (J_bar per layer) over a corpus, with gradients",
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
+    )
+    _common(lens, points=False, backend="eager")
+    lens.add_argument("--out", required=True, type=Path, help='output file ({"J": ...}, .pt)')
+    lens.add_argument(
+        "--layers", type=int, nargs="+", default=None, help="layers to fit (default: all)"
+    )
+    lens.add_argument(
+        "--exclude-bos", action="store_true", help="leave BOS positions out of the mean"
+    )
+    lens.set_defaults(run=_run_lens)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, points: bool = True, backend: str = "auto") -> None:
     parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
     parser.add_argument("--data", required=True, type=Path, help="corpus file or folder")
-    parser.add_argument(
-        "--points",
-        required=True,
-        action="extend",
-        nargs="+",
-        metavar="ADDRESS",
-        help="points to read (repeatable): resid_post.6 mlp_out.3 ...",
-    )
+    if points:
+        parser.add_argument(
+            "--points",
+            required=True,
+            action="extend",
+            nargs="+",
+            metavar="ADDRESS",
+            help="points to read (repeatable): resid_post.6 mlp_out.3 ...",
+        )
     parser.add_argument("--tokens", required=True, type=int, help="token budget")
     parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
-    parser.add_argument("--backend", default="auto", help="registered backend")
+    parser.add_argument("--backend", default=backend, help="registered backend")
     parser.add_argument(
         "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
     )
@@ -123,10 +139,10 @@ def _load_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
-def _load(args: argparse.Namespace) -> Any:
+def _load(args: argparse.Namespace, **fixed: Any) -> Any:
     from interp_core import load_model
 
-    return load_model(args.model, backend=args.backend, **_load_options(args.option))
+    return load_model(args.model, backend=args.backend, **{**_load_options(args.option), **fixed})
 
 
 def _progress(args: argparse.Namespace) -> Any:
@@ -226,6 +242,31 @@ def _run_stats(args: argparse.Namespace) -> int:
             f"max norm {point.norm_max:.4g}"
         )
     print(f"written to {path}")
+    return 0
+
+
+def _run_lens(args: argparse.Namespace) -> int:
+    from interp_harvest.corpus import Corpus
+    from interp_harvest.lens import fit_lens, write_lens
+
+    check_batch_size(args.batch_size)
+    corpus = Corpus(args.data, text_field=args.text_field)
+    # The lens is a gradient: the model keeps its autograd graph (eager refuses otherwise).
+    model = _load(args, requires_grad=True)
+    lens = fit_lens(
+        model,
+        corpus,
+        tokens=args.tokens,
+        context_size=args.context_size,
+        layers=args.layers,
+        bos=args.bos,
+        exclude_bos=args.exclude_bos,
+        batch_size=args.batch_size,
+        on_progress=_progress(args),
+    )
+    path = write_lens(lens, args.out)
+    layers = ", ".join(str(layer) for layer in sorted(lens.sums))
+    print(f"J_bar for layers {layers} over {lens.count:,} tokens written to {path}")
     return 0
 
 
