@@ -18,6 +18,7 @@ instead (`interp_harvest.saelens_layout`), with the same manifest, checksums and
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import time
@@ -189,6 +190,10 @@ def harvest_activations(
         atomic_write_json(folder / MANIFEST, manifest)
         writer.after_shards(folder, manifest["shards"])
         shard += 1
+        # A backend's captures can sit in reference cycles (the eager one's do) that only the
+        # cycle collector frees: collected once a shard, they cannot pile up between its
+        # passes and the peak stays one shard's worth however long the job runs.
+        gc.collect()
     writer.finish(folder, manifest["shards"])
     manifest["complete"] = True
     # A corpus shorter than the budget ends the job early; the manifest says so rather than
