@@ -5,8 +5,10 @@ registry's TransformerLens hooks, and it resumes like the safetensors layout.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ from typing import Any
 import pytest
 import torch
 from harvest_helpers import JOB, SAELENS_FILES, SAELENS_HOOKS
-from interp_harvest import ShardRedone, harvest_activations, read_activations
+from interp_harvest import DiskFull, ShardRedone, harvest_activations, read_activations
+from interp_harvest import shards as shards_module
 from interp_harvest.shards import read_manifest
 
 from interp_core.errors import CapabilityUnsupported, PointUnsupported
@@ -87,3 +90,34 @@ def test_refusals(eager_model: Any, corpus_file: Path, tmp_path: Path) -> None:
     with pytest.raises(PointUnsupported, match="--format safetensors"):
         harvest_activations(eager_model, corpus_file, tmp_path / "b", **job, layout="saelens")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_disk_full_mid_shard_leaves_a_loadable_dataset_of_the_finished_shards(
+    eager_model: Any,
+    corpus_file: Path,
+    saelens_run: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ENOSPC where a full disk reports it on a buffered write: flushing the shard's bytes, after
+    # part of them reached the temporary file.
+    out = tmp_path / "cached"
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        if os.readlink(f"/proc/self/fd/{descriptor}").endswith(f"{FILES[1]}.tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(shards_module.os, "fsync", fsync)
+    with pytest.raises(DiskFull, match=r"is full .* every shard the manifest lists is complete"):
+        harvest_activations(eager_model, corpus_file, out, **JOB, layout="saelens")
+    monkeypatch.undo()
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [FILES[0], "dataset_info.json", "state.json", "manifest.json"]
+    )
+    state = json.loads((out / "state.json").read_text())
+    assert [f["filename"] for f in state["_data_files"]] == [FILES[0]]
+    assert len(list(read_activations(out))) == 1  # its checksum passes
+    harvest_activations(eager_model, corpus_file, out, **JOB, layout="saelens", resume=True)
+    assert _files(out) == _files(saelens_run)
