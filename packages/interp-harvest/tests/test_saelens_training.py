@@ -19,7 +19,7 @@ import torch
 from harvest_helpers import JOB, SAELENS_FILES, SAELENS_HOOKS, eager_rows
 from interp_harvest import Corpus, PackingPolicy, pack, tokenizer_encoder
 
-TRAINER = Path(__file__).with_name("saelens_cached_training.py")
+TRAINER = Path(__file__).with_name("saelens_training_runner.py")
 
 
 @pytest.fixture(scope="module")
