@@ -16,7 +16,7 @@ import pytest
 from harvest_helpers import documents, write_jsonl_corpus
 
 _SCRIPT = Path(__file__).with_name("_rss_harvest.py")
-ONE_X = 3072  # tokens: 48 contexts of 64, 21 MiB of float32 rows at ten points
+ONE_X = 4096  # tokens: 64 contexts of 64, 28 MiB of float32 rows at ten points
 
 
 def _peak(model_path: str, corpus: Path, out: Path, tokens: int) -> dict[str, Any]:
