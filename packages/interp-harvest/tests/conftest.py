@@ -52,3 +52,16 @@ def reference_run(
     out = tmp_path_factory.mktemp("reference") / "harvest"
     harvest_activations(eager_model, corpus_file, out, **JOB)
     return out
+
+
+@pytest.fixture(scope="session")
+def saelens_run(
+    eager_model: Any, corpus_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """JOB written as SAELens's cached-activations folder."""
+    from harvest_helpers import JOB
+    from interp_harvest import harvest_activations
+
+    out = tmp_path_factory.mktemp("saelens") / "cached"
+    harvest_activations(eager_model, corpus_file, out, **JOB, layout="saelens")
+    return out

@@ -16,6 +16,10 @@ JOB = {
     "batch_size": 3,
 }
 
+# JOB's points as SAELens columns (the registry's TransformerLens hooks), and its files.
+SAELENS_HOOKS = {"resid_post.1": "blocks.1.hook_resid_post", "mlp_out.0": "blocks.0.mlp.hook_out"}
+SAELENS_FILES = [f"data-{i:05d}-of-00003.arrow" for i in range(3)]
+
 
 # Documents of very different lengths, so contexts cut documents and join several of them; the
 # words are drawn deterministically so every run packs the same tokens.

@@ -96,8 +96,9 @@ def test_refusals_are_messages(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _no_model_load(monkeypatch)
-    assert main(_args(model_path, corpus_file, tmp_path / "o", "--format", "saelens")) == 2
-    assert "use --format safetensors" in capsys.readouterr().err
+    saelens = ("--format", "saelens", "--dtype", "bfloat16")
+    assert main(_args(model_path, corpus_file, tmp_path / "o", *saelens)) == 2
+    assert "store --dtype float16" in capsys.readouterr().err
     assert main(_args(model_path, tmp_path / "nowhere", tmp_path / "o", "--dry-run")) == 2
     assert "does not exist" in capsys.readouterr().err
     args = _args(model_path, corpus_file, tmp_path / "o", "--dry-run")
@@ -107,3 +108,19 @@ def test_refusals_are_messages(
     args = _args(model_path, corpus_file, tmp_path / "o", "--batch-size", "0")
     assert main(args) == 2
     assert "batch_size is contexts per forward" in capsys.readouterr().err
+
+
+def test_format_saelens_writes_what_the_api_writes(
+    model_path: str,
+    corpus_file: Path,
+    saelens_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "cached"
+    args = _args(model_path, corpus_file, out, "--format", "saelens")
+    assert main([*args, "--dry-run"]) == 0
+    assert "as SAELens's cached-activations dataset" in capsys.readouterr().out
+    assert main([*args, "--backend", "eager", "--no-progress"]) == 0
+    files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    assert files == {p.name: p.read_bytes() for p in sorted(saelens_run.iterdir())}

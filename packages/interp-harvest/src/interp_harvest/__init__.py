@@ -4,14 +4,17 @@ A corpus on disk (text, jsonl, parquet, a saved HF dataset) is tokenised and pac
 fixed-length contexts the way SAELens packs them (`pack`); the activations job writes every
 context's activations at the declared points as checksummed safetensors shards with a manifest,
 resumable after a kill (`harvest_activations`); the statistics job streams per-point mean,
-variance and norms (`harvest_stats`). Models come from `interp_core.load_model`: any registered
-backend, none imported here.
+variance and norms (`harvest_stats`); `fit_lens` fits a Jacobian lens (`J_bar` per layer) and
+`write_lens` writes it in the public `{"J": {layer: tensor}}` layout. `layout="saelens"` writes
+the activations as SAELens's cached-activations `datasets` folder. Models come from
+`interp_core.load_model`: any registered backend, none imported here.
 """
 
 from interp_harvest.__about__ import __version__
 from interp_harvest.activations import ShardRedone, harvest_activations
 from interp_harvest.corpus import Corpus
 from interp_harvest.errors import DiskFull, OutputExists, ResumeMismatch
+from interp_harvest.lens import FittedLens, fit_lens, write_lens
 from interp_harvest.packing import BOS_POLICIES, Context, PackingPolicy, pack, tokenizer_encoder
 from interp_harvest.plan import ActivationsPlan, plan_activations
 from interp_harvest.progress import Progress, ProgressBar
@@ -24,6 +27,7 @@ __all__ = [
     "Context",
     "Corpus",
     "DiskFull",
+    "FittedLens",
     "OutputExists",
     "PackingPolicy",
     "PointStats",
@@ -32,11 +36,13 @@ __all__ = [
     "ResumeMismatch",
     "ShardRedone",
     "__version__",
+    "fit_lens",
     "harvest_activations",
     "harvest_stats",
     "pack",
     "plan_activations",
     "read_activations",
     "tokenizer_encoder",
+    "write_lens",
     "write_stats",
 ]

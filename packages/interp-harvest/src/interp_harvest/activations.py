@@ -11,12 +11,15 @@ A kill at any moment loses at most the shard being built (see `interp_harvest.sh
 `resume=True` checks every listed shard's checksum, drops the first bad one and all after it,
 and continues from the packing position recorded after the last good one, so the output equals
 an uninterrupted run's byte for byte.
+
+`layout="saelens"` writes the same contexts as SAELens's cached-activations `datasets` folder
+instead (`interp_harvest.saelens_layout`), with the same manifest, checksums and resume.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
-import json
 import os
 import time
 import warnings
@@ -29,6 +32,7 @@ from interp_core.errors import PointUnsupported
 from interp_core.protocol import InterpModel
 from interp_harvest.corpus import Corpus
 from interp_harvest.errors import OutputExists, ResumeMismatch
+from interp_harvest.layouts import SAFETENSORS_FORMAT, Layout, layout_for
 from interp_harvest.packing import Context, PackingPolicy, pack, tokenizer_encoder
 from interp_harvest.plan import (
     ActivationsPlan,
@@ -43,13 +47,12 @@ from interp_harvest.shards import (
     atomic_write_json,
     read_manifest,
     remove_stray_temporaries,
-    shard_name,
     valid_prefix,
 )
 
 __all__ = ["FORMAT", "ShardRedone", "harvest_activations", "job_identity"]
 
-FORMAT = "interp-harvest/activations"
+FORMAT = SAFETENSORS_FORMAT
 FORMAT_VERSION = 1
 # The manifest keys a resume must find unchanged: the rest (shards, counts) is progress.
 IDENTITY_KEYS = ("format", "format_version", "model", "backend", "corpus", "packing", "plan")
@@ -60,10 +63,14 @@ class ShardRedone(UserWarning):
 
 
 def job_identity(
-    model: InterpModel, corpus: Corpus, policy: PackingPolicy, plan: ActivationsPlan
+    model: InterpModel,
+    corpus: Corpus,
+    policy: PackingPolicy,
+    plan: ActivationsPlan,
+    layout: Layout | None = None,
 ) -> dict[str, Any]:
     return {
-        "format": FORMAT,
+        "format": FORMAT if layout is None else layout.format,
         "format_version": FORMAT_VERSION,
         "model": model.model_id,
         "backend": model.backend_name,
@@ -87,11 +94,12 @@ def harvest_activations(
     contexts_per_shard: int = 256,
     text_field: str = "text",
     resume: bool = False,
+    layout: str = "safetensors",
     on_progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
-    """Run (or, with `resume`, continue) the job; return the final manifest."""
+    """Run (or, with `resume`, continue) the job; return the final manifest. `layout` is
+    "safetensors" (shards + manifest) or "saelens" (SAELens's cached-activations folder)."""
     import torch
-    from safetensors.torch import save
 
     check_batch_size(batch_size)
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
@@ -102,7 +110,9 @@ def harvest_activations(
         context_size=context_size,
         dtype=dtype,
         contexts_per_shard=contexts_per_shard,
+        layout=layout,
     )
+    writer = layout_for(layout, plan, model.facts)
     for address in plan.points:
         verdict = model.supports(address)
         if not verdict:
@@ -111,13 +121,14 @@ def harvest_activations(
     policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    identity = job_identity(model, corpus, policy, plan)
+    identity = {**job_identity(model, corpus, policy, plan, writer), **writer.describe()}
     manifest = _start(folder, identity, resume)
     if manifest.get("complete"):
         return manifest
     done = manifest["contexts"]
     check_free_disk(folder, (plan.contexts - done) * plan.bytes_per_context)
     atomic_write_json(folder / MANIFEST, manifest)
+    writer.after_shards(folder, manifest["shards"])
 
     storage = getattr(torch, dtype)
     contexts = pack(
@@ -154,13 +165,12 @@ def harvest_activations(
                     )
                 )
         tensors = {name: torch.cat(parts) for name, parts in rows.items()}
-        tensors["token_ids"] = torch.tensor([c.tokens for c in group], dtype=torch.int32)
+        del rows  # the shard's rows are held once, not twice, while it is encoded
         tensors["source"] = torch.tensor([[c.document, c.offset] for c in group], dtype=torch.int64)
-        # One metadata key: safetensors writes the metadata map in hash order, so two keys could
-        # come out in either order and a redone shard would differ from the first by its header.
-        header = json.dumps({"format": FORMAT, "first_context": group[0].index}, sort_keys=True)
-        blob = save(tensors, metadata={"interp_harvest": header})
-        name = shard_name(shard)
+        token_ids = torch.tensor([c.tokens for c in group], dtype=torch.int32)
+        blob = writer.encode(tensors, token_ids, group[0].index)
+        del tensors
+        name = writer.name(shard)
         atomic_write_bytes(folder / name, blob)
         manifest["shards"].append(
             {
@@ -178,7 +188,13 @@ def harvest_activations(
         manifest["tokens"] = done * context_size
         manifest["resume_at"] = list(group[-1].resume_at)
         atomic_write_json(folder / MANIFEST, manifest)
+        writer.after_shards(folder, manifest["shards"])
         shard += 1
+        # A backend's captures can sit in reference cycles (the eager one's do) that only the
+        # cycle collector frees: collected once a shard, they cannot pile up between its
+        # passes and the peak stays one shard's worth however long the job runs.
+        gc.collect()
+    writer.finish(folder, manifest["shards"])
     manifest["complete"] = True
     # A corpus shorter than the budget ends the job early; the manifest says so rather than
     # letting a reader assume the budget was met.

@@ -1,4 +1,4 @@
-"""`interp harvest activations|stats MODEL --data PATH ...`: the dataset jobs from a shell.
+"""`interp harvest activations|stats|lens MODEL --data PATH ...`: the dataset jobs from a shell.
 
 Registered as a subcommand of the `interp` CLI through the `interp.commands` entry-point group.
 The model is loaded through the registry (`--backend`, default auto); `--option KEY=JSON` passes
@@ -15,10 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.cli_common import HelpFormatter
-from interp_core.errors import CapabilityUnsupported, InvalidArgument
+from interp_core.errors import ConfigError, InvalidArgument
 from interp_harvest.errors import DiskFull
 from interp_harvest.packing import BOS_POLICIES
-from interp_harvest.plan import DTYPE_BYTES, check_batch_size, check_free_disk, plan_activations
+from interp_harvest.plan import (
+    DTYPE_BYTES,
+    LAYOUTS,
+    ActivationsPlan,
+    check_batch_size,
+    check_free_disk,
+    plan_activations,
+)
 
 __all__ = ["main", "register"]
 
@@ -50,8 +57,8 @@ def register(subparsers: Any) -> None:
     activations.add_argument(
         "--format",
         default="safetensors",
-        choices=("safetensors", "saelens"),
-        help="output layout (only safetensors is built so far)",
+        choices=LAYOUTS,
+        help="output layout: shards + manifest, or SAELens's cached-activations datasets folder",
     )
     activations.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     activations.add_argument(
@@ -70,22 +77,38 @@ def register(subparsers: Any) -> None:
         "--exclude-bos", action="store_true", help="leave BOS positions out of the statistics"
     )
     stats.set_defaults(run=_run_stats)
+    lens = jobs.add_parser(
+        "lens",
+        help="fit a Jacobian lens (J_bar per layer) over a corpus, with gradients",
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
+    )
+    _common(lens, points=False, backend="eager")
+    lens.add_argument("--out", required=True, type=Path, help='output file ({"J": ...}, .pt)')
+    lens.add_argument(
+        "--layers", type=int, nargs="+", default=None, help="layers to fit (default: all)"
+    )
+    lens.add_argument(
+        "--exclude-bos", action="store_true", help="leave BOS positions out of the mean"
+    )
+    lens.set_defaults(run=_run_lens)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, points: bool = True, backend: str = "auto") -> None:
     parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
     parser.add_argument("--data", required=True, type=Path, help="corpus file or folder")
-    parser.add_argument(
-        "--points",
-        required=True,
-        action="extend",
-        nargs="+",
-        metavar="ADDRESS",
-        help="points to read (repeatable): resid_post.6 mlp_out.3 ...",
-    )
+    if points:
+        parser.add_argument(
+            "--points",
+            required=True,
+            action="extend",
+            nargs="+",
+            metavar="ADDRESS",
+            help="points to read (repeatable): resid_post.6 mlp_out.3 ...",
+        )
     parser.add_argument("--tokens", required=True, type=int, help="token budget")
     parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
-    parser.add_argument("--backend", default="auto", help="registered backend")
+    parser.add_argument("--backend", default=backend, help="registered backend")
     parser.add_argument(
         "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
     )
@@ -116,10 +139,10 @@ def _load_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
-def _load(args: argparse.Namespace) -> Any:
+def _load(args: argparse.Namespace, **fixed: Any) -> Any:
     from interp_core import load_model
 
-    return load_model(args.model, backend=args.backend, **_load_options(args.option))
+    return load_model(args.model, backend=args.backend, **{**_load_options(args.option), **fixed})
 
 
 def _progress(args: argparse.Namespace) -> Any:
@@ -131,17 +154,18 @@ def _progress(args: argparse.Namespace) -> Any:
 def _run_activations(args: argparse.Namespace) -> int:
     from interp_harvest.corpus import Corpus
 
-    if args.format == "saelens":
-        message = (
-            "--format saelens (SAELens's cached-activations datasets folder) is not built yet; "
-            "use --format safetensors (shards + manifest.json)"
-        )
-        raise CapabilityUnsupported(message)
     # Refused before a model load that can take minutes.
     check_batch_size(args.batch_size)
     corpus = Corpus(args.data, text_field=args.text_field)
     if args.dry_run:
-        return _dry_run(args)
+        return _dry_run(args, _plan(args))
+    try:
+        # From config.json alone: a point or dtype the layout cannot hold is refused before a
+        # model load that can take minutes. A model known only to its backend (a hub id, a
+        # server's URL) is checked by the job itself once it is loaded.
+        _plan(args)
+    except ConfigError:
+        pass
     from interp_harvest.activations import harvest_activations
 
     model = _load(args)
@@ -157,6 +181,7 @@ def _run_activations(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         contexts_per_shard=args.shard_contexts,
         resume=args.resume,
+        layout=args.format,
         on_progress=_progress(args),
     )
     print(
@@ -166,19 +191,23 @@ def _run_activations(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dry_run(args: argparse.Namespace) -> int:
+def _plan(args: argparse.Namespace) -> ActivationsPlan:
     from interp_core.cli import load_config
     from interp_core.facts import ModelFacts
 
     _, config = load_config(args.model)
-    plan = plan_activations(
+    return plan_activations(
         ModelFacts.from_config(config),
         args.points,
         tokens=args.tokens,
         context_size=args.context_size,
         dtype=args.dtype,
         contexts_per_shard=args.shard_contexts,
+        layout=args.format,
     )
+
+
+def _dry_run(args: argparse.Namespace, plan: ActivationsPlan) -> int:
     print(plan.summary())
     try:
         free = check_free_disk(args.out, plan.total_bytes)
@@ -213,6 +242,31 @@ def _run_stats(args: argparse.Namespace) -> int:
             f"max norm {point.norm_max:.4g}"
         )
     print(f"written to {path}")
+    return 0
+
+
+def _run_lens(args: argparse.Namespace) -> int:
+    from interp_harvest.corpus import Corpus
+    from interp_harvest.lens import fit_lens, write_lens
+
+    check_batch_size(args.batch_size)
+    corpus = Corpus(args.data, text_field=args.text_field)
+    # The lens is a gradient: the model keeps its autograd graph (eager refuses otherwise).
+    model = _load(args, requires_grad=True)
+    lens = fit_lens(
+        model,
+        corpus,
+        tokens=args.tokens,
+        context_size=args.context_size,
+        layers=args.layers,
+        bos=args.bos,
+        exclude_bos=args.exclude_bos,
+        batch_size=args.batch_size,
+        on_progress=_progress(args),
+    )
+    path = write_lens(lens, args.out)
+    layers = ", ".join(str(layer) for layer in sorted(lens.sums))
+    print(f"J_bar for layers {layers} over {lens.count:,} tokens written to {path}")
     return 0
 
 

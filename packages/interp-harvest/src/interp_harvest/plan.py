@@ -23,6 +23,7 @@ from interp_harvest.progress import format_bytes
 
 __all__ = [
     "DTYPE_BYTES",
+    "LAYOUTS",
     "ActivationsPlan",
     "check_batch_size",
     "check_free_disk",
@@ -31,6 +32,8 @@ __all__ = [
 
 # Storage dtypes a shard can hold, with their sizes; the token ids are int32, the sources int64.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# The output layouts: our shards + manifest, or SAELens's cached-activations datasets folder.
+LAYOUTS = ("safetensors", "saelens")
 # Headroom kept free on the disk: the manifest, safetensors headers, the filesystem's own needs.
 DISK_MARGIN = 0.02
 DISK_MARGIN_BYTES = 64 << 20
@@ -44,6 +47,7 @@ class ActivationsPlan:
     contexts_per_shard: int
     dtype: str
     row_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    layout: str = "safetensors"
 
     @property
     def tokens(self) -> int:
@@ -56,6 +60,11 @@ class ActivationsPlan:
     @property
     def bytes_per_context(self) -> int:
         values = sum(math.prod(shape) for shape in self.row_shapes.values())
+        if self.layout == "saelens":
+            # token ids (int32 each), and per column the Arrow list offsets (int32): one per
+            # position and one per context
+            offsets = 4 * (self.context_size + 1) * len(self.row_shapes)
+            return values * DTYPE_BYTES[self.dtype] + 4 * self.context_size + offsets
         # token ids (int32 each) and the source (document, offset) pair (int64 each)
         return values * DTYPE_BYTES[self.dtype] + 4 * self.context_size + 16
 
@@ -72,6 +81,7 @@ class ActivationsPlan:
             "contexts_per_shard": self.contexts_per_shard,
             "shards": self.shards,
             "dtype": self.dtype,
+            "layout": self.layout,
             "row_shapes": {k: list(v) for k, v in self.row_shapes.items()},
             "bytes_per_context": self.bytes_per_context,
             "total_bytes": self.total_bytes,
@@ -89,7 +99,11 @@ class ActivationsPlan:
             )
         lines.append(
             f"to disk: {self.total_bytes:,} bytes ({format_bytes(self.total_bytes)}) "
-            f"with token ids and sources"
+            + (
+                "with token ids, as SAELens's cached-activations dataset"
+                if self.layout == "saelens"
+                else "with token ids and sources"
+            )
         )
         return "\n".join(lines)
 
@@ -102,8 +116,13 @@ def plan_activations(
     context_size: int,
     dtype: str = "float32",
     contexts_per_shard: int = 256,
+    layout: str = "safetensors",
 ) -> ActivationsPlan:
-    """The plan for `tokens` tokens (rounded down to whole contexts) at `points`."""
+    """The plan for `tokens` tokens (rounded down to whole contexts) at `points`, written in
+    `layout` (one of LAYOUTS)."""
+    if layout not in LAYOUTS:
+        message = f"layout={layout!r} is not an output layout; use one of {LAYOUTS}"
+        raise InvalidArgument(message)
     if dtype not in DTYPE_BYTES:
         message = f"dtype={dtype!r} cannot be stored; use one of {sorted(DTYPE_BYTES)}"
         raise InvalidArgument(message)
@@ -127,7 +146,15 @@ def plan_activations(
     row_shapes = {
         str(a): tuple(point_shape(a, facts, 1, context_size)[1:]) for a in addresses
     }  # point_shape refuses (PointUnsupported) a point this architecture does not have
-    return ActivationsPlan(addresses, context_size, contexts, contexts_per_shard, dtype, row_shapes)
+    if layout == "saelens":
+        # Refused here, so a dry run says so too, before any model load.
+        from interp_harvest.saelens_layout import check_dtype, hook_columns
+
+        check_dtype(dtype)
+        hook_columns(facts, addresses, row_shapes)
+    return ActivationsPlan(
+        addresses, context_size, contexts, contexts_per_shard, dtype, row_shapes, layout
+    )
 
 
 def check_batch_size(batch_size: int) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_core.errors import ConfigError
+from interp_harvest.layouts import SAELENS_FORMAT
 from interp_harvest.shards import read_manifest, valid_prefix
 
 __all__ = ["read_activations"]
@@ -16,7 +17,8 @@ __all__ = ["read_activations"]
 def read_activations(
     folder: str | os.PathLike[str], *, verify: bool = True
 ) -> Iterator[dict[str, Any]]:
-    """Each shard's tensors (point addresses, `token_ids`, `source`), in order.
+    """Each shard's tensors (point addresses, `token_ids`, and `source` in the safetensors
+    layout), in order; a SAELens-layout folder is read through pyarrow, its columns by address.
 
     With `verify` every shard's sha256 is checked first and a bad one is refused, so a reader
     never trains on a truncated file.
@@ -34,5 +36,12 @@ def read_activations(
         if rejected is not None:
             message = f"{str(root)!r}: {rejected}; rerun the job with --resume to redo it"
             raise ConfigError(message)
+    if manifest.get("format") == SAELENS_FORMAT:
+        from interp_harvest.saelens_layout import read_arrow_shard
+
+        shapes = manifest["plan"]["row_shapes"]
+        for entry in shards:
+            yield read_arrow_shard(root / entry["file"], manifest["columns"], shapes)
+        return
     for entry in shards:
         yield load_file(root / entry["file"])

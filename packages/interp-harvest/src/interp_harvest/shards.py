@@ -68,8 +68,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _sync_folder(path.parent)
 
 
-def atomic_write_json(path: Path, value: Mapping[str, Any]) -> None:
-    atomic_write_bytes(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
+def atomic_write_json(
+    path: Path, value: Mapping[str, Any], *, indent: int = 1, sort_keys: bool = True
+) -> None:
+    text = json.dumps(value, indent=indent, sort_keys=sort_keys) + "\n"
+    atomic_write_bytes(path, text.encode())
 
 
 def _sync_folder(folder: Path) -> None:
