@@ -169,3 +169,28 @@ def test_a_decoder_that_is_not_residual_wide_is_refused_for_logits(
         eager_model, corpus_file, [folder], tokens=32, context_size=SIZE, logits=False
     )
     assert result.logit_top_ids is None and result.contexts == 2
+
+
+def test_the_cli_writes_the_same_dashboards(
+    model_path: str, corpus_file: Path, sae_folder: Path, job: Any, tmp_path: Path
+) -> None:
+    from interp_core.cli import main
+
+    out = tmp_path / "dash"
+    args = ["harvest", "dashboards", model_path, "--data", str(corpus_file), "--sae"]
+    args += [str(sae_folder), "--tokens", str(CONTEXTS * SIZE), "--context-size", str(SIZE)]
+    args += ["--out", str(out), "--backend", "eager", "--batch-size", "2", "--top-k", "6"]
+    args += ["--intervals", "3", "--samples-per-interval", "2", "--bins", "12", "--logits", "4"]
+    args += ["--seed", "7", "--model-id", "tiny-llama", "--sae-set", "res-jb", "--no-progress"]
+    assert main(args) == 0
+    batch = json.loads((out / "res-1" / "batch-0.json").read_text())
+    assert batch["model_id"] == "tiny-llama" and batch["sae_set"] == "res-jb"
+    assert len(batch["features"]) == D_SAE  # one batch of 128 holds them all
+    # another batching of the same contexts: the same dashboards
+    for f in (0, 17, D_SAE - 1):
+        record = batch["features"][f]
+        assert record["freq_hist_data_bar_heights"] == job.histogram[f].tolist()
+        tops = [a for a in record["activations"] if a["bin_contains"] == -1]
+        assert [a["qualifying_token_index"] + 1 for a in tops] == [
+            e[1] % SIZE for e in job.top.entries(f)
+        ]

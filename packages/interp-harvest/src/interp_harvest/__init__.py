@@ -4,14 +4,18 @@ A corpus on disk (text, jsonl, parquet, a saved HF dataset) is tokenised and pac
 fixed-length contexts the way SAELens packs them (`pack`); the activations job writes every
 context's activations at the declared points as checksummed safetensors shards with a manifest,
 resumable after a kill (`harvest_activations`); the statistics job streams per-point mean,
-variance and norms (`harvest_stats`). Models come from `interp_core.load_model`: any registered
-backend, none imported here.
+variance and norms (`harvest_stats`); the dashboards job reduces SAE features per feature (top
+examples, interval samples, histograms, densities, logit tables) and writes Neuronpedia's batch
+JSON (`harvest_dashboards`, `write_dashboards`). Models come from `interp_core.load_model`: any
+registered backend, none imported here.
 """
 
 from interp_harvest.__about__ import __version__
 from interp_harvest.activations import ShardRedone, harvest_activations
 from interp_harvest.corpus import Corpus
+from interp_harvest.dashboards import DashboardSettings, FeatureDashboards, harvest_dashboards
 from interp_harvest.errors import DiskFull, OutputExists, ResumeMismatch
+from interp_harvest.neuronpedia_batch import write_dashboards
 from interp_harvest.packing import BOS_POLICIES, Context, PackingPolicy, pack, tokenizer_encoder
 from interp_harvest.plan import ActivationsPlan, plan_activations
 from interp_harvest.progress import Progress, ProgressBar
@@ -23,7 +27,9 @@ __all__ = [
     "ActivationsPlan",
     "Context",
     "Corpus",
+    "DashboardSettings",
     "DiskFull",
+    "FeatureDashboards",
     "OutputExists",
     "PackingPolicy",
     "PointStats",
@@ -33,10 +39,12 @@ __all__ = [
     "ShardRedone",
     "__version__",
     "harvest_activations",
+    "harvest_dashboards",
     "harvest_stats",
     "pack",
     "plan_activations",
     "read_activations",
     "tokenizer_encoder",
+    "write_dashboards",
     "write_stats",
 ]

@@ -23,14 +23,12 @@ activation 0 before any reduction and do not count as considered tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 __all__ = [
     "FeatureTotals",
     "Selection",
-    "bin_centres",
     "histogram_counts",
     "histogram_range",
     "interval_index",
@@ -193,11 +191,6 @@ def histogram_counts(
     return counts.reshape(width, bins)
 
 
-def bin_centres(low: float, high: float, bins: int) -> list[float]:
-    step = (high - low) / bins
-    return [low + (i + 0.5) * step for i in range(bins)]
-
-
 def interval_index(values: torch.Tensor, maximum: torch.Tensor, intervals: int) -> torch.Tensor:
     """Which of `intervals` equal slices of (0, max] each firing value falls in (0 = lowest).
 
@@ -205,7 +198,3 @@ def interval_index(values: torch.Tensor, maximum: torch.Tensor, intervals: int) 
     """
     scaled = values.to(torch.float64) / maximum.to(torch.float64).clamp(min=1e-30) * intervals
     return scaled.to(torch.int64).clamp(0, intervals - 1)
-
-
-def as_float_list(tensor: Any) -> list[float]:
-    return [float(x) for x in tensor.tolist()]

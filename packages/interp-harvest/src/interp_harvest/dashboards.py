@@ -30,23 +30,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interp_core import sync
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
 from interp_core.protocol import InterpModel
 from interp_harvest.corpus import Corpus
-from interp_harvest.dashboard_reduce import (
-    FeatureTotals,
-    Selection,
-    histogram_counts,
-    histogram_range,
-    interval_index,
-    sample_keys,
-)
 from interp_harvest.packing import PackingPolicy, pack, tokenizer_encoder
 from interp_harvest.plan import check_batch_size
 from interp_harvest.progress import Progress
+
+if TYPE_CHECKING:  # torch is imported when a job runs, not with the package (the CLI's --help)
+    from interp_harvest.dashboard_reduce import FeatureTotals, Selection
 
 __all__ = ["DashboardSettings", "FeatureDashboards", "harvest_dashboards", "ignored_token_ids"]
 
@@ -139,6 +134,13 @@ def harvest_dashboards(
     (needed for an SAE whose decoder does not write d_model-wide residual vectors)."""
     import torch
 
+    from interp_harvest.dashboard_reduce import (
+        FeatureTotals,
+        Selection,
+        histogram_range,
+        sample_keys,
+    )
+
     settings = settings or DashboardSettings()
     check_batch_size(batch_size)
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
@@ -215,6 +217,8 @@ def _second_pass(
     result: FeatureDashboards, acts: Any, ids: Any, keys: Any, first_token: int
 ) -> None:
     import torch
+
+    from interp_harvest.dashboard_reduce import histogram_counts, interval_index
 
     settings = result.settings
     flat = acts.reshape(-1, acts.shape[-1])
@@ -307,6 +311,8 @@ def _logit_tables(model: Any, results: list[FeatureDashboards]) -> None:
     weight matrix of the model, whatever the corpus); the logits of a few hundred features at a
     time are held over the whole vocabulary."""
     import torch
+
+    from interp_harvest.dashboard_reduce import histogram_counts, histogram_range
 
     vocab = model.facts.vocab_size
     chunks = [

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interp_harvest.dashboard_reduce import as_float_list, bin_centres
 from interp_harvest.dashboards import FeatureDashboards
 from interp_harvest.shards import atomic_write_bytes, atomic_write_json
 
@@ -68,6 +67,11 @@ def token_strings(tokenizer: Any) -> Callable[[list[int]], list[str]]:
         return out
 
     return strings
+
+
+def bin_centres(low: float, high: float, bins: int) -> list[float]:
+    step = (high - low) / bins
+    return [low + (i + 0.5) * step for i in range(bins)]
 
 
 def _r(value: float) -> float:
@@ -241,7 +245,7 @@ def write_dashboards(
             "settings": vars(dash.settings),
             "dead_features": int((totals.fired == 0).sum()),
             "batches": [p.name for p in batches],
-            "mean_density": as_float_list(totals.density.mean().reshape(1))[0],
+            "mean_density": float(totals.density.mean()),
         }
         atomic_write_json(folder / "dashboards.json", entry)
         summary["saes"].append(entry)
