@@ -36,6 +36,7 @@ SERIAL: tuple[str, ...] = (
     "packages/interp-sizer/tests/test_vllm_crosscheck.py",
     "packages/interp-engine/tests/test_seed_loading.py",
     "packages/interp-harvest/tests/test_vllm.py",
+    "packages/interp-harvest/tests/test_dashboards_vllm.py",
 )
 
 

@@ -15,14 +15,21 @@ from interp_core import sync
 
 
 def write_sae(
-    folder: Path, *, d_in: int, d_sae: int, hook_name: str, seed: int = 0, bias: float = -0.3
+    folder: Path,
+    *,
+    d_in: int,
+    d_sae: int,
+    hook_name: str,
+    seed: int = 0,
+    bias: float = -0.3,
+    scale: float = 0.4,
 ) -> Path:
     """A ReLU SAE (SAELens v6 `standard`) whose features fire on a fair share of tokens."""
     g = torch.Generator().manual_seed(seed)
     folder.mkdir(parents=True, exist_ok=True)
     weights = {
-        "W_enc": torch.randn(d_in, d_sae, generator=g) * 0.4,
-        "b_enc": torch.randn(d_sae, generator=g) * 0.3 + bias,
+        "W_enc": torch.randn(d_in, d_sae, generator=g) * scale,
+        "b_enc": (torch.randn(d_sae, generator=g) * 0.3 + bias) * scale / 0.4,
         "W_dec": torch.randn(d_sae, d_in, generator=g) * 0.3,
         "b_dec": torch.randn(d_in, generator=g) * 0.1,
     }
