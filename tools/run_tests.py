@@ -37,6 +37,7 @@ SERIAL: tuple[str, ...] = (
     "packages/interp-engine/tests/test_seed_loading.py",
     "packages/interp-harvest/tests/test_vllm.py",
     "packages/interp-harvest/tests/test_saelens_training.py",
+    "packages/interp-harvest/tests/test_dashboards_vllm.py",
 )
 
 

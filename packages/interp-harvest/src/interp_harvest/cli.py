@@ -34,7 +34,8 @@ def register(subparsers: Any) -> None:
     """Add `harvest` (with its jobs as subcommands) to the `interp` CLI."""
     parser = subparsers.add_parser(
         "harvest",
-        help="dataset jobs: activations to sharded safetensors, per-point statistics",
+        help="dataset jobs: activations to sharded safetensors, per-point statistics, SAE "
+        "feature dashboards",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
         allow_abbrev=False,
         formatter_class=HelpFormatter,
@@ -92,6 +93,10 @@ def register(subparsers: Any) -> None:
         "--exclude-bos", action="store_true", help="leave BOS positions out of the mean"
     )
     lens.set_defaults(run=_run_lens)
+
+    from interp_harvest.dashboards_cli import add_dashboards
+
+    add_dashboards(jobs)
 
 
 def _common(parser: argparse.ArgumentParser, *, points: bool = True, backend: str = "auto") -> None:

@@ -1,0 +1,350 @@
+"""The feature dashboards job: per SAE feature, what Neuronpedia shows, streamed over a corpus.
+
+For every feature of every SAE: the top-k activating tokens (each with its context's tokens and
+the feature's activations on them), samples from equal activation intervals, firing density,
+an activation histogram, max and mean activation, and the tokens whose logits the feature's
+decoder row raises and lowers most (`W_dec[f] · W_U`, with their histogram over the vocabulary).
+`write_neuronpedia_batches` writes them as the batch JSON Neuronpedia imports.
+
+Two passes over the corpus, each a forward per batch followed by `SAE.encode` and the
+reductions of `interp_harvest.dashboard_reduce`. The first finds each feature's totals and top
+tokens; the second bins activations and samples intervals, whose ranges are defined by the
+first pass's minimum and maximum (the histogram spans [smallest firing value, max], the
+intervals split (0, max] — sae-dashboard's definitions; a streaming job cannot know them before
+it has seen the corpus once). Memory is bounded by the SAEs' width, never by the corpus: no
+latent cache is kept. The model comes from `interp_core.load_model`; on any backend the
+activations are captured and encoded in this process (the vLLM workers' SAE path returns
+top-k per token, which cannot give exact densities or histograms).
+
+Where it differs from sae-dashboard's NeuronpediaRunner (so a comparison knows what to expect):
+top examples and interval samples are taken only among tokens where the feature fires (> 0),
+and the lowest interval excludes 0; density is over the considered tokens (ignored tokens
+are not counted); the interval samples are the k tokens with the smallest pseudo-random key,
+which is reproducible but not the same draw as sae-dashboard's `random.sample`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from interp_core import sync
+from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
+from interp_core.protocol import InterpModel
+from interp_harvest.corpus import Corpus
+from interp_harvest.packing import PackingPolicy, pack, tokenizer_encoder
+from interp_harvest.plan import check_batch_size
+from interp_harvest.progress import Progress
+
+if TYPE_CHECKING:  # torch is imported when a job runs, not with the package (the CLI's --help)
+    from interp_harvest.dashboard_reduce import FeatureTotals, Selection
+
+__all__ = ["DashboardSettings", "FeatureDashboards", "harvest_dashboards", "ignored_token_ids"]
+
+# Rows of W_U fetched from the backend per call: bounded transfers for a large vocabulary.
+_VOCAB_CHUNK = 8192
+# Features whose logits over the whole vocabulary are held at once.
+_LOGIT_FEATURES = 256
+
+
+@dataclass(frozen=True)
+class DashboardSettings:
+    """What each dashboard holds (sae-dashboard's NeuronpediaRunner defaults)."""
+
+    top_k: int = 20
+    intervals: int = 5
+    samples_per_interval: int = 5
+    bins: int = 50
+    logits: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("top_k", "intervals", "samples_per_interval", "bins", "logits"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                message = f"{name}={value!r}: pass a positive int"
+                raise InvalidArgument(message)
+
+
+@dataclass
+class FeatureDashboards:
+    """One SAE's dashboards: per-feature tensors over the harvested corpus.
+
+    `top`: the top-k tokens by activation. `samples[j]`: the tokens sampled from interval j
+    (0 = lowest) of (0, max]; `interval_tokens[j, f]` counts the tokens of feature f in it.
+    `histogram [d_sae, bins]` counts the firing activations between `hist_low` and `hist_high`.
+    `logit_top_ids/values` and `logit_bottom_ids/values` `[d_sae, logits]`: the largest and
+    smallest entries of `W_dec[f] · W_U`; `logit_hist [d_sae, bins]` over `logit_low..high`.
+    """
+
+    sae: Any
+    name: str
+    context_size: int
+    contexts: int
+    settings: DashboardSettings
+    ignored: tuple[int, ...]
+    totals: FeatureTotals
+    top: Selection
+    samples: list[Selection] = field(default_factory=list)
+    interval_tokens: Any = None
+    histogram: Any = None
+    hist_low: Any = None
+    hist_high: Any = None
+    logit_top_ids: Any = None
+    logit_top_values: Any = None
+    logit_bottom_ids: Any = None
+    logit_bottom_values: Any = None
+    logit_hist: Any = None
+    logit_low: Any = None
+    logit_high: Any = None
+
+    @property
+    def d_sae(self) -> int:
+        return int(self.sae.d_sae)
+
+
+def ignored_token_ids(tokenizer: Any) -> tuple[int, ...]:
+    """The tokenizer's BOS, EOS and padding ids: positions whose activations say nothing about
+    the text (sae-dashboard leaves the same three out)."""
+    ids = {getattr(tokenizer, f"{n}_token_id", None) for n in ("bos", "eos", "pad")}
+    return tuple(sorted(i for i in ids if isinstance(i, int)))
+
+
+def harvest_dashboards(
+    model: InterpModel,
+    data: str | os.PathLike[str] | Corpus,
+    saes: Sequence[Any],
+    *,
+    tokens: int,
+    context_size: int,
+    settings: DashboardSettings | None = None,
+    bos: str = "context",
+    batch_size: int = 8,
+    text_field: str = "text",
+    ignore_token_ids: Sequence[int] | None = None,
+    logits: bool = True,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> list[FeatureDashboards]:
+    """Dashboards of every feature of each SAE (a path, or an `interp_sae.SAE`) over the first
+    `tokens` tokens (whole contexts) of the corpus. `logits=False` leaves the logit tables out
+    (needed for an SAE whose decoder does not write d_model-wide residual vectors)."""
+    import torch
+
+    from interp_harvest.dashboard_reduce import (
+        FeatureTotals,
+        Selection,
+        histogram_range,
+        sample_keys,
+    )
+
+    settings = settings or DashboardSettings()
+    check_batch_size(batch_size)
+    corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
+    loaded = _load_saes(saes)
+    for name, sae in loaded:
+        verdict = model.supports(sae.address)
+        if not verdict:
+            message = f"{name} reads {sae.address}, which {model.backend_name} cannot capture: "
+            raise PointUnsupported(message + verdict.explain())
+        if logits and sae.d_out != model.d_model:
+            error = CapabilityUnsupported.build(
+                f"the logit tables of {name} need W_dec[f] · W_U",
+                f"its decoder writes {sae.d_out}-wide vectors at {sae.write_address}, not the "
+                f"{model.d_model}-wide residual the unembedding reads",
+                "pass logits=False (--no-logits) for the rest of the dashboard",
+            )
+            raise error
+    contexts_wanted = tokens // context_size
+    if contexts_wanted < 1:
+        message = f"a budget of {tokens:,} tokens holds no whole context of {context_size} tokens"
+        raise InvalidArgument(message)
+    policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
+    ignored = (
+        tuple(sorted(set(ignore_token_ids)))
+        if ignore_token_ids is not None
+        else ignored_token_ids(model.tokenizer)
+    )
+    results = [
+        FeatureDashboards(
+            sae=sae,
+            name=name,
+            context_size=context_size,
+            contexts=0,
+            settings=settings,
+            ignored=ignored,
+            totals=FeatureTotals(sae.d_sae),
+            top=Selection(settings.top_k, sae.d_sae, context_size),
+        )
+        for name, sae in loaded
+    ]
+    batches = _Batches(model, corpus, policy, contexts_wanted, batch_size, ignored, on_progress)
+
+    for first, ids, keep, encoded in batches.run(loaded, 0):
+        for result, acts in zip(results, encoded, strict=True):
+            flat = acts.reshape(-1, acts.shape[-1])
+            result.totals.add(flat, int(keep.sum()))
+            score = torch.where(flat > 0, flat.to(torch.float64), float("-inf"))
+            result.top.add(score, acts, ids, first * context_size)
+            result.contexts = max(result.contexts, first + ids.shape[0])
+    if not results[0].contexts:
+        message = f"the corpus {str(corpus.path)!r} packs into no context of {context_size} tokens"
+        raise InvalidArgument(message)
+
+    for result in results:
+        result.hist_low, result.hist_high = histogram_range(
+            result.totals.min_fired, result.totals.max
+        )
+        result.samples = [
+            Selection(settings.samples_per_interval, result.d_sae, context_size)
+            for _ in range(settings.intervals)
+        ]
+        result.histogram = torch.zeros(result.d_sae, settings.bins, dtype=torch.int64)
+        result.interval_tokens = torch.zeros(settings.intervals, result.d_sae, dtype=torch.int64)
+    for first, ids, _, encoded in batches.run(loaded, 1):
+        keys = sample_keys(settings.seed, first, ids.shape[0], context_size).unsqueeze(1)
+        for result, acts in zip(results, encoded, strict=True):
+            _second_pass(result, acts, ids, keys, first * context_size)
+    if logits:
+        _logit_tables(model, results)
+    return results
+
+
+def _second_pass(
+    result: FeatureDashboards, acts: Any, ids: Any, keys: Any, first_token: int
+) -> None:
+    import torch
+
+    from interp_harvest.dashboard_reduce import histogram_counts, interval_index
+
+    settings = result.settings
+    flat = acts.reshape(-1, acts.shape[-1])
+    firing = flat > 0
+    result.histogram += histogram_counts(
+        flat, firing, result.hist_low, result.hist_high, settings.bins
+    )
+    where = interval_index(flat, result.totals.max, settings.intervals)
+    for j, selection in enumerate(result.samples):
+        inside = firing & (where == j)
+        result.interval_tokens[j] += inside.sum(0)
+        # the smallest keys win: negate them for topk
+        score = torch.where(inside, -keys, float("-inf"))
+        selection.add(score, acts, ids, first_token)
+
+
+def _load_saes(saes: Sequence[Any]) -> list[tuple[str, Any]]:
+    from interp_sae import SAE, load_sae
+
+    if isinstance(saes, (str, os.PathLike, SAE)):
+        saes = [saes]
+    if not saes:
+        message = "no SAE given; pass one or more SAE folders (--sae PATH)"
+        raise InvalidArgument(message)
+    loaded: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    for item in saes:
+        sae = item if isinstance(item, SAE) else load_sae(item)
+        base = Path(sae.source).name if sae.source else f"{sae.address}"
+        name, n = base or "sae", 1
+        while name in seen:  # two folders with one name (layer-6/sae, layer-8/sae)
+            n += 1
+            name = f"{base}-{n}"
+        seen.add(name)
+        loaded.append((name, sae))
+    return loaded
+
+
+@dataclass
+class _Batches:
+    """The corpus as forward batches: packed contexts, one capture of the SAEs' points, each
+    SAE's dense features `[batch, context, d_sae]` with ignored tokens set to 0."""
+
+    model: Any
+    corpus: Corpus
+    policy: PackingPolicy
+    contexts: int
+    batch_size: int
+    ignored: tuple[int, ...]
+    on_progress: Callable[[Progress], None] | None
+
+    def run(self, saes: list[tuple[str, Any]], which: int) -> Any:
+        import torch
+
+        points = list(dict.fromkeys(sae.address for _, sae in saes))
+        encode = tokenizer_encoder(self.model.tokenizer)
+        size = self.policy.context_size
+        total = self.contexts * size
+        started, done = time.monotonic(), 0
+        batch: list[Any] = []
+        stream = pack(self.corpus, encode, self.policy, max_contexts=self.contexts)
+        for context in [*stream, None]:
+            if context is not None:
+                batch.append(context)
+                if len(batch) < self.batch_size:
+                    continue
+            if not batch:
+                break
+            ids = torch.tensor([c.tokens for c in batch], dtype=torch.long)
+            keep = ~torch.isin(ids, torch.tensor(self.ignored, dtype=torch.long))
+            cache = sync.capture(self.model, ids, points)
+            encoded = []
+            for _, sae in saes:
+                rows = cache[sae.address].detach().to("cpu", torch.float32)
+                rows = rows.reshape(*ids.shape, -1)
+                acts = sae.encode(rows.to(sae.device)).to("cpu", torch.float32)
+                encoded.append(acts * keep.unsqueeze(-1))
+            yield batch[0].index, ids, keep, encoded
+            done += ids.numel()
+            batch = []
+            if self.on_progress is not None:
+                seconds = time.monotonic() - started
+                self.on_progress(Progress(done, total, done, seconds, which, 2))
+
+
+def _logit_tables(model: Any, results: list[FeatureDashboards]) -> None:
+    """`W_dec[f] · W_U` per feature: top and bottom tokens and the histogram over the vocabulary.
+
+    W_U is fetched once in row chunks and held as float32 `[vocab, d_model]` (the size of one
+    weight matrix of the model, whatever the corpus); the logits of a few hundred features at a
+    time are held over the whole vocabulary."""
+    import torch
+
+    from interp_harvest.dashboard_reduce import histogram_counts, histogram_range
+
+    vocab = model.facts.vocab_size
+    chunks = [
+        sync.unembed_rows(model, list(range(start, min(start + _VOCAB_CHUNK, vocab))))
+        for start in range(0, vocab, _VOCAB_CHUNK)
+    ]
+    unembedding = torch.cat([c.detach().to("cpu", torch.float32) for c in chunks])
+    for result in results:
+        n, bins = result.settings.logits, result.settings.bins
+        n = min(n, vocab)
+        decoder = result.sae.W_dec.detach().to("cpu", torch.float32)
+        parts: dict[str, list[Any]] = {k: [] for k in ("ti", "tv", "bi", "bv", "h", "lo", "hi")}
+        for start in range(0, result.d_sae, _LOGIT_FEATURES):
+            logits = decoder[start : start + _LOGIT_FEATURES] @ unembedding.T
+            top, bottom = logits.topk(n, dim=1), logits.topk(n, dim=1, largest=False)
+            low, high = histogram_range(logits.min(1).values, logits.max(1).values)
+            everything = torch.ones_like(logits.T, dtype=torch.bool)
+            parts["h"].append(histogram_counts(logits.T, everything, low, high, bins))
+            for key, value in (
+                ("ti", top.indices),
+                ("tv", top.values),
+                ("bi", bottom.indices),
+                ("bv", bottom.values),
+                ("lo", low),
+                ("hi", high),
+            ):
+                parts[key].append(value)
+        joined = {k: torch.cat(v) for k, v in parts.items()}
+        result.logit_top_ids, result.logit_top_values = joined["ti"], joined["tv"]
+        result.logit_bottom_ids, result.logit_bottom_values = joined["bi"], joined["bv"]
+        result.logit_hist, result.logit_low, result.logit_high = (
+            joined["h"],
+            joined["lo"],
+            joined["hi"],
+        )

@@ -1,0 +1,126 @@
+"""`interp harvest dashboards MODEL --data PATH --sae PATH ... --out DIR`: the dashboards job.
+
+Each SAE's dashboards land in `DIR/<SAE folder name>/` as Neuronpedia batch files
+(`batch-N.json`), `statistics.safetensors` and `dashboards.json` (see
+`interp_harvest.neuronpedia_batch`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from interp_core.cli_common import HelpFormatter
+from interp_core.errors import InvalidArgument
+from interp_harvest.packing import BOS_POLICIES
+
+__all__ = ["add_dashboards"]
+
+
+def add_dashboards(jobs: Any) -> None:
+    """Add the `dashboards` job to `interp harvest`'s subcommands."""
+    parser = jobs.add_parser(
+        "dashboards",
+        help="SAE feature dashboards over a corpus, as Neuronpedia batch JSON",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
+    parser.add_argument("--data", required=True, type=Path, help="corpus file or folder")
+    parser.add_argument(
+        "--sae", required=True, action="append", type=Path, help="SAE folder (repeatable)"
+    )
+    parser.add_argument("--tokens", required=True, type=int, help="token budget")
+    parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
+    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument("--backend", default="auto", help="registered backend")
+    parser.add_argument(
+        "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
+    )
+    parser.add_argument("--text-field", default="text", help="jsonl/parquet/arrow text field")
+    parser.add_argument("--batch-size", type=int, default=8, help="contexts per forward")
+    parser.add_argument("--top-k", type=int, default=20, help="top examples per feature")
+    parser.add_argument("--intervals", type=int, default=5, help="activation intervals sampled")
+    parser.add_argument(
+        "--samples-per-interval", type=int, default=5, help="examples sampled per interval"
+    )
+    parser.add_argument("--bins", type=int, default=50, help="histogram bins")
+    parser.add_argument("--logits", type=int, default=10, help="top and bottom logits per feature")
+    parser.add_argument("--no-logits", action="store_true", help="leave the logit tables out")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the interval samples")
+    parser.add_argument(
+        "--features-per-batch", type=int, default=128, help="features per batch-N.json"
+    )
+    parser.add_argument("--model-id", help="Neuronpedia model id (default: the model's name)")
+    parser.add_argument(
+        "--sae-set",
+        action="append",
+        help="Neuronpedia SAE set, one per --sae (default: the SAE folder's name)",
+    )
+    parser.add_argument("--dataset", default="", help="dataset name written into each feature")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="any other load_model keyword, its value as JSON",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from interp_harvest.cli import _load, _progress
+    from interp_harvest.corpus import Corpus
+    from interp_harvest.dashboards import DashboardSettings, harvest_dashboards
+    from interp_harvest.neuronpedia_batch import write_dashboards
+    from interp_harvest.plan import check_batch_size
+
+    if args.sae_set and len(args.sae_set) != len(args.sae):
+        message = f"{len(args.sae_set)} --sae-set for {len(args.sae)} --sae: give one per SAE"
+        raise InvalidArgument(message)
+    if args.features_per_batch < 1:
+        message = f"--features-per-batch {args.features_per_batch}: pass a positive int"
+        raise InvalidArgument(message)
+    # Refused before a model load that can take minutes.
+    check_batch_size(args.batch_size)
+    settings = DashboardSettings(
+        top_k=args.top_k,
+        intervals=args.intervals,
+        samples_per_interval=args.samples_per_interval,
+        bins=args.bins,
+        logits=args.logits,
+        seed=args.seed,
+    )
+    corpus = Corpus(args.data, text_field=args.text_field)
+    model = _load(args)
+    results = harvest_dashboards(
+        model,
+        corpus,
+        args.sae,
+        tokens=args.tokens,
+        context_size=args.context_size,
+        settings=settings,
+        bos=args.bos,
+        batch_size=args.batch_size,
+        logits=not args.no_logits,
+        on_progress=_progress(args),
+    )
+    summary = write_dashboards(
+        results,
+        args.out,
+        model.tokenizer,
+        model_id=args.model_id or Path(args.model).name,
+        dataset=args.dataset,
+        features_per_batch=args.features_per_batch,
+        sae_sets=args.sae_set,
+    )
+    for entry in summary["saes"]:
+        print(
+            f"{entry['name']} ({entry['address']}): {entry['d_sae']:,} features over "
+            f"{entry['tokens_considered']:,} tokens, {entry['dead_features']:,} never fired; "
+            f"{len(entry['batches'])} batch files in {args.out / entry['name']}"
+        )
+    return 0
