@@ -9,13 +9,13 @@ alone (no weights are loaded) and checks the output disk.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from interp_core.cli_common import HelpFormatter
-from interp_core.errors import ConfigError, InvalidArgument
+from interp_core.errors import ConfigError
+from interp_harvest.cli_loading import load_from_args, progress_from_args
 from interp_harvest.errors import DiskFull
 from interp_harvest.packing import BOS_POLICIES
 from interp_harvest.plan import (
@@ -129,33 +129,6 @@ def _common(parser: argparse.ArgumentParser, *, points: bool = True, backend: st
     parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")
 
 
-def _load_options(pairs: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            message = f"--option {pair!r} is not KEY=JSON"
-            raise InvalidArgument(message)
-        try:
-            options[key] = json.loads(value)
-        except ValueError as error:
-            message = f"--option {key}: {value!r} is not JSON ({error})"
-            raise InvalidArgument(message) from error
-    return options
-
-
-def _load(args: argparse.Namespace, **fixed: Any) -> Any:
-    from interp_core import load_model
-
-    return load_model(args.model, backend=args.backend, **{**_load_options(args.option), **fixed})
-
-
-def _progress(args: argparse.Namespace) -> Any:
-    from interp_harvest.progress import ProgressBar
-
-    return None if args.no_progress else ProgressBar()
-
-
 def _run_activations(args: argparse.Namespace) -> int:
     from interp_harvest.corpus import Corpus
 
@@ -173,7 +146,7 @@ def _run_activations(args: argparse.Namespace) -> int:
         pass
     from interp_harvest.activations import harvest_activations
 
-    model = _load(args)
+    model = load_from_args(args)
     manifest = harvest_activations(
         model,
         corpus,
@@ -187,7 +160,7 @@ def _run_activations(args: argparse.Namespace) -> int:
         contexts_per_shard=args.shard_contexts,
         resume=args.resume,
         layout=args.format,
-        on_progress=_progress(args),
+        on_progress=progress_from_args(args),
     )
     print(
         f"{manifest['tokens']:,} tokens in {len(manifest['shards'])} shards at {args.out}"
@@ -227,7 +200,7 @@ def _run_stats(args: argparse.Namespace) -> int:
     from interp_harvest.stats import harvest_stats, write_stats
 
     check_batch_size(args.batch_size)
-    model = _load(args)
+    model = load_from_args(args)
     stats = harvest_stats(
         model,
         args.data,
@@ -238,7 +211,7 @@ def _run_stats(args: argparse.Namespace) -> int:
         exclude_bos=args.exclude_bos,
         batch_size=args.batch_size,
         text_field=args.text_field,
-        on_progress=_progress(args),
+        on_progress=progress_from_args(args),
     )
     path = write_stats(stats, args.out)
     for address, point in stats.items():
@@ -257,7 +230,7 @@ def _run_lens(args: argparse.Namespace) -> int:
     check_batch_size(args.batch_size)
     corpus = Corpus(args.data, text_field=args.text_field)
     # The lens is a gradient: the model keeps its autograd graph (eager refuses otherwise).
-    model = _load(args, requires_grad=True)
+    model = load_from_args(args, requires_grad=True)
     lens = fit_lens(
         model,
         corpus,
@@ -267,7 +240,7 @@ def _run_lens(args: argparse.Namespace) -> int:
         bos=args.bos,
         exclude_bos=args.exclude_bos,
         batch_size=args.batch_size,
-        on_progress=_progress(args),
+        on_progress=progress_from_args(args),
     )
     path = write_lens(lens, args.out)
     layers = ", ".join(str(layer) for layer in sorted(lens.sums))

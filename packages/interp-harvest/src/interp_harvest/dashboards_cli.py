@@ -13,6 +13,7 @@ from typing import Any
 
 from interp_core.cli_common import HelpFormatter
 from interp_core.errors import InvalidArgument
+from interp_harvest.cli_loading import load_from_args, progress_from_args
 from interp_harvest.packing import BOS_POLICIES
 
 __all__ = ["add_dashboards"]
@@ -72,7 +73,6 @@ def add_dashboards(jobs: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from interp_harvest.cli import _load, _progress
     from interp_harvest.corpus import Corpus
     from interp_harvest.dashboards import DashboardSettings, harvest_dashboards
     from interp_harvest.neuronpedia_batch import write_dashboards
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     corpus = Corpus(args.data, text_field=args.text_field)
-    model = _load(args)
+    model = load_from_args(args)
     results = harvest_dashboards(
         model,
         corpus,
@@ -106,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
         bos=args.bos,
         batch_size=args.batch_size,
         logits=not args.no_logits,
-        on_progress=_progress(args),
+        on_progress=progress_from_args(args),
     )
     summary = write_dashboards(
         results,
