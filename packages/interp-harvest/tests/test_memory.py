@@ -1,8 +1,8 @@
 """Bounded memory: the activations job's peak RSS at 4x the tokens is at most 1.1x its peak at
-1x, each measured in a fresh process (`ru_maxrss`) that runs the job in both layouts. The
-budgets are sized so the test can fail: the extra bytes the 4x run writes in either layout are
-over 12% of the 1x process's whole peak, so a job that kept its output (or anything
-proportional to it) in memory would break the bound."""
+1x, each measured in a fresh process (`ru_maxrss`) that runs the job in both layouts. Because
+that whole peak counts the interpreter, torch and the model (and varies with the machine), the
+test also bounds the 4x run's growth over the 1x run by half the extra bytes it writes: a job
+that kept its output in memory fails that whatever the rest weighs."""
 
 from __future__ import annotations
 
@@ -38,10 +38,15 @@ def test_peak_rss_at_four_times_the_tokens_is_within_ten_percent(
     corpus = write_jsonl_corpus(tmp_path / "big.jsonl", documents(1500))
     one = _peak(model_path, corpus, tmp_path / "one", ONE_X)
     four = _peak(model_path, corpus, tmp_path / "four", 4 * ONE_X)
+    extra = []
     for layout in ("safetensors", "saelens"):
         # the corpus held the budget
         assert one["tokens"][layout] == ONE_X and four["tokens"][layout] == 4 * ONE_X
-        # holding one layout's output would cost at least its bytes: over the 10% allowed
-        extra = four["written"][layout] - one["written"][layout]
-        assert extra > 0.12 * one["peak_kib"] * 1024
+        extra.append(four["written"][layout] - one["written"][layout])
+    # A job that held its output (or anything proportional to it) would grow by at least the
+    # extra bytes it writes; this bound holds whatever the rest of the process weighs, so it
+    # fails where the 1.1x bound below could pass only because the interpreter, torch and the
+    # model make the peak large.
+    grown = (four["peak_kib"] - one["peak_kib"]) * 1024
+    assert grown < 0.5 * min(extra), (one, four)
     assert four["peak_kib"] <= 1.1 * one["peak_kib"], (one, four)
