@@ -17,7 +17,6 @@ runs off the event loop. A template that cannot be labelled is refused as in-pro
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -93,35 +92,26 @@ async def chat_spans(body: ChatSpansRequest, request: Request) -> dict[str, Any]
     generated = (
         None if body.generated is None else service.ids(body.generated, "generated", in_range=True)
     )
-    model = service.model
-
-    def work() -> dict[str, Any]:
-        # The model's own method: it picks the chat format from the checkpoint's facts too.
-        chat = model.message_spans(
-            messages,
-            add_generation_prompt=body.add_generation_prompt,
-            continue_final_message=body.continue_final_message,
-            enable_thinking=body.enable_thinking,
-            fmt=body.format,
-            chat_format=body.chat_format,
-            reasoning_effort=body.reasoning_effort,
-            drop_thinking=body.drop_thinking,
-        )
-        check_text(chat.text, cap, "the rendered chat")
-        answer: dict[str, Any] = {
-            "text": chat.text,
-            "token_ids": list(chat.token_ids),
-            "spans": [
-                {"message": s.message, "role": s.role, "section": s.section, "channel": s.channel}
-                for s in chat.spans
-            ],
-            "partition": [list(r) for r in chat.partition],
-        }
-        if generated is not None:
-            labels = model.generation_labels(
-                chat.token_ids, generated, fmt=body.format, chat_format=body.chat_format
-            )
-            answer["labels"] = [{"channel": c, "section": s, "message": m} for c, s, m in labels]
-        return answer
-
-    return await asyncio.to_thread(work)
+    chat, labels = await service.message_spans(
+        messages,
+        generated,
+        add_generation_prompt=body.add_generation_prompt,
+        continue_final_message=body.continue_final_message,
+        enable_thinking=body.enable_thinking,
+        fmt=body.format,
+        chat_format=body.chat_format,
+        reasoning_effort=body.reasoning_effort,
+        drop_thinking=body.drop_thinking,
+    )
+    answer: dict[str, Any] = {
+        "text": chat.text,
+        "token_ids": list(chat.token_ids),
+        "spans": [
+            {"message": s.message, "role": s.role, "section": s.section, "channel": s.channel}
+            for s in chat.spans
+        ],
+        "partition": [list(r) for r in chat.partition],
+    }
+    if labels is not None:
+        answer["labels"] = [{"channel": c, "section": s, "message": m} for c, s, m in labels]
+    return answer

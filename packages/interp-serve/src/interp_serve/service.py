@@ -220,6 +220,26 @@ class Service:
         # The template writes its own BOS where the model wants one.
         return (await self.tokenize(text, prepend_bos=False))[:1]
 
+    async def message_spans(
+        self, messages: list[dict[str, Any]], generated: Any, **options: Any
+    ) -> tuple[Any, Any]:
+        """The chat's text, ids and spans (`model.message_spans`, which picks the chat format from
+        the checkpoint's facts too), and, where `generated` ids are given, their channel labels;
+        on the text thread, the rendered chat checked against the text cap."""
+        fmt, chat_format = options.get("fmt"), options.get("chat_format")
+
+        def work() -> tuple[Any, Any]:
+            chat = self.model.message_spans(messages, **options)
+            check_text(chat.text, self.settings.max_text_chars, "the rendered chat")
+            if generated is None:
+                return chat, None
+            labels = self.model.generation_labels(
+                chat.token_ids, generated, fmt=fmt, chat_format=chat_format
+            )
+            return chat, labels
+
+        return await self._on_text_thread(work)
+
     def specs(
         self,
         steering: Sequence[Mapping[str, Any]],
