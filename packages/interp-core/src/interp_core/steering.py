@@ -76,6 +76,7 @@ __all__ = [
     "OP_FIELDS",
     "POSITION_LIMIT",
     "STATIC_OPS",
+    "STATIC_OP_SCALARS",
     "STATIC_WRITER_SLOTS",
     "STATIC_WRITE_SLOTS",
     "SteeringSpec",
@@ -113,12 +114,17 @@ ALL_OPS = tuple(OP_FIELDS)
 # The direction ops (a vector and a coefficient or bounds, nothing read from an SAE).
 OPS = ("add", "orthogonal", "projection_cap")
 # The ops the static tier's per-row formula carries (`interp_torch.steering_rows`): a compiled
-# graph applies only these; the others are refused before a request is sent.
-STATIC_OPS = tuple(op for op in ALL_OPS if op != "set")  # a patch's rows vary per position
-# How many steering operations one request may apply in order at one point of a backend whose
-# writes are traced into a compiled graph (vllm-static): the graph's depth, each level one op
-# picked per row from the point's op table. The sizer prices the buffers.
+# graph applies only these, and vLLM refuses the others before a request is sent. Today every op,
+# a patch included (its gate r writes the listed channels' values).
+STATIC_OPS = ALL_OPS
+# How many of a request's writes may cover one row (one position of one prompt) at one point of
+# a backend whose writes are traced into a compiled graph (vllm-static): the graph's depth, each
+# level one op picked per row from the point's op table, applied in order. Writes at disjoint
+# positions (a patch's rows) share a level. The sizer prices the buffers.
 STATIC_WRITE_SLOTS = 2
+# How many scalars each op-table entry holds beside its two vectors: the per-row formula's
+# k, g, q, c, lo, hi, b, θ and the patch gate r (`interp_torch.steering_rows.SCALARS`).
+STATIC_OP_SCALARS = 9
 # How many operations the op table of one static write point holds, by default (a load
 # argument, `static_write_slots=`): each running request's operation there takes one entry per
 # step, two float vectors of the point's width in the steering arithmetic's float32.

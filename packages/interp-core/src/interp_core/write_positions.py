@@ -11,13 +11,14 @@ pass of the call runs would steer nothing, silently, so it is refused. Kept besi
 from __future__ import annotations
 
 import numbers
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
 
 from interp_core.errors import SteeringSpecError
 from interp_core.repeats import repeated
 
-__all__ = ["POSITION_LIMIT", "check_positions", "check_positions_within"]
+__all__ = ["POSITION_LIMIT", "check_positions", "check_positions_within", "deepest_cover"]
 
 # Positions travel to the backends as int64 index tensors; anything at or past this is refused
 # when a spec is built, before any backend sees it.
@@ -105,3 +106,30 @@ def check_positions_within(spec: SteeringSpec, length: int, call: str) -> None:
             f"list positions below {length}, or pass None to steer every position",
         )
         raise error
+
+
+def deepest_cover(specs: Sequence[SteeringSpec]) -> int:
+    """The most of `specs` that cover one position of one row: the depth a backend applying
+    them level by level needs (vllm-static's write slots). A spec covers its `positions` (every
+    position when None) in its `batch_rows` (every row when None), so writes at disjoint
+    positions — a patch's, one spec per position — count once."""
+    # Depth at (row r, position p) = everywhere + by_row[r] + by_position[p] + both[r, p].
+    everywhere = 0
+    by_row: Counter[int] = Counter()
+    by_position: Counter[int] = Counter()
+    both: Counter[tuple[int, int]] = Counter()
+    for spec in specs:
+        rows, positions = spec.batch_rows, spec.positions
+        if rows is None and positions is None:
+            everywhere += 1
+        elif positions is None:
+            by_row.update(rows)
+        elif rows is None:
+            by_position.update(positions)
+        else:
+            both.update((r, p) for r in rows for p in positions)
+    # Off the pairs `both` lists, the best is the deepest row with the deepest position.
+    best = max(by_row.values(), default=0) + max(by_position.values(), default=0)
+    for (row, position), count in both.items():
+        best = max(best, by_row[row] + by_position[position] + count)
+    return everywhere + best

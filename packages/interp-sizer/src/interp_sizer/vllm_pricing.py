@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from interp_core.steering import STATIC_WRITE_SLOTS, STATIC_WRITER_SLOTS
+from interp_core.steering import STATIC_OP_SCALARS, STATIC_WRITE_SLOTS, STATIC_WRITER_SLOTS
 from interp_sizer import calibration as cal
 from interp_sizer.activations import Site, site_bytes_per_token, vllm_activation_peak_bytes
 from interp_sizer.gpus import GpuSpec
@@ -135,11 +135,12 @@ def _vllm_fit_at(
         )
     if s.backend == "vllm-static":
         # Reads keep rows at the model's dtype. Each write point holds an op table (its default
-        # entries and the neutral one: two float32 vectors and eight float32 scalars each) and,
+        # entries and the neutral one: two float32 vectors and nine float32 scalars each) and,
         # per row, an int64 index per level and a finite flag (interp_vllm.static_taps).
         reads, writes = here(s.static_reads), here(s.static_writes)
         entries = STATIC_WRITER_SLOTS + 1
-        table = entries * (site_bytes_per_token(writes, 2 * 4, tp) + len(writes) * 8 * 4)
+        scalars = len(writes) * STATIC_OP_SCALARS * 4
+        table = entries * (site_bytes_per_token(writes, 2 * 4, tp) + scalars)
         per_row = len(writes) * (STATIC_WRITE_SLOTS * 8 + 1)
         static_bytes = mnbt * (site_bytes_per_token(reads, s.value_bytes, tp) + per_row) + table
         terms.append(

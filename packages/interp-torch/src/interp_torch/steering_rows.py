@@ -3,25 +3,29 @@
 `interp_torch.steering` applies one operation to a block of rows with Python choosing the op.
 A graph that is traced once and replayed (vLLM's torch.compile'd forward, CUDA graphs) cannot
 branch on which op a row wants, so every operation is rewritten here as one formula whose
-parameters vary per row: two vectors `a`, `u` and eight scalars `k, g, q, c, lo, hi, b, θ`:
+parameters vary per row: two vectors `a`, `u` and nine scalars `k, g, q, c, lo, hi, b, θ, r`:
 
     p     = h·u                                     (per row)
-    f     = r·[r > θ],  r = max(p + b, 0)           (a clamp's feature; 0 when θ = +inf)
+    f     = ρ·[ρ > θ],  ρ = max(p + b, 0)           (a clamp's feature; 0 when θ = +inf)
     n     = ‖h‖ where g ≠ 0, else 0
-    delta = (((k − f) + g·n) + q·p)·a + (c·p + (clamp(p, lo, hi) − p))·u
+    s     = (a − h) where r ≠ 0 and u ≠ 0, else 0   (per channel: a patch's written channels)
+    delta = (((k − f) + g·n) + q·p)·a + (c·p + (clamp(p, lo, hi) − p))·u + s
 
-    op                  a          u    k      g   q   c          lo, hi     b   θ
-    add                 v          0    scale  0   0   0          ∓inf       0   +inf
-    add, normalize      v̂          0    scale  0   0   0          ∓inf       0   +inf
-    orthogonal          0          v̂    0      0   0   scale − 1  ∓inf       0   +inf
-    projection_cap      0          v̂    0      0   0   0          min, max   0   +inf
-    clamp               v          e    scale  0   0   0          ∓inf       b   θ
-    norm_add            v̂          0    0      c*  0   0          ∓inf       0   +inf
-    ablate              0          v̂    0      0   0   −1         ∓inf       0   +inf
-    swap                t̂ − v̂      v̂    0      0   1   0          ∓inf       0   +inf
-    no steering         0          0    0      0   0   0          ∓inf       0   +inf
+    op                  a          u    k      g   q   c          lo, hi     b   θ     r
+    add                 v          0    scale  0   0   0          ∓inf       0   +inf  0
+    add, normalize      v̂          0    scale  0   0   0          ∓inf       0   +inf  0
+    orthogonal          0          v̂    0      0   0   scale − 1  ∓inf       0   +inf  0
+    projection_cap      0          v̂    0      0   0   0          min, max   0   +inf  0
+    clamp               v          e    scale  0   0   0          ∓inf       b   θ     0
+    norm_add            v̂          0    0      c*  0   0          ∓inf       0   +inf  0
+    ablate              0          v̂    0      0   0   −1         ∓inf       0   +inf  0
+    swap                t̂ − v̂      v̂    0      0   1   0          ∓inf       0   +inf  0
+    set (a patch)       v†         m†   0      0   0   0          ∓inf       0   +inf  1
+    no steering         0          0    0      0   0   0          ∓inf       0   +inf  0
 
-    (* c = clamp(scale, −max_fraction, max_fraction); an open bound is ∓inf)
+    (* c = clamp(scale, −max_fraction, max_fraction); an open bound is ∓inf;
+     † the patch's values and a 0/1 mask scattered to its channels, every channel when it
+       names none: p = h·m is finite, so its first two terms are exact zeros)
 
 Each term a row's op does not use is an exact zero, and the terms it uses are the products
 `steering_delta` takes, in the same order and `compute_dtype`, so the delta is bit for bit
@@ -44,13 +48,14 @@ from interp_torch.steering import steering_encoder, steering_target
 
 __all__ = ["SCALARS", "RowParameters", "neutral_parameters", "row_delta", "row_parameters"]
 
-# The scalar parameters, in the order `RowParameters` holds them after the two vectors.
-SCALARS = ("base", "norm", "along", "coef", "low", "high", "bias", "threshold")
+# The scalar parameters, in the order `RowParameters` holds them after the two vectors (as many
+# as `interp_core.steering.STATIC_OP_SCALARS`, which the sizer prices).
+SCALARS = ("base", "norm", "along", "coef", "low", "high", "bias", "threshold", "replace")
 
 
 class RowParameters(NamedTuple):
     """One operation's parameters (vectors `[width]` or `[rows, width]`, scalars as floats or
-    `[rows, 1]` tensors), named as in the module docstring: a, u, k, g, q, c, lo, hi, b, θ."""
+    `[rows, 1]` tensors), named as in the module docstring: a, u, k, g, q, c, lo, hi, b, θ, r."""
 
     add: torch.Tensor
     unit: torch.Tensor
@@ -62,6 +67,7 @@ class RowParameters(NamedTuple):
     high: float | torch.Tensor
     bias: float | torch.Tensor
     threshold: float | torch.Tensor
+    replace: float | torch.Tensor = 0.0
 
 
 def _unit(v: torch.Tensor) -> torch.Tensor:
@@ -75,11 +81,13 @@ def row_parameters(
     *,
     encoder: torch.Tensor | None = None,
     target: torch.Tensor | None = None,
+    width: int | None = None,
 ) -> RowParameters:
     """The parameters of `spec` (its vector as the caller holds it, e.g. a rank's slice; a
     clamp's `encoder` and a swap's `target` as tensors, read from the spec when omitted), the
     vectors in `dtype` (the compute dtype). Every coefficient is read from the spec, as
-    `spec_delta` reads it."""
+    `spec_delta` reads it. `width` is the row's (a patch of some channels carries fewer values;
+    the vector's own width when omitted)."""
     encoder = steering_encoder(spec) if encoder is None else encoder
     target = steering_target(spec) if target is None else target
     op = spec.op
@@ -89,6 +97,8 @@ def row_parameters(
     v = vector.to(dtype)
     zero = torch.zeros_like(v)
     inf = math.inf
+    if op == "set":
+        return _set_parameters(v, spec.channels, v.shape[-1] if width is None else width)
     if op == "add":
         direction = _unit(v) if spec.normalize else v
         return RowParameters(direction, zero, spec.scale, 0.0, 0.0, 0.0, -inf, inf, 0.0, inf)
@@ -117,11 +127,26 @@ def row_parameters(
     return RowParameters(zero, unit, 0.0, 0.0, 0.0, 0.0, low, high, 0.0, inf)
 
 
+def _set_parameters(v: torch.Tensor, channels: tuple[int, ...] | None, width: int) -> RowParameters:
+    """A patch: its values and a 0/1 mask in the written channels, the gate r open."""
+    inf = math.inf
+    if channels is None:
+        if v.shape[-1] != width:
+            message = f"a {v.shape[-1]}-wide patch cannot write a {width}-wide row"
+            raise ValueError(message)
+        values, mask = v, torch.ones_like(v)
+    else:
+        index = torch.as_tensor(channels, dtype=torch.long, device=v.device)
+        values = torch.zeros(width, dtype=v.dtype, device=v.device).index_copy(0, index, v)
+        mask = torch.zeros(width, dtype=v.dtype, device=v.device).index_fill(0, index, 1.0)
+    return RowParameters(values, mask, 0.0, 0.0, 0.0, 0.0, -inf, inf, 0.0, inf, 1.0)
+
+
 def neutral_parameters(width: int, dtype: torch.dtype) -> RowParameters:
     """The parameters of a row nobody steers (its delta is exactly 0)."""
     zero = torch.zeros(width, dtype=dtype)
     inf = math.inf
-    return RowParameters(zero, zero, 0.0, 0.0, 0.0, 0.0, -inf, inf, 0.0, inf)
+    return RowParameters(zero, zero, 0.0, 0.0, 0.0, 0.0, -inf, inf, 0.0, inf, 0.0)
 
 
 def row_delta(h: torch.Tensor, p: RowParameters) -> torch.Tensor:
@@ -137,4 +162,8 @@ def row_delta(h: torch.Tensor, p: RowParameters) -> torch.Tensor:
     )
     scalar = ((p.base - feature) + p.norm * norm) + p.along * projection
     clamped = torch.minimum(torch.maximum(projection, p.low), p.high)
-    return scalar * p.add + (p.coef * projection + (clamped - projection)) * p.unit
+    delta = scalar * p.add + (p.coef * projection + (clamped - projection)) * p.unit
+    # A patch's channels become its values: `a − h` there, an exact 0 on every other row and
+    # channel (a `where`, not a product: 0·(a − h) of an overflowed row would be NaN).
+    written = (p.replace != 0) & (p.unit != 0)
+    return delta + torch.where(written, p.add - h, torch.zeros_like(h))

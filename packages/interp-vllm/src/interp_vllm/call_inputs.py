@@ -49,10 +49,9 @@ class RequestInputs:
 class CallInputs:
     """Checks `prompt_embeds=` / `lora=` against the engine's settings and builds the request."""
 
-    def __init__(self, facts: ModelFacts, extra: dict[str, Any], mode: str = "hooked") -> None:
+    def __init__(self, facts: ModelFacts, extra: dict[str, Any]) -> None:
         self._facts = facts
         self._extra = extra
-        self._mode = mode
         self._lora_ids: dict[str, int] = {}
 
     def _refuse_setting(self, what: str, setting: str) -> CapabilityUnsupported:
@@ -67,15 +66,6 @@ class CallInputs:
     ) -> tuple[Any, LoraConfig | None]:
         """Refuse, before any work, what this engine cannot serve; the checked adapter."""
         config = check_lora(lora)
-        if self._mode == "static" and (config is not None or prompt_embeds is not None):
-            # The static tier's taps are traced into the compiled forward; neither input has
-            # been checked against eager there.
-            msg = "prompt_embeds and lora on backend='vllm-static'"
-            raise CapabilityUnsupported.build(
-                msg,
-                "its compiled taps are not verified with them",
-                "load with backend='vllm' (hooked) for these calls",
-            )
         if config is not None:
             if not self._extra.get("enable_lora"):
                 msg = "lora="

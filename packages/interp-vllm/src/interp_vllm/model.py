@@ -211,7 +211,7 @@ class VLLMModel(ModelBase):
             extra=dict(extra_vllm_kwargs or {}),
             static=self._static.taps(self._config) if mode == "static" else None,
         )
-        self._inputs = CallInputs(self._facts, dict(extra_vllm_kwargs or {}), mode)
+        self._inputs = CallInputs(self._facts, dict(extra_vllm_kwargs or {}))
         self._engine: Any = None
         self._model_dtype: Any = None  # the torch dtype the engine runs (known once started)
         self._children: list[Any] = []

@@ -13,8 +13,10 @@ forward compiles them (`interp_vllm.static_worker`), and makes every tap graph-s
 - Writes apply `interp_torch.steering_rows.row_delta` per row from a per-point op table sized
   at load (`entries`, `static_write_slots=`, default 1,024 operations): before the forward runs
   (`prepare`) the worker puts each of this step's steered requests' operations in an entry and
-  points its rows at it, one index per level (a request applies up to `slots` operations in
-  order at one point); every other row points at the neutral entry, whose delta is exactly 0.
+  points its rows at it, one index per level (up to `slots` of a request's operations cover one
+  row, applied in order; a patch's one-position operations share a level); every other row
+  points at the neutral entry, whose delta is exactly 0. An operation none of whose positions
+  runs this step takes no entry.
   Every op is served, and every row of a batch may carry a different one. A step whose
   requests need more entries than the table holds refuses the ones that do not fit, with the
   number (`OpTableFull`). A row whose steered value is not finite keeps its unsteered
@@ -82,12 +84,12 @@ class WriteBuffer:
     """One writable site's op table, the per-row index into it, and the finite flags.
 
     The table holds `entries` operations (`interp_torch.steering_rows.RowParameters`), entry 0
-    the neutral one: `add`, `unit` `[entries + 1, width]` and `scalars` `[entries + 1, 8]` (the
-    formula's k, g, q, c, lo, hi, b, θ), in the compute dtype. `index` `[depth, capacity]` is
-    each row's entry per level (0 = nothing), so one request applies up to `depth` operations
-    in order at the point, and every row of a batch its own. `finite`: `[capacity]` bool,
-    written by the graph. `dirty` is how many leading rows the last `prepare` may have set and
-    `used` how many entries it filled (both reset before the next fill).
+    the neutral one: `add`, `unit` `[entries + 1, width]` and `scalars` `[entries + 1, 9]` (the
+    formula's k, g, q, c, lo, hi, b, θ, r), in the compute dtype. `index` `[depth, capacity]`
+    is each row's entry per level (0 = nothing), so up to `depth` of a request's operations
+    cover one row, applied in order, and every row of a batch has its own. `finite`:
+    `[capacity]` bool, written by the graph. `dirty` is how many leading rows the last `prepare`
+    may have set and `used` how many entries it filled (both reset before the next fill).
     """
 
     add: torch.Tensor
@@ -127,15 +129,26 @@ class WriteBuffer:
         return entry
 
     def point_rows(
-        self, level: int, start: int, stop: int, mask: torch.Tensor | None, entry: int
+        self,
+        level: int | torch.Tensor,
+        start: int,
+        stop: int,
+        mask: torch.Tensor | None,
+        entry: int,
     ) -> None:
         """Rows `start:stop` (those where `mask` is True, all when None) take `entry` at
-        `level`."""
-        if mask is None:
+        `level`: one level for them all, or one per row taken (a tensor as long as them)."""
+        if mask is None and isinstance(level, int):
             self.index[level, start:stop] = entry
         else:
-            where = torch.nonzero(mask, as_tuple=True)[0] + start
-            self.index[level, where.to(self.index.device)] = entry
+            where = (
+                torch.arange(start, stop)
+                if mask is None
+                else torch.nonzero(mask, as_tuple=True)[0] + start
+            )
+            device = self.index.device
+            levels = level.to(device) if isinstance(level, torch.Tensor) else level
+            self.index[levels, where.to(device)] = entry
         self.dirty = max(self.dirty, stop)
 
     def neutral(self, start: int, stop: int) -> None:
@@ -227,12 +240,23 @@ class StaticTaps:
 
     # --- per step (host side, outside the graph) ------------------------------------------------
     def fill(
-        self, key: str, level: int, start: int, stop: int, mask: Any, write: Any, spec: Any
+        self,
+        key: str,
+        level: int | torch.Tensor,
+        start: int,
+        stop: int,
+        mask: Any,
+        write: Any,
+        spec: Any,
     ) -> None:
         """Rows `start:stop` (where `mask`) of `key` apply operation `write` (its vector already
-        sliced to this rank; `spec` the spec it came from) at `level`."""
+        sliced to this rank; `spec` the spec it came from) at `level` (one per row taken, or
+        one for all)."""
         params = self.writes[key]
-        parameters = row_parameters(spec, write.vector, params.add.dtype, encoder=write.encoder)
+        width = int(params.add.shape[-1])
+        parameters = row_parameters(
+            spec, write.vector, params.add.dtype, encoder=write.encoder, width=width
+        )
         entry = params.enter(parameters, key)
         params.point_rows(level, start, stop, mask, entry)
 

@@ -228,13 +228,7 @@ def plan_step(worker: Any, taps: StaticTaps, positions: torch.Tensor) -> None:
                 continue
             rows = step.positions[segment.start : segment.stop]
             try:
-                if len(ops) > taps.slots:
-                    message = f"{len(ops)} operations at {key}; the static taps hold {taps.slots}"
-                    raise ValueError(message)
-                for level, write in enumerate(ops):
-                    local = local_part(write, width)
-                    mask = None if local.positions is None else torch.isin(rows, local.positions)
-                    taps.fill(key, level, segment.start, segment.stop, mask, local, write.spec)
+                _fill_request(taps, key, width, segment, rows, ops)
             except Exception as exc:  # this request alone: its rows go back to neutral
                 taps.neutral(key, segment.start, segment.stop)
                 request.refuse(
@@ -244,6 +238,36 @@ def plan_step(worker: Any, taps: StaticTaps, positions: torch.Tensor) -> None:
                         "use backend='vllm' for this steering",
                     )
                 )
+
+
+def _fill_request(
+    taps: StaticTaps, key: str, width: int, segment: Any, rows: torch.Tensor, ops: list[Any]
+) -> None:
+    """One request's operations at `key` into the op table, each at the level its rows reach.
+
+    A row's level is how many of the request's earlier operations cover it, so operations at
+    disjoint positions (a patch, one per position) share level 0 and overlapping ones stack in
+    order, as the hooked backend applies them. An operation with no row in this step (a
+    prompt-position patch while decoding) takes no entry."""
+    depth = torch.zeros(rows.shape[0], dtype=torch.long, device=rows.device)
+    for write in ops:
+        local = local_part(write, width)
+        if local.positions is None:
+            mask = torch.ones(rows.shape[0], dtype=torch.bool, device=rows.device)
+        else:
+            mask = torch.isin(rows, local.positions)
+        levels = depth[mask]
+        if levels.numel() == 0:
+            continue
+        deepest = int(levels.max())
+        if deepest >= taps.slots:
+            message = (
+                f"{deepest + 1} operations cover one position at {key}; the static taps apply "
+                f"{taps.slots} there"
+            )
+            raise ValueError(message)
+        taps.fill(key, levels, segment.start, segment.stop, mask, local, write.spec)
+        depth[mask] += 1
 
 
 def collect_step(worker: Any, taps: StaticTaps) -> None:

@@ -41,6 +41,7 @@ from interp_core.facts import ModelFacts
 from interp_core.points import Width, absence_reason, get_point, point_names
 from interp_core.results import Support
 from interp_core.steering import STATIC_OPS, STATIC_WRITE_SLOTS, STATIC_WRITER_SLOTS
+from interp_core.write_positions import deepest_cover
 from interp_vllm.keys import address_key
 
 if TYPE_CHECKING:
@@ -414,8 +415,9 @@ class WriteSite:
     entries: int = STATIC_WRITER_SLOTS  # the static op table's size at each write point
 
     def verdict(self, address: Address, facts: ModelFacts) -> Support:
-        # A declared static write need not be a declared read: only the family decides.
-        if self.mode == "static" and address_key(address) in self.static_writes:
+        # A static write need not be a declared read: the family decides here, and an
+        # undeclared write is refused by its row (`_undeclared`, naming static_writes=).
+        if self.mode == "static":
             return point_support(address, facts, mode=self.mode, num_gpus=self.num_gpus)
         return self.supports(address)
 
@@ -447,10 +449,17 @@ def _undeclared(spec: SteeringSpec, site: WriteSite) -> InterpError:
 
 def _slots(spec: SteeringSpec, site: WriteSite) -> InterpError:
     return CapabilityUnsupported.build(
-        f"more than {STATIC_WRITE_SLOTS} steering operations at {spec.address}",
-        f"vllm-static traces {STATIC_WRITE_SLOTS} write slots per point into its compiled forward",
-        "combine the operations (e.g. sum the add vectors), or use backend='vllm'",
+        f"more than {STATIC_WRITE_SLOTS} steering operations cover one position at {spec.address}",
+        f"vllm-static traces {STATIC_WRITE_SLOTS} write slots per point into its compiled "
+        "forward, and each operation covering a position takes one",
+        "combine the operations (e.g. sum the add vectors), give them disjoint positions, or "
+        "use backend='vllm'",
     )
+
+
+def _same_key(spec: SteeringSpec, specs: tuple[SteeringSpec, ...]) -> list[SteeringSpec]:
+    key = address_key(spec.address)
+    return [o for o in specs if address_key(o.address) == key]
 
 
 def _table_full(spec: SteeringSpec, site: WriteSite) -> InterpError:
@@ -499,21 +508,17 @@ WRITE_REFUSALS: tuple[WriteRow, ...] = (
     WriteRow(
         lambda spec, _, site: site.mode == "static" and not _static_key(spec, site), _undeclared
     ),
-    # ... and only as many operations per point as it has slots.
+    # ... and only as many operations covering one position of a point as it has slots.
     WriteRow(
         lambda spec, specs, site: (
-            _static_key(spec, site)
-            and sum(address_key(o.address) == address_key(spec.address) for o in specs)
-            > STATIC_WRITE_SLOTS
+            _static_key(spec, site) and deepest_cover(_same_key(spec, specs)) > STATIC_WRITE_SLOTS
         ),
         _slots,
     ),
     # ... and no more than its op table holds (the workers also refuse a step that fills it).
     WriteRow(
         lambda spec, specs, site: (
-            _static_key(spec, site)
-            and sum(address_key(o.address) == address_key(spec.address) for o in specs)
-            > site.entries
+            _static_key(spec, site) and len(_same_key(spec, specs)) > site.entries
         ),
         _table_full,
     ),
