@@ -137,15 +137,11 @@ class WriteBuffer:
         entry: int,
     ) -> None:
         """Rows `start:stop` (those where `mask` is True, all when None) take `entry` at
-        `level`: one level for them all, or one per row taken (a tensor as long as them)."""
-        if mask is None and isinstance(level, int):
+        `level`: one level for them all, or, with a mask, one per row it takes (a tensor)."""
+        if mask is None:
             self.index[level, start:stop] = entry
         else:
-            where = (
-                torch.arange(start, stop)
-                if mask is None
-                else torch.nonzero(mask, as_tuple=True)[0] + start
-            )
+            where = torch.nonzero(mask, as_tuple=True)[0] + start
             device = self.index.device
             levels = level.to(device) if isinstance(level, torch.Tensor) else level
             self.index[levels, where.to(device)] = entry
