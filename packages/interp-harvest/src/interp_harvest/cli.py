@@ -15,9 +15,8 @@ from typing import Any
 
 from interp_core.cli_common import HelpFormatter
 from interp_core.errors import ConfigError
-from interp_harvest.cli_loading import load_from_args, progress_from_args
+from interp_harvest.cli_loading import add_job_arguments, load_from_args, progress_from_args
 from interp_harvest.errors import DiskFull
-from interp_harvest.packing import BOS_POLICIES
 from interp_harvest.plan import (
     DTYPE_BYTES,
     LAYOUTS,
@@ -47,7 +46,7 @@ def register(subparsers: Any) -> None:
         allow_abbrev=False,
         formatter_class=HelpFormatter,
     )
-    _common(activations)
+    add_job_arguments(activations)
     activations.add_argument("--out", required=True, type=Path, help="output folder")
     activations.add_argument(
         "--dtype", default="float32", choices=sorted(DTYPE_BYTES), help="dtype the shards store"
@@ -72,7 +71,7 @@ def register(subparsers: Any) -> None:
         allow_abbrev=False,
         formatter_class=HelpFormatter,
     )
-    _common(stats)
+    add_job_arguments(stats)
     stats.add_argument("--out", required=True, type=Path, help="output .safetensors file")
     stats.add_argument(
         "--exclude-bos", action="store_true", help="leave BOS positions out of the statistics"
@@ -84,7 +83,7 @@ def register(subparsers: Any) -> None:
         allow_abbrev=False,
         formatter_class=HelpFormatter,
     )
-    _common(lens, points=False, backend="eager")
+    add_job_arguments(lens, points=False, backend="eager")
     lens.add_argument("--out", required=True, type=Path, help='output file ({"J": ...}, .pt)')
     lens.add_argument(
         "--layers", type=int, nargs="+", default=None, help="layers to fit (default: all)"
@@ -97,36 +96,6 @@ def register(subparsers: Any) -> None:
     from interp_harvest.dashboards_cli import add_dashboards
 
     add_dashboards(jobs)
-
-
-def _common(parser: argparse.ArgumentParser, *, points: bool = True, backend: str = "auto") -> None:
-    parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
-    parser.add_argument("--data", required=True, type=Path, help="corpus file or folder")
-    if points:
-        parser.add_argument(
-            "--points",
-            required=True,
-            action="extend",
-            nargs="+",
-            metavar="ADDRESS",
-            help="points to read (repeatable): resid_post.6 mlp_out.3 ...",
-        )
-    parser.add_argument("--tokens", required=True, type=int, help="token budget")
-    parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
-    parser.add_argument("--backend", default=backend, help="registered backend")
-    parser.add_argument(
-        "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
-    )
-    parser.add_argument("--text-field", default="text", help="jsonl/parquet/arrow text field")
-    parser.add_argument("--batch-size", type=int, default=8, help="contexts per forward")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="any other load_model keyword, its value as JSON (e.g. --option dtype='\"float32\"')",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")
 
 
 def _run_activations(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
-"""What the harvest commands share once their arguments are parsed: the model they load (any
-`load_model` keyword from `--option KEY=JSON`) and the progress bar (`--no-progress`). Its own
+"""What the harvest commands share: the arguments every job takes, and once they are parsed the
+model they load (any `load_model` keyword from `--option KEY=JSON`) and the progress bar
+(`--no-progress`). Its own
 module so that each job's command module imports it without importing the `interp harvest`
 command table, which imports them."""
 
@@ -7,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from interp_core.errors import InvalidArgument
+from interp_harvest.packing import BOS_POLICIES
 
 
 def load_options(pairs: list[str]) -> dict[str, Any]:
@@ -37,3 +40,38 @@ def progress_from_args(args: argparse.Namespace) -> Any:
     from interp_harvest.progress import ProgressBar
 
     return None if args.no_progress else ProgressBar()
+
+
+def add_job_arguments(
+    parser: argparse.ArgumentParser, *, points: bool = True, backend: str = "auto"
+) -> None:
+    """The arguments every job takes: the model, the corpus and its packing, the backend, the
+    batch, `load_model` options and the progress bar; `points=False` for a job that reads no
+    `--points` (the lens reads every layer's residual, the dashboards their SAEs' points)."""
+    parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
+    parser.add_argument("--data", required=True, type=Path, help="corpus file or folder")
+    if points:
+        parser.add_argument(
+            "--points",
+            required=True,
+            action="extend",
+            nargs="+",
+            metavar="ADDRESS",
+            help="points to read (repeatable): resid_post.6 mlp_out.3 ...",
+        )
+    parser.add_argument("--tokens", required=True, type=int, help="token budget")
+    parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
+    parser.add_argument("--backend", default=backend, help="registered backend")
+    parser.add_argument(
+        "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
+    )
+    parser.add_argument("--text-field", default="text", help="jsonl/parquet/arrow text field")
+    parser.add_argument("--batch-size", type=int, default=8, help="contexts per forward")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="any other load_model keyword, its value as JSON (e.g. --option dtype='\"float32\"')",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")

@@ -26,7 +26,6 @@ which is reproducible but not the same draw as sae-dashboard's `random.sample`.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 from interp_core import sync
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
 from interp_core.protocol import InterpModel
+from interp_harvest.batches import context_batches, whole_contexts
 from interp_harvest.corpus import Corpus
-from interp_harvest.packing import PackingPolicy, pack, tokenizer_encoder
+from interp_harvest.packing import PackingPolicy
 from interp_harvest.plan import check_batch_size
 from interp_harvest.progress import Progress
 
@@ -158,10 +158,7 @@ def harvest_dashboards(
                 "pass logits=False (--no-logits) for the rest of the dashboard",
             )
             raise error
-    contexts_wanted = tokens // context_size
-    if contexts_wanted < 1:
-        message = f"a budget of {tokens:,} tokens holds no whole context of {context_size} tokens"
-        raise InvalidArgument(message)
+    contexts_wanted = whole_contexts(tokens, context_size)
     policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
     ignored = (
         tuple(sorted(set(ignore_token_ids)))
@@ -274,20 +271,17 @@ class _Batches:
         import torch
 
         points = list(dict.fromkeys(sae.address for _, sae in saes))
-        encode = tokenizer_encoder(self.model.tokenizer)
-        size = self.policy.context_size
-        total = self.contexts * size
-        started, done = time.monotonic(), 0
-        batch: list[Any] = []
-        stream = pack(self.corpus, encode, self.policy, max_contexts=self.contexts)
-        for context in [*stream, None]:
-            if context is not None:
-                batch.append(context)
-                if len(batch) < self.batch_size:
-                    continue
-            if not batch:
-                break
-            ids = torch.tensor([c.tokens for c in batch], dtype=torch.long)
+        batches = context_batches(
+            self.model.tokenizer,
+            self.corpus,
+            self.policy,
+            self.contexts,
+            self.batch_size,
+            self.on_progress,
+            phase=which,
+            phases=2,
+        )
+        for first, ids in batches:
             keep = ~torch.isin(ids, torch.tensor(self.ignored, dtype=torch.long))
             cache = sync.capture(self.model, ids, points)
             encoded = []
@@ -296,12 +290,7 @@ class _Batches:
                 rows = rows.reshape(*ids.shape, -1)
                 acts = sae.encode(rows.to(sae.device)).to("cpu", torch.float32)
                 encoded.append(acts * keep.unsqueeze(-1))
-            yield batch[0].index, ids, keep, encoded
-            done += ids.numel()
-            batch = []
-            if self.on_progress is not None:
-                seconds = time.monotonic() - started
-                self.on_progress(Progress(done, total, done, seconds, which, 2))
+            yield first, ids, keep, encoded
 
 
 def _logit_tables(model: Any, results: list[FeatureDashboards]) -> None:

@@ -13,8 +13,7 @@ from typing import Any
 
 from interp_core.cli_common import HelpFormatter
 from interp_core.errors import InvalidArgument
-from interp_harvest.cli_loading import load_from_args, progress_from_args
-from interp_harvest.packing import BOS_POLICIES
+from interp_harvest.cli_loading import add_job_arguments, load_from_args, progress_from_args
 
 __all__ = ["add_dashboards"]
 
@@ -28,20 +27,11 @@ def add_dashboards(jobs: Any) -> None:
         allow_abbrev=False,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("model", help="a model folder or repo id, as load_model takes it")
-    parser.add_argument("--data", required=True, type=Path, help="corpus file or folder")
+    add_job_arguments(parser, points=False)
     parser.add_argument(
         "--sae", required=True, action="append", type=Path, help="SAE folder (repeatable)"
     )
-    parser.add_argument("--tokens", required=True, type=int, help="token budget")
-    parser.add_argument("--context-size", required=True, type=int, help="tokens per context")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--backend", default="auto", help="registered backend")
-    parser.add_argument(
-        "--bos", default="context", choices=BOS_POLICIES, help="BOS policy (see the harvest guide)"
-    )
-    parser.add_argument("--text-field", default="text", help="jsonl/parquet/arrow text field")
-    parser.add_argument("--batch-size", type=int, default=8, help="contexts per forward")
     parser.add_argument("--top-k", type=int, default=20, help="top examples per feature")
     parser.add_argument("--intervals", type=int, default=5, help="activation intervals sampled")
     parser.add_argument(
@@ -61,14 +51,6 @@ def add_dashboards(jobs: Any) -> None:
         help="Neuronpedia SAE set, one per --sae (default: the SAE folder's name)",
     )
     parser.add_argument("--dataset", default="", help="dataset name written into each feature")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="any other load_model keyword, its value as JSON",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")
     parser.set_defaults(run=_run)
 
 

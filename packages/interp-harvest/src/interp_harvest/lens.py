@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import io
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +36,9 @@ from interp_core.address import Address
 from interp_core.errors import CapabilityUnsupported, GradientsUnsupported, InvalidArgument
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
+from interp_harvest.batches import context_batches, whole_contexts
 from interp_harvest.corpus import Corpus
-from interp_harvest.packing import PackingPolicy, pack, tokenizer_encoder
+from interp_harvest.packing import PackingPolicy
 from interp_harvest.plan import check_batch_size
 from interp_harvest.progress import Progress
 from interp_harvest.shards import atomic_write_bytes
@@ -98,40 +98,21 @@ def fit_lens(
     if not chosen or any(not 0 <= layer < n_layers for layer in chosen):
         message = f"layers={layers!r}: a lens is fitted at layers in [0, {n_layers})"
         raise InvalidArgument(message)
-    contexts_wanted = tokens // context_size
-    if contexts_wanted < 1:
-        message = f"a budget of {tokens:,} tokens holds no whole context of {context_size} tokens"
-        raise InvalidArgument(message)
+    contexts_wanted = whole_contexts(tokens, context_size)
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
     policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
     sums = {layer: torch.zeros(width, width, dtype=torch.float64) for layer in chosen}
     count = 0
-    done = 0
-    started = time.monotonic()
-    batch: list[tuple[int, ...]] = []
-
-    def flush() -> None:
-        nonlocal count, done
-        ids = torch.tensor(batch, dtype=torch.long)
+    batches = context_batches(
+        model.tokenizer, corpus, policy, contexts_wanted, batch_size, on_progress
+    )
+    for _, ids in batches:
         keep = torch.ones_like(ids, dtype=torch.bool)
         if exclude_bos and policy.bos_token_id is not None:
             keep = ids != policy.bos_token_id
         count += int(keep.sum())
         for layer, summed in _batch_sums(model, ids, keep, chosen).items():
             sums[layer] += summed
-        done += ids.numel()
-        batch.clear()
-        if on_progress is not None:
-            total = contexts_wanted * context_size
-            on_progress(Progress(done, total, done, time.monotonic() - started, 0, 1))
-
-    encode = tokenizer_encoder(model.tokenizer)
-    for context in pack(corpus, encode, policy, max_contexts=contexts_wanted):
-        batch.append(context.tokens)
-        if len(batch) == batch_size:
-            flush()
-    if batch:
-        flush()
     if count == 0:
         message = f"the corpus {str(corpus.path)!r} gave no token to fit a lens on"
         raise InvalidArgument(message)

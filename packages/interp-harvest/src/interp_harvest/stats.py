@@ -26,8 +26,9 @@ from interp_core.address import Address, to_address
 from interp_core.errors import InvalidArgument, PointUnsupported
 from interp_core.protocol import InterpModel
 from interp_core.shapes import point_shape
+from interp_harvest.batches import context_batches, whole_contexts
 from interp_harvest.corpus import Corpus
-from interp_harvest.packing import PackingPolicy, pack, tokenizer_encoder
+from interp_harvest.packing import PackingPolicy
 from interp_harvest.plan import check_batch_size
 from interp_harvest.progress import Progress
 from interp_harvest.shards import atomic_write_bytes
@@ -86,8 +87,6 @@ def harvest_stats(
     on_progress: Callable[[Progress], None] | None = None,
 ) -> dict[Address, PointStats]:
     """Per-point statistics over the first `tokens` tokens (whole contexts) of the corpus."""
-    import time
-
     import torch
 
     check_batch_size(batch_size)
@@ -108,19 +107,13 @@ def harvest_stats(
         if not verdict:
             message = f"{address} cannot be read on {model.backend_name}: {verdict.explain()}"
             raise PointUnsupported(message)
-    contexts_wanted = tokens // context_size
-    if contexts_wanted < 1:
-        message = f"a budget of {tokens:,} tokens holds no whole context of {context_size} tokens"
-        raise InvalidArgument(message)
+    contexts_wanted = whole_contexts(tokens, context_size)
     policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
     totals: dict[Address, PointStats] = {}
-    batch: list[tuple[int, ...]] = []
-    done = 0
-    started = time.monotonic()
-
-    def flush() -> None:
-        nonlocal done
-        ids = torch.tensor(batch, dtype=torch.long)
+    batches = context_batches(
+        model.tokenizer, corpus, policy, contexts_wanted, batch_size, on_progress
+    )
+    for _, ids in batches:
         keep = (
             (ids != policy.bos_token_id).reshape(-1)
             if exclude_bos and policy.bos_token_id is not None
@@ -137,19 +130,6 @@ def harvest_stats(
                 zeros = torch.zeros(width, dtype=torch.float64)
                 totals[address] = PointStats(0, zeros, zeros.clone(), 0.0, 0.0)
             totals[address].add(rows)
-        done += ids.numel()
-        batch.clear()
-        if on_progress is not None:
-            total = contexts_wanted * context_size
-            on_progress(Progress(done, total, done, time.monotonic() - started, 0, 1))
-
-    encode = tokenizer_encoder(model.tokenizer)
-    for context in pack(corpus, encode, policy, max_contexts=contexts_wanted):
-        batch.append(context.tokens)
-        if len(batch) == batch_size:
-            flush()
-    if batch:
-        flush()
     if not totals:
         message = f"the corpus {str(corpus.path)!r} packs into no context of {context_size} tokens"
         raise InvalidArgument(message)
