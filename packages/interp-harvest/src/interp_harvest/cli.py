@@ -15,7 +15,7 @@ from typing import Any
 
 from interp_core.cli_common import HelpFormatter
 from interp_core.errors import ConfigError
-from interp_harvest.cli_loading import add_job_arguments, load_from_args, progress_from_args
+from interp_harvest.cli_loading import add_job_arguments, job_keywords, load_from_args
 from interp_harvest.errors import DiskFull
 from interp_harvest.plan import (
     DTYPE_BYTES,
@@ -121,15 +121,11 @@ def _run_activations(args: argparse.Namespace) -> int:
         corpus,
         args.out,
         points=args.points,
-        tokens=args.tokens,
-        context_size=args.context_size,
-        bos=args.bos,
         dtype=args.dtype,
-        batch_size=args.batch_size,
         contexts_per_shard=args.shard_contexts,
         resume=args.resume,
         layout=args.format,
-        on_progress=progress_from_args(args),
+        **job_keywords(args),
     )
     print(
         f"{manifest['tokens']:,} tokens in {len(manifest['shards'])} shards at {args.out}"
@@ -174,13 +170,9 @@ def _run_stats(args: argparse.Namespace) -> int:
         model,
         args.data,
         points=args.points,
-        tokens=args.tokens,
-        context_size=args.context_size,
-        bos=args.bos,
         exclude_bos=args.exclude_bos,
-        batch_size=args.batch_size,
         text_field=args.text_field,
-        on_progress=progress_from_args(args),
+        **job_keywords(args),
     )
     path = write_stats(stats, args.out)
     for address, point in stats.items():
@@ -203,13 +195,9 @@ def _run_lens(args: argparse.Namespace) -> int:
     lens = fit_lens(
         model,
         corpus,
-        tokens=args.tokens,
-        context_size=args.context_size,
         layers=args.layers,
-        bos=args.bos,
         exclude_bos=args.exclude_bos,
-        batch_size=args.batch_size,
-        on_progress=progress_from_args(args),
+        **job_keywords(args),
     )
     path = write_lens(lens, args.out)
     layers = ", ".join(str(layer) for layer in sorted(lens.sums))

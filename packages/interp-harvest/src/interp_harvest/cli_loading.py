@@ -36,6 +36,17 @@ def load_from_args(args: argparse.Namespace, **fixed: Any) -> Any:
     return load_model(args.model, backend=args.backend, **{**load_options(args.option), **fixed})
 
 
+def job_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords every job function takes from `add_job_arguments`' arguments."""
+    return {
+        "tokens": args.tokens,
+        "context_size": args.context_size,
+        "bos": args.bos,
+        "batch_size": args.batch_size,
+        "on_progress": progress_from_args(args),
+    }
+
+
 def progress_from_args(args: argparse.Namespace) -> Any:
     from interp_harvest.progress import ProgressBar
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from interp_core.cli_common import HelpFormatter
 from interp_core.errors import InvalidArgument
-from interp_harvest.cli_loading import add_job_arguments, load_from_args, progress_from_args
+from interp_harvest.cli_loading import add_job_arguments, job_keywords, load_from_args
 
 __all__ = ["add_dashboards"]
 
@@ -82,13 +82,9 @@ def _run(args: argparse.Namespace) -> int:
         model,
         corpus,
         args.sae,
-        tokens=args.tokens,
-        context_size=args.context_size,
         settings=settings,
-        bos=args.bos,
-        batch_size=args.batch_size,
         logits=not args.no_logits,
-        on_progress=progress_from_args(args),
+        **job_keywords(args),
     )
     summary = write_dashboards(
         results,
