@@ -11,13 +11,12 @@ import copy
 import itertools
 
 import pytest
+from chat_helpers import driven, label_groups, span_groups
 from eager_helpers import model
 
-from interp_core import generate
 from interp_core.channels import generation_labels
 from interp_core.chat import message_spans
 from interp_core.errors import CapabilityUnsupported
-from interp_core.steering import SteeringSpec
 from interp_testmodels.chat_templates import THINK_TEMPLATE, reasoning_tokenizer
 from interp_testmodels.tokenizer import build_tokenizer
 
@@ -34,23 +33,11 @@ _CHAT = [
 ]
 
 
-def _groups(tokenizer: object, chat: object) -> list[tuple[tuple, str]]:
-    """Consecutive tokens sharing (message, role, section, channel), with their decoded text."""
-    out = []
-    pairs = zip(chat.token_ids, chat.spans, strict=True)  # type: ignore[attr-defined]
-    for key, group in itertools.groupby(
-        pairs,
-        key=lambda p: (p[1].message, p[1].role, p[1].section, p[1].channel),
-    ):
-        out.append((key, tokenizer.decode([i for i, _ in group])))  # type: ignore[attr-defined]
-    return out
-
-
 def test_think_spans_label_the_reasoning_analysis_and_the_answer_final() -> None:
     tokenizer = reasoning_tokenizer("think")
     chat = message_spans(tokenizer, _CHAT, add_generation_prompt=True)
     assert tokenizer.decode(list(chat.token_ids)) == chat.text
-    assert _groups(tokenizer, chat) == [
+    assert span_groups(tokenizer, chat) == [
         ((0, "system", "header", None), "<|im_start|>system\n"),
         ((0, "system", "content", None), "Be brief."),
         ((0, "system", "footer", None), "<|im_end|>\n"),
@@ -75,7 +62,7 @@ def test_think_spans_label_the_reasoning_analysis_and_the_answer_final() -> None
 def test_enable_thinking_false_writes_an_empty_block_in_the_generation_prompt() -> None:
     tokenizer = reasoning_tokenizer("think")
     chat = message_spans(tokenizer, _CHAT, add_generation_prompt=True, enable_thinking=False)
-    assert _groups(tokenizer, chat)[-5:] == [
+    assert span_groups(tokenizer, chat)[-5:] == [
         ((4, "assistant", "header", None), "<|im_start|>assistant\n"),
         ((4, "assistant", "header", "analysis"), "<think>"),
         ((4, "assistant", "content", "analysis"), "\n\n"),
@@ -94,7 +81,7 @@ def test_harmony_spans_follow_each_harmony_message_and_its_channel() -> None:
         "<|start|>system<|message|>Reasoning: low<|end|>"
         "<|start|>developer<|message|># Instructions\n\n"
     )
-    assert _groups(tokenizer, chat) == [
+    assert span_groups(tokenizer, chat) == [
         ((0, "system", "header", None), system),
         ((0, "system", "content", None), "Be brief."),
         ((0, "system", "footer", None), "<|end|>"),
@@ -127,7 +114,7 @@ def test_continue_final_message_leaves_the_last_message_open() -> None:
     chat = [*_CHAT[:2], {"role": "assistant", "content": "<think>\nLet me see"}]
     spans = message_spans(tokenizer, chat, continue_final_message=True)
     assert spans.text.endswith("<|im_start|>assistant\n<think>\nLet me see")
-    assert _groups(tokenizer, spans)[-3:] == [
+    assert span_groups(tokenizer, spans)[-3:] == [
         ((2, "assistant", "header", None), "<|im_start|>assistant\n"),
         ((2, "assistant", "header", "analysis"), "<think>"),
         ((2, "assistant", "content", "analysis"), "\nLet me see"),
@@ -136,35 +123,37 @@ def test_continue_final_message_leaves_the_last_message_open() -> None:
         message_spans(tokenizer, chat, continue_final_message=True, add_generation_prompt=True)
 
 
-def test_generated_tokens_carry_their_channel_and_message() -> None:
-    tokenizer = reasoning_tokenizer("harmony")
-    prompt = message_spans(tokenizer, _CHAT[:2], add_generation_prompt=True).token_ids
-    reply = (
+def _harmony_reply(answer: str) -> str:
+    """A harmony reply: a short analysis message, then the final `answer`."""
+    return (
         "<|channel|>analysis<|message|>Hm.<|end|>"
-        "<|start|>assistant<|channel|>final<|message|>Paris<|return|>"
+        f"<|start|>assistant<|channel|>final<|message|>{answer}<|return|>"
     )
-    ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
-    labels = generation_labels(tokenizer, prompt, ids)
-    got = [
-        (key, tokenizer.decode([i for i, _ in group]))
-        for key, group in itertools.groupby(zip(ids, labels, strict=True), key=lambda p: p[1])
-    ]
-    assert got == [
+
+
+def _harmony_groups(answer: str) -> list[tuple]:
+    """The labelled runs of `_harmony_reply(answer)`: message 0 the analysis, 1 the answer."""
+    return [
         (("analysis", "header", 0), "<|channel|>analysis<|message|>"),
         (("analysis", "content", 0), "Hm."),
         (("analysis", "footer", 0), "<|end|>"),
         (("final", "header", 1), "<|start|>assistant<|channel|>final<|message|>"),
-        (("final", "content", 1), "Paris"),
+        (("final", "content", 1), answer),
         (("final", "footer", 1), "<|return|>"),
     ]
+
+
+def test_generated_tokens_carry_their_channel_and_message() -> None:
+    tokenizer = reasoning_tokenizer("harmony")
+    prompt = message_spans(tokenizer, _CHAT[:2], add_generation_prompt=True).token_ids
+    ids = tokenizer(_harmony_reply("Paris"), add_special_tokens=False)["input_ids"]
+    labels = generation_labels(tokenizer, prompt, ids)
+    assert label_groups(tokenizer, ids, labels) == _harmony_groups("Paris")
     think = reasoning_tokenizer("think")
     opened = think("<|im_start|>assistant\n<think>\n", add_special_tokens=False)["input_ids"]
     out = think("So it is.</think>\n\nParis.", add_special_tokens=False)["input_ids"]
     labels = generation_labels(think, opened, out)
-    channels = [
-        think.decode([i for i, _ in g])
-        for _, g in itertools.groupby(zip(out, labels, strict=True), key=lambda p: p[1])
-    ]
+    channels = [text for _, text in label_groups(think, out, labels)]
     assert channels == ["So it is.", "</think>", "\n\nParis."]
     assert [k for k, _ in itertools.groupby(labels)] == [
         ("analysis", "content", 0),
@@ -173,40 +162,14 @@ def test_generated_tokens_carry_their_channel_and_message() -> None:
     ]
 
 
-def _driven(m: object, prompt: list[int], target: list[int]) -> tuple[int, ...]:
-    """Greedy generation steered to emit `target`: at each step the last layer's residual is
-    pushed along the unembedding row of the next wanted token (positions count the prompt,
-    then generated tokens), so a random tiny model writes the markers a real one would."""
-    weight = m.hf_model.get_output_embeddings().weight.detach()  # type: ignore[attr-defined]
-    last = f"resid_post.{m.n_layers - 1}"  # type: ignore[attr-defined]
-    specs = [
-        SteeringSpec(last, weight[t] / weight[t].norm(), "add", scale=200.0, positions=(p,))
-        for p, t in enumerate(target, start=len(prompt) - 1)
-    ]
-    out = generate(m, [prompt], max_new_tokens=len(target), temperature=0.0, steering=specs)
-    assert list(out.token_ids) == target  # the drive took
-    return out.token_ids
-
-
-_REPLIES = {
-    "think": " so.</think>\n\nBlue.",
-    "harmony": "<|channel|>analysis<|message|>Hm.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Blue.<|return|>",
-}
+_REPLIES = {"think": " so.</think>\n\nBlue.", "harmony": _harmony_reply("Blue.")}
 _EXPECTED = {
     "think": [
         (("analysis", "content", 0), " so."),
         (("analysis", "footer", 0), "</think>"),
         (("final", "content", 0), "\n\nBlue."),
     ],
-    "harmony": [
-        (("analysis", "header", 0), "<|channel|>analysis<|message|>"),
-        (("analysis", "content", 0), "Hm."),
-        (("analysis", "footer", 0), "<|end|>"),
-        (("final", "header", 1), "<|start|>assistant<|channel|>final<|message|>"),
-        (("final", "content", 1), "Blue."),
-        (("final", "footer", 1), "<|return|>"),
-    ],
+    "harmony": _harmony_groups("Blue."),
 }
 
 
@@ -228,13 +191,9 @@ def test_a_tiny_models_generated_tokens_carry_their_channels(fmt: str) -> None:
             "<|start|>user<|message|>Hi<|end|><|start|>assistant", add_special_tokens=False
         )
     reply = _REPLIES[fmt]
-    generated = _driven(m, prompt, tokenizer.encode(reply, add_special_tokens=False))
+    generated = driven(m, prompt, tokenizer.encode(reply, add_special_tokens=False))
     labels = m.generation_labels(prompt, generated, fmt=fmt)
-    got = [
-        (key, tokenizer.decode([i for i, _ in group]))
-        for key, group in itertools.groupby(zip(generated, labels, strict=True), key=lambda p: p[1])
-    ]
-    assert got == _EXPECTED[fmt]
+    assert label_groups(tokenizer, generated, labels) == _EXPECTED[fmt]
 
 
 def test_a_template_writing_both_formats_is_refused() -> None:

@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chat_helpers import driven, label_groups, span_groups
 from eager_helpers import model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp_core import generate, load_model
+from interp_core import load_model
 from interp_core.chat import message_spans
 from interp_core.chat_formats import format_text, resolve_chat_format
 from interp_core.deepseek_v4_chat import render_blocks
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, NoChatTemplateError
-from interp_core.steering import SteeringSpec
 from interp_testmodels.chat_templates import reasoning_tokenizer
 
 TOKENIZER = reasoning_tokenizer("deepseek-v4")
@@ -37,23 +37,13 @@ _CHAT = [
 ]
 
 
-def _groups(tokenizer: Any, chat: Any) -> list[tuple[tuple, str]]:
-    pairs = zip(chat.token_ids, chat.spans, strict=True)
-    return [
-        (key, tokenizer.decode([i for i, _ in group]))
-        for key, group in itertools.groupby(
-            pairs, key=lambda p: (p[1].message, p[1].role, p[1].section, p[1].channel)
-        )
-    ]
-
-
 def _spans(messages: list[dict[str, Any]], **options: Any) -> Any:
     return message_spans(TOKENIZER, messages, chat_format="deepseek-v4", **options)
 
 
 def test_thinking_mode_drops_the_earlier_reasoning_and_opens_a_block() -> None:
     chat = _spans(_CHAT, add_generation_prompt=True)
-    assert _groups(TOKENIZER, chat) == [
+    assert span_groups(TOKENIZER, chat) == [
         ((0, "system", "header", None), "<｜begin▁of▁sentence｜>"),
         ((0, "system", "content", None), "Be brief."),
         ((1, "user", "header", None), "<｜User｜>"),
@@ -72,7 +62,7 @@ def test_thinking_mode_drops_the_earlier_reasoning_and_opens_a_block() -> None:
 
 
 def test_kept_reasoning_effort_and_chat_mode() -> None:
-    kept = _groups(TOKENIZER, _spans(_CHAT, drop_thinking=False, reasoning_effort="high"))
+    kept = span_groups(TOKENIZER, _spans(_CHAT, drop_thinking=False, reasoning_effort="high"))
     assert kept[0][1].startswith("<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum")
     assert kept[0][0] == (0, "system", "header", None)
     assert kept[4:9] == [
@@ -82,7 +72,9 @@ def test_kept_reasoning_effort_and_chat_mode() -> None:
         ((2, "assistant", "footer", "analysis"), "</think>"),
         ((2, "assistant", "content", "final"), "Paris."),
     ]
-    chat_mode = _groups(TOKENIZER, _spans(_CHAT, add_generation_prompt=True, enable_thinking=False))
+    chat_mode = span_groups(
+        TOKENIZER, _spans(_CHAT, add_generation_prompt=True, enable_thinking=False)
+    )
     assert chat_mode[-2:] == [
         ((4, "assistant", "header", None), "<｜Assistant｜>"),
         ((4, "assistant", "footer", "analysis"), "</think>"),
@@ -100,9 +92,9 @@ def test_a_dropped_developer_message_has_an_empty_range() -> None:
     spans = _spans(chat, add_generation_prompt=True)
     assert spans.partition[0] == (0, 0)
     first = ((1, "user", "header", None), "<｜begin▁of▁sentence｜><｜User｜>")
-    assert _groups(TOKENIZER, spans)[0] == first
+    assert span_groups(TOKENIZER, spans)[0] == first
     kept = _spans(chat, add_generation_prompt=True, drop_thinking=False)
-    assert _groups(TOKENIZER, kept)[:3] == [
+    assert span_groups(TOKENIZER, kept)[:3] == [
         ((0, "developer", "header", None), "<｜begin▁of▁sentence｜><｜User｜>"),
         ((0, "developer", "content", None), "Answer in French."),
         ((1, "user", "header", None), "<｜User｜>"),
@@ -186,20 +178,6 @@ def test_the_format_is_named_or_picked_from_the_checkpoint(tmp_path: Path) -> No
     assert picked.text.endswith("<｜Assistant｜><think>")
 
 
-def _driven(m: Any, prompt: list[int], target: list[int]) -> tuple[int, ...]:
-    """Greedy generation steered to write `target` (each step's last residual pushed along the
-    next wanted token's unembedding row), so a random tiny model writes the format's markers."""
-    weight = m.hf_model.get_output_embeddings().weight.detach()
-    last = f"resid_post.{m.n_layers - 1}"
-    specs = [
-        SteeringSpec(last, weight[t] / weight[t].norm(), "add", scale=200.0, positions=(p,))
-        for p, t in enumerate(target, start=len(prompt) - 1)
-    ]
-    out = generate(m, [prompt], max_new_tokens=len(target), temperature=0.0, steering=specs)
-    assert list(out.token_ids) == target  # the drive took
-    return out.token_ids
-
-
 @pytest.mark.parametrize("thinking", [True, False], ids=["thinking", "chat"])
 def test_a_tiny_models_reasoning_then_answer_carry_their_channels(thinking: bool) -> None:
     # The model's own tokenizer (the markers are several tokens each), the format named.
@@ -209,12 +187,9 @@ def test_a_tiny_models_reasoning_then_answer_carry_their_channels(thinking: bool
         chat, add_generation_prompt=True, chat_format="deepseek-v4", enable_thinking=thinking
     ).token_ids
     reply = (" so</think>" if thinking else "") + "Blue<｜end▁of▁sentence｜>"
-    generated = _driven(m, list(prompt), m.tokenizer.encode(reply, add_special_tokens=False))
+    generated = driven(m, list(prompt), m.tokenizer.encode(reply, add_special_tokens=False))
     labels = m.generation_labels(prompt, generated, chat_format="deepseek-v4")
-    got = [
-        (key, m.tokenizer.decode([i for i, _ in group]))
-        for key, group in itertools.groupby(zip(generated, labels, strict=True), key=lambda p: p[1])
-    ]
+    got = label_groups(m.tokenizer, generated, labels)
     answer = [
         (("final", "content", 0), "Blue"),
         ((None, "footer", 0), "<｜end▁of▁sentence｜>"),

@@ -259,3 +259,34 @@ def descendants(pid: int) -> set[int]:
             found.add(child)
             todo.append(child)
     return found
+
+
+# --- the schema fuzzers (test_fuzz.py, test_neuronpedia.py) ---------------------------------------
+def fuzz_settings(examples: int) -> Any:
+    """The fuzzers' hypothesis settings: `examples` per operation, derandomized (the same
+    requests every run, so CI is reproducible and a failure reruns), no example database, no
+    shrinking, and no health check (the server is under test, not the strategies)."""
+    import hypothesis
+
+    return hypothesis.settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
+
+
+@dataclass
+class FuzzBudget:
+    """A fuzzer's wall-clock budget, counted from its first example: once `spent()`, the
+    remaining examples are not sent."""
+
+    seconds: float
+    started: float | None = None
+
+    def spent(self) -> bool:
+        if self.started is None:
+            self.started = time.monotonic()
+        return time.monotonic() - self.started > self.seconds

@@ -18,13 +18,11 @@ new one fails the test until its route is fixed.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import hypothesis
 import pytest
 import schemathesis
 import serve_helpers
@@ -50,7 +48,7 @@ CHECKS = [
 SENT: list[str] = []
 
 schema = schemathesis.openapi.from_path(SCHEMA_PATH)
-_started: list[float] = []
+_budget = serve_helpers.FuzzBudget(BUDGET_S)
 
 
 @pytest.fixture(scope="module")
@@ -103,18 +101,9 @@ def _rss(server: Any) -> int:
 
 
 @schema.parametrize()
-@hypothesis.settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
-    suppress_health_check=list(hypothesis.HealthCheck),
-)
+@serve_helpers.fuzz_settings(EXAMPLES)
 def test_every_answer_fits_the_schema(case: Any, fuzzed: Any) -> None:
-    if not _started:
-        _started.append(time.monotonic())
-    if time.monotonic() - _started[0] > BUDGET_S:
+    if _budget.spent():
         return  # the budget is spent: the remaining examples are not sent
     if isinstance(case.body, dict) and isinstance(case.body.get("model"), str):
         # The served name, so a body gets past the model check into the engine; a wrong name's

@@ -10,12 +10,11 @@ Every served route's answer is checked against the contract's own response schem
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
-import hypothesis
 import pytest
 import schemathesis
+import serve_helpers
 import torch
 from neuronpedia_helpers import (
     D_SAE,
@@ -321,25 +320,16 @@ def test_source_raw_and_attention_equal_the_capture(
 # a few examples per route, and a wall-clock budget after which nothing more is sent.
 FUZZ_EXAMPLES = 6
 FUZZ_BUDGET_S = 25.0
-_fuzz_started: list[float] = []
+_fuzz_budget = serve_helpers.FuzzBudget(FUZZ_BUDGET_S)
 
 
 @schemathesis.openapi.from_dict(contract.contract()).parametrize()
-@hypothesis.settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
-    suppress_health_check=list(hypothesis.HealthCheck),
-)
+@serve_helpers.fuzz_settings(FUZZ_EXAMPLES)
 def test_hostile_requests_get_contract_shaped_answers(case: Any, np_server: Any) -> None:
     from schemathesis.checks import not_a_server_error
     from schemathesis.specs.openapi.checks import response_schema_conformance
 
-    if not _fuzz_started:
-        _fuzz_started.append(time.monotonic())
-    if time.monotonic() - _fuzz_started[0] > FUZZ_BUDGET_S:
+    if _fuzz_budget.spent():
         return
     for key in ("nCompletionTokens", "numCompletionTokens"):
         if isinstance(case.body, dict) and isinstance(case.body.get(key), int):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,22 +115,30 @@ def test_features_equal_the_in_process_call(http: Any, local: Any, saes: dict[st
     assert float((tensors["relu.values"] - expected[0].top.values).abs().max()) <= 1e-6
 
 
+@pytest.mark.parametrize(
+    ("interp", "in_process"),
+    [
+        (
+            {"features": [{"sae": "jr0", "feature": 3, "strength": 12.0}]},
+            lambda saes: saes["jr0"].steering(3, 12.0),
+        ),
+        (
+            {"clamp": [{"sae": "relu", "feature": 7, "value": 40.0}]},
+            lambda saes: saes["relu"].clamp(7, 40.0),
+        ),
+    ],
+    ids=["steered", "clamped"],
+)
 def test_completion_steered_by_a_feature_equals_in_process(
-    http: Any, local: Any, saes: dict[str, Any]
+    http: Any,
+    local: Any,
+    saes: dict[str, Any],
+    interp: dict[str, Any],
+    in_process: Callable[[dict[str, Any]], Any],
 ) -> None:
-    interp = {"features": [{"sae": "jr0", "feature": 3, "strength": 12.0}]}
     got = _complete(http, interp)["interp"]["token_ids"]
-    assert got == _generate(local, saes["jr0"].steering(3, 12.0))
+    assert got == _generate(local, in_process(saes))
     assert got != _generate(local, None)  # the steering changes the generation
-
-
-def test_completion_with_a_clamped_feature_equals_in_process(
-    http: Any, local: Any, saes: dict[str, Any]
-) -> None:
-    interp = {"clamp": [{"sae": "relu", "feature": 7, "value": 40.0}]}
-    got = _complete(http, interp)["interp"]["token_ids"]
-    assert got == _generate(local, saes["relu"].clamp(7, 40.0))
-    assert got != _generate(local, None)
 
 
 @pytest.mark.parametrize(

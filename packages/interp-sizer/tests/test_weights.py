@@ -174,6 +174,21 @@ def test_tensor_record_roles() -> None:
     )
 
 
+# The trunk around the hybrid mixers counted below: 64 wide, 4 heads over 2 K/V heads, MLPs of 96.
+_HYBRID_TRUNK: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+}
+
+
+def _numel(*modules: Any) -> int:
+    """How many parameters `modules` hold together."""
+    return sum(p.numel() for module in modules for p in module.parameters())
+
+
 def _counted_exactly(model: Any, config: Any) -> ParameterCount:
     """The count of `config`'s facts, checked exact and equal to the parameters `model` holds."""
     from interp_core.facts import ModelFacts
@@ -192,12 +207,8 @@ def test_a_mamba2_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
 
     config = NemotronHConfig(
         hybrid_override_pattern="M*-M",
-        hidden_size=64,
-        intermediate_size=96,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        **_HYBRID_TRUNK,
         head_dim=16,
-        vocab_size=100,
         mamba_num_heads=6,
         mamba_head_dim=8,
         ssm_state_size=5,
@@ -207,7 +218,7 @@ def test_a_mamba2_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
     )
     model = NemotronHForCausalLM(config)
     count = _counted_exactly(model, config)
-    mixer = sum(p.numel() for p in model.model.layers[0].mixer.parameters())
+    mixer = _numel(model.model.layers[0].mixer)
     assert count.per_layer[0][0] == mixer  # the Mamba layer's matrices and vectors
 
 
@@ -256,11 +267,7 @@ def test_falcon_h1_mixer_beside_attention_is_counted_exactly_as_transformers_bui
     )
     config = FalconH1Config(
         num_hidden_layers=2,
-        hidden_size=64,
-        intermediate_size=96,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=100,
+        **_HYBRID_TRUNK,
         mamba_d_ssm=48,
         mamba_n_heads=6,
         mamba_d_head=8,
@@ -273,8 +280,7 @@ def test_falcon_h1_mixer_beside_attention_is_counted_exactly_as_transformers_bui
     model = FalconH1ForCausalLM(config)
     count = _counted_exactly(model, config)
     layer = model.model.layers[0]
-    beside = sum(p.numel() for m in (layer.self_attn, layer.mamba) for p in m.parameters())
-    assert count.per_layer[0][0] == beside + sum(p.numel() for p in layer.feed_forward.parameters())
+    assert count.per_layer[0][0] == _numel(layer.self_attn, layer.mamba, layer.feed_forward)
 
 
 def test_falcon_h1_without_its_mixer_keys_is_marked_approximate() -> None:
@@ -286,11 +292,7 @@ def test_falcon_h1_without_its_mixer_keys_is_marked_approximate() -> None:
         "model_type": "falcon_h1",
         "architectures": ["FalconH1ForCausalLM"],
         "num_hidden_layers": 2,
-        "hidden_size": 64,
-        "intermediate_size": 96,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 100,
+        **_HYBRID_TRUNK,
     }
     assert parameter_count(ModelFacts.from_config(config)).approximate_layers == (0, 1)
 
@@ -304,11 +306,7 @@ def test_a_bamba_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
     config = BambaConfig(
         num_hidden_layers=3,
         attn_layer_indices=[1],
-        hidden_size=64,
-        intermediate_size=96,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=100,
+        **_HYBRID_TRUNK,
         mamba_n_heads=8,
         mamba_d_head=16,
         mamba_n_groups=2,
@@ -318,6 +316,5 @@ def test_a_bamba_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
     )
     model = BambaForCausalLM(config)
     count = _counted_exactly(model, config)
-    mixer = sum(p.numel() for p in model.model.layers[0].mamba.parameters())
-    mlp = sum(p.numel() for p in model.model.layers[0].feed_forward.parameters())
-    assert count.per_layer[0][0] == mixer + mlp
+    layer = model.model.layers[0]
+    assert count.per_layer[0][0] == _numel(layer.mamba, layer.feed_forward)

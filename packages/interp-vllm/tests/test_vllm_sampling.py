@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from vllm_helpers import check_follows_recommendation, check_penalised_greedy
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -56,24 +57,7 @@ def test_unset_knobs_follow_the_checkpoint(engine: Any, tokens: Any) -> None:
     check_recommended(used)
     # What vLLM's sampler ran with is the recommendation: the same seed with those knobs passed
     # gives the same tokens, and the library defaults give others.
-    followed = sync.generate(engine, tokens, max_new_tokens=8, seed=2)
-    explicit = sync.generate(
-        engine,
-        tokens,
-        max_new_tokens=8,
-        seed=2,
-        temperature=0.7,
-        top_k=5,
-        repetition_penalty=1.3,
-        use_generation_config=False,
-    )
-    defaults = sync.generate(engine, tokens, max_new_tokens=8, seed=2, use_generation_config=False)
-    assert followed.token_ids == explicit.token_ids != defaults.token_ids
-    set_ = sync.generate(engine, tokens, max_new_tokens=3, temperature=0.0, top_k=50).sampling
-    assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
-    plain = sync.generate(engine, tokens, max_new_tokens=3, use_generation_config=False).sampling
-    assert (plain.temperature, plain.top_k, plain.repetition_penalty) == (1.0, None, 1.0)
-    assert set(plain.sources.values()) == {"default"}
+    check_follows_recommendation(engine, tokens)
 
 
 @pytest.mark.parametrize(
@@ -88,13 +72,9 @@ def test_unset_knobs_follow_the_checkpoint(engine: Any, tokens: Any) -> None:
 def test_penalised_greedy_generation_equals_eager(
     engine: Any, eager: Any, tokens: Any, penalties: dict[str, float]
 ) -> None:
-    got = sync.generate(engine, tokens, max_new_tokens=64, temperature=0.0, **penalties)
-    want = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0, **penalties)
-    assert got.token_ids == want.token_ids
-    plain = sync.generate(
-        eager, tokens, max_new_tokens=64, temperature=0.0, use_generation_config=False
-    )
-    assert want.token_ids != plain.token_ids  # each penalty changes this generation
+    # Each penalty changes this generation from the library defaults' (the checkpoint's own
+    # recommendation holds a repetition penalty).
+    check_penalised_greedy(engine, eager, tokens, penalties, use_generation_config=False)
 
 
 def test_logprobs_equal_log_softmax_of_eager_logits(engine: Any, eager: Any, tokens: Any) -> None:

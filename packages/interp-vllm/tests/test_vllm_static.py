@@ -19,6 +19,8 @@ import pytest
 import torch
 from vllm_helpers import (
     STEERING_CASES,
+    check_follows_recommendation,
+    check_penalised_greedy,
     mismatches,
     relative_diff,
     seeded_vector,
@@ -192,24 +194,7 @@ def test_static_samples_as_the_checkpoint_recommends(
     used = sync.generate(static, tokens, max_new_tokens=3, seed=2).sampling
     assert (used.temperature, used.top_k, used.repetition_penalty) == (0.7, 5, 1.3)
     assert used.sources["top_k"] == "generation_config"
-    followed = sync.generate(static, tokens, max_new_tokens=8, seed=2)
-    explicit = sync.generate(
-        static,
-        tokens,
-        max_new_tokens=8,
-        seed=2,
-        temperature=0.7,
-        top_k=5,
-        repetition_penalty=1.3,
-        use_generation_config=False,
-    )
-    defaults = sync.generate(static, tokens, max_new_tokens=8, seed=2, use_generation_config=False)
-    assert followed.token_ids == explicit.token_ids != defaults.token_ids
-    set_ = sync.generate(static, tokens, max_new_tokens=3, temperature=0.0, top_k=50).sampling
-    assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
-    plain = sync.generate(static, tokens, max_new_tokens=3, use_generation_config=False).sampling
-    assert (plain.temperature, plain.top_k, plain.repetition_penalty) == (1.0, None, 1.0)
-    assert set(plain.sources.values()) == {"default"}
+    check_follows_recommendation(static, tokens)
 
 
 @pytest.mark.parametrize(
@@ -223,11 +208,7 @@ def test_static_samples_as_the_checkpoint_recommends(
 def test_static_penalised_greedy_generation_equals_eager(
     static: VLLMModel, eager: InterpModel, tokens: Any, penalties: dict[str, float]
 ) -> None:
-    got = sync.generate(static, tokens, max_new_tokens=64, temperature=0.0, **penalties)
-    want = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0, **penalties)
-    assert got.token_ids == want.token_ids
-    plain = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0)
-    assert want.token_ids != plain.token_ids  # the penalty changes this generation
+    check_penalised_greedy(static, eager, tokens, penalties)
 
 
 def test_static_logprobs_equal_log_softmax_of_eager_logits(

@@ -1,7 +1,8 @@
 """What do the vLLM test modules compare with, and on which families?
 
 The relative difference every engine-against-eager check uses, the points that exceed it, the
-seeded steering vector, one steering request checked against eager, the wait for an engine's
+seeded steering vector, one steering request checked against eager, a recommending
+checkpoint's sampling and penalised greedy generation checked, the wait for an engine's
 processes to exit, and the test families the support table says vLLM runs in float32. One
 definition here, so a change to a comparison or to the family list reaches every module at once.
 """
@@ -101,6 +102,47 @@ def steered_against_eager(
     for p in read:
         assert relative_diff(got[p], want[p]) <= atol, p
     return (got["resid_post.1"] - plain["resid_post.1"]).abs().amax(dim=-1)[0]
+
+
+def check_follows_recommendation(model: InterpModel, tokens: Any) -> None:
+    """Assert that `model`, serving a checkpoint that recommends RECOMMENDED's knobs, samples
+    with them: the same seed with those knobs passed gives the same tokens and the library
+    defaults give others; a caller's knob wins, and `use_generation_config=False` runs (and
+    reports) the library defaults."""
+    followed = sync.generate(model, tokens, max_new_tokens=8, seed=2)
+    explicit = sync.generate(
+        model,
+        tokens,
+        max_new_tokens=8,
+        seed=2,
+        temperature=0.7,
+        top_k=5,
+        repetition_penalty=1.3,
+        use_generation_config=False,
+    )
+    defaults = sync.generate(model, tokens, max_new_tokens=8, seed=2, use_generation_config=False)
+    assert followed.token_ids == explicit.token_ids != defaults.token_ids
+    set_ = sync.generate(model, tokens, max_new_tokens=3, temperature=0.0, top_k=50).sampling
+    assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
+    plain = sync.generate(model, tokens, max_new_tokens=3, use_generation_config=False).sampling
+    assert (plain.temperature, plain.top_k, plain.repetition_penalty) == (1.0, None, 1.0)
+    assert set(plain.sources.values()) == {"default"}
+
+
+def check_penalised_greedy(
+    model: InterpModel,
+    eager: InterpModel,
+    tokens: Any,
+    penalties: dict[str, float],
+    **plain: Any,
+) -> None:
+    """Assert that 64 greedy tokens under `penalties` are eager's on `model`, and that the
+    penalties change eager's greedy tokens without them (generated with `plain`'s options)."""
+    got = sync.generate(model, tokens, max_new_tokens=64, temperature=0.0, **penalties)
+    want = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0, **penalties)
+    assert got.token_ids == want.token_ids
+    unpenalised = sync.generate(eager, tokens, max_new_tokens=64, temperature=0.0, **plain)
+    assert want.token_ids != unpenalised.token_ids
 
 
 def _alive(process: psutil.Process) -> bool:

@@ -22,11 +22,11 @@ library only; `interp_core.steering` builds on this module, so the spec is named
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from interp_core.errors import SteeringSpecError
+from interp_core.index_lists import check_index_list, check_indices_below
 
 __all__ = ["check_batch_rows", "check_batch_rows_within", "wire_for_row", "writes_for_row"]
 
@@ -41,32 +41,25 @@ def check_batch_rows(given: object, where: str) -> tuple[int, ...] | None:
     """`batch_rows` as a tuple of distinct non-negative ints (an int is one row; None: all)."""
     if given is None:
         return None
-    items = [given] if isinstance(given, numbers.Integral) else given
-    if isinstance(items, str | bytes) or not isinstance(items, Sequence) or not items:
-        error = _fail(
+    return check_index_list(
+        given,
+        (
             f"{where} has batch_rows={given!r}",
             "batch_rows lists the rows of the call's batch the write applies to",
             "pass an int or a non-empty list of ints, or None for every row",
-        )
-        raise error
-    checked: list[int] = []
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, numbers.Integral) or item < 0:
-            error = _fail(
-                f"{where} has batch row {item!r}",
-                "a batch row is a non-negative index into the call's prompts",
-                "pass ints from 0",
-            )
-            raise error
-        checked.append(int(item))
-    if len(set(checked)) != len(checked):
-        error = _fail(
+        ),
+        (
+            f"{where} has batch row",
+            "a batch row is a non-negative index into the call's prompts",
+            "pass ints from 0",
+        ),
+        (
             f"{where} lists a batch row twice",
             "the write would apply twice to one row",
             "list each row once",
-        )
-        raise error
-    return tuple(checked)
+        ),
+        one_int=True,
+    )
 
 
 def check_batch_rows_within(spec: SteeringSpec, batch: int, call: str) -> None:
@@ -74,14 +67,13 @@ def check_batch_rows_within(spec: SteeringSpec, batch: int, call: str) -> None:
     rows = spec.batch_rows
     if rows is None:
         return
-    beyond = [r for r in rows if r >= batch]
-    if beyond:
-        error = _fail(
-            f"the write at {spec.address} names batch rows {beyond[:5]}",
-            f"the call runs {batch} row(s) ({call}), so it would apply to none of them",
-            f"pass batch_rows below {batch}",
-        )
-        raise error
+    check_indices_below(
+        rows,
+        batch,
+        f"the write at {spec.address} names batch rows",
+        f"the call runs {batch} row(s) ({call}), so it would apply to none of them",
+        f"pass batch_rows below {batch}",
+    )
 
 
 def writes_for_row(specs: Sequence[SteeringSpec], row: int) -> tuple[SteeringSpec, ...]:

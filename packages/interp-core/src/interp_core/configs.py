@@ -17,7 +17,13 @@ from typing import Any
 
 from interp_core.errors import ConfigError
 
-__all__ = ["hf_cache_snapshot", "local_config", "model_config", "read_config_file"]
+__all__ = [
+    "hf_cache_snapshot",
+    "local_config",
+    "model_config",
+    "read_config_file",
+    "read_json_object",
+]
 
 
 def hf_cache_snapshot(repo_id: str) -> Path | None:
@@ -109,20 +115,24 @@ def read_config_file(config_path: Path) -> dict[str, Any]:
     Every reader of a model's JSON files (the facts here, the sizer's folders and indexes) refuses
     a damaged file with the same error.
     """
+    return read_json_object(
+        config_path,
+        "repair or re-download the model's config.json",
+        "a config.json holds one object of settings",
+    )
+
+
+def read_json_object(path: Path, repair: str, expected: str) -> dict[str, Any]:
+    """The JSON object in `path`, or a `ConfigError` advising `repair` (the file cannot be read
+    or parsed) or saying what it should hold, `expected` (it parsed to something else)."""
     try:
-        loaded = json.loads(config_path.read_text(encoding="utf-8"))
+        loaded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         error = ConfigError.build(
-            f"cannot read {str(config_path)!r}",
-            f"{type(exc).__name__}: {exc}",
-            "repair or re-download the model's config.json",
+            f"cannot read {str(path)!r}", f"{type(exc).__name__}: {exc}", repair
         )
         raise error from exc
     if not isinstance(loaded, dict):
-        error = ConfigError.build(
-            f"{str(config_path)!r} is not a JSON object",
-            None,
-            "a config.json holds one object of settings",
-        )
+        error = ConfigError.build(f"{str(path)!r} is not a JSON object", None, expected)
         raise error
     return loaded

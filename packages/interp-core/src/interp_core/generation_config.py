@@ -17,14 +17,12 @@ Reading conventions, the ones transformers uses:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interp_core.configs import hf_cache_snapshot
-from interp_core.errors import ConfigError
+from interp_core.configs import hf_cache_snapshot, read_json_object
 
 __all__ = ["GENERATION_CONFIG", "SAMPLING_KNOBS", "read_generation_config", "recommended_sampling"]
 
@@ -66,24 +64,12 @@ def read_generation_config(model_id_or_path: str | os.PathLike[str]) -> dict[str
     found = _file_of(model_id_or_path)
     if found is None:
         return None
-    try:
-        loaded = json.loads(found.read_text())
-    except (OSError, ValueError) as exc:
-        error = ConfigError.build(
-            f"cannot read {str(found)!r}",
-            f"{type(exc).__name__}: {exc}",
-            "repair or delete the checkpoint's generation_config.json, or load with "
-            "use_generation_config=False in each generate call",
-        )
-        raise error from exc
-    if not isinstance(loaded, dict):
-        error = ConfigError.build(
-            f"{str(found)!r} is not a JSON object",
-            None,
-            "a generation_config.json holds one object of settings",
-        )
-        raise error
-    return loaded
+    return read_json_object(
+        found,
+        "repair or delete the checkpoint's generation_config.json, or load with "
+        "use_generation_config=False in each generate call",
+        "a generation_config.json holds one object of settings",
+    )
 
 
 def _number(value: Any) -> bool:

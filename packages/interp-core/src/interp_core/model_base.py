@@ -13,6 +13,10 @@ for a flat row, `.unsqueeze(0)` (torch) or `[None]` (numpy).
   `generation_labels`) of its `tokenizer`. `capture_attention` is refused here; the torch
   backends serve it from `interp_torch.readouts`. Their blocking forms are the twins of
   `interp_core.sync`.
+* **The streams' keywords**: `capture_generation_stream` and `generate_with_lens` take the
+  protocol's keywords here, once, and hand the backend's `_stream_capture` / `_lens_stream` a
+  `StreamCall` (the generation's keywords under `generate`'s names); a backend without the
+  stream keeps the refusal written here.
 
 A subclass states, as the class attribute `graph_refusal`, why `capture_residuals(detach=False)`
 cannot keep an autograd graph on it; None (eager) passes `detach=False` on to its `capture`.
@@ -21,6 +25,7 @@ cannot keep an autograd graph on it; None (eager) passes `detach=False` on to it
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from interp_core.address import Address
@@ -34,7 +39,17 @@ from interp_core.sampling import Sampling, check_lens_layers, resolve_sampling
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts
 
-__all__ = ["ModelBase", "one_prompt"]
+__all__ = [
+    "LENS_SAMPLING",
+    "ModelBase",
+    "StreamCall",
+    "check_lens_sampling",
+    "generation_reach",
+    "one_prompt",
+]
+
+# The sampling knobs a lens over a generation takes (besides max_new_tokens) in-process.
+LENS_SAMPLING = ("temperature", "top_k", "top_p", "seed", "min_p", "use_generation_config")
 
 
 def one_prompt(model: Any, tokens: Any, method: str) -> Any:
@@ -58,6 +73,29 @@ def one_prompt(model: Any, tokens: Any, method: str) -> Any:
         instead = f"call {method} once per row, or capture() for a batched forward"
         raise InvalidArgument.build(message, why, instead)
     return tokens
+
+
+@dataclass(frozen=True)
+class StreamCall:
+    """A streamed call's keywords as `ModelBase` hands them to the backend's stream: the
+    steering, the generation's `sampling` (`generate`'s names: max_new_tokens and the knobs) and,
+    for the lens, what it `read`s (`interp_core.lens_generation.check_lens_generation`'s top_n,
+    point, skip_before and word_mask)."""
+
+    steering: Any
+    sampling: dict[str, Any]
+    read: dict[str, Any] = field(default_factory=dict)
+
+
+def generation_reach(prompt_length: int, max_new_tokens: int) -> tuple[int, str]:
+    """How many positions a generation's forward passes run, and the words for them (what a
+    steering write's reach is checked against): the prompt and every generated token but the
+    last, which is sampled and never fed back."""
+    length = prompt_length + max_new_tokens - 1
+    return length, (
+        f"this generation of {prompt_length} prompt tokens and up to {max_new_tokens} new ones "
+        f"(the last is never fed back)"
+    )
 
 
 class ModelBase:
@@ -231,9 +269,62 @@ class ModelBase:
 
         return await generate_samples(self, tokens, n=n, seed=seed, **knobs)
 
-    def capture_generation_stream(self, tokens: Any, points: Any, **kwargs: Any) -> Any:
+    def capture_generation_stream(
+        self,
+        tokens: Any,
+        points: Sequence[Any],
+        *,
+        max_new_tokens: int = 8,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        steering: Any = None,
+        **knobs: Any,
+    ) -> Any:
+        """Chunks of a generation's captures as they are computed (`knobs`: the other sampling
+        keywords of `generate`); the backend's `_stream_capture` serves them."""
+        sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+        return self._stream_capture(tokens, points, StreamCall(steering, {**sampling, **knobs}))
+
+    def _stream_capture(self, tokens: Any, points: Any, call: StreamCall) -> Any:
         """Refused here; a backend that can hand rows out while it generates overrides it."""
         what = f"capture_generation_stream on backend={self.backend_name!r}"
         why = "this backend returns a generation's captures only when it ends"
         instead = "capture_generation(...) (the same rows, at the end)"
         raise CapabilityUnsupported.build(what, why, instead)
+
+    # --- the lens over a generation -------------------------------------------------------------
+    def generate_with_lens(
+        self,
+        tokens: Any,
+        lenses: Any,
+        *,
+        top_n: int = 10,
+        point: str = "resid_post",
+        max_new_tokens: int = 16,
+        skip_before: int = 0,
+        word_mask: Any = None,
+        steering: Any = None,
+        **knobs: Any,
+    ) -> Any:
+        """A `LensStep` per position of one generation (`ReadoutModel.generate_with_lens`;
+        `knobs`: its sampling keywords); the backend's `_lens_stream` serves them."""
+        read = {"top_n": top_n, "point": point, "skip_before": skip_before, "word_mask": word_mask}
+        sampling = {"max_new_tokens": max_new_tokens, **knobs}
+        return self._lens_stream(tokens, lenses, StreamCall(steering, sampling, read))
+
+    def _lens_stream(self, tokens: Any, lenses: Any, call: StreamCall) -> Any:
+        """Refused here; a backend that decodes the lens as it generates overrides it."""
+        what = f"generate_with_lens on backend={self.backend_name!r}"
+        why = "this backend has no lens over a generation"
+        instead = "logit_lens(...) on the prompt followed by the generated tokens"
+        raise CapabilityUnsupported.build(what, why, instead)
+
+
+def check_lens_sampling(sampling: dict[str, Any]) -> dict[str, Any]:
+    """The sampling keywords of a lens over a generation, unknown ones refused (a knob the lens's
+    decoding loop would not honour, such as a penalty, is not taken silently)."""
+    unknown = sorted(set(sampling) - {"max_new_tokens", *LENS_SAMPLING})
+    if unknown:
+        message = f"generate_with_lens got unknown arguments {unknown}; it takes {LENS_SAMPLING}"
+        raise InvalidArgument(message)
+    return sampling

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from interp_core.address import Address, AddressLike, to_address
 from interp_core.batch_rows import check_batch_rows
 from interp_core.errors import SteeringSpecError
+from interp_core.index_lists import check_index_list, check_indices_below
 from interp_core.point_lookup import get_point
 from interp_core.point_spec import Width
 from interp_core.steering import SteeringSpec
@@ -72,28 +73,17 @@ def _flat(row: Any) -> Any:
 def _indices(name: str, given: object, address: Address) -> tuple[int, ...] | None:
     if given is None:
         return None
-    items = [given] if isinstance(given, numbers.Integral) else given
-    if isinstance(items, str | bytes) or not isinstance(items, Sequence) or not items:
-        error = _fail(
+    return check_index_list(
+        given,
+        (
             f"the patch at {address} has {name}={given!r}",
             f"{name} lists indices",
             "pass an int or a non-empty list of ints, or None for the whole row",
-        )
-        raise error
-    checked = []
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, numbers.Integral) or item < 0:
-            error = _fail(
-                f"the patch at {address} has {name} {item!r}",
-                "indices are non-negative ints",
-                "pass ints from 0",
-            )
-            raise error
-        checked.append(int(item))
-    if len(set(checked)) != len(checked):
-        error = _fail(f"the patch at {address} lists a {name[:-1]} twice", None, "list each once")
-        raise error
-    return tuple(checked)
+        ),
+        (f"the patch at {address} has {name}", "indices are non-negative ints", "pass ints from 0"),
+        (f"the patch at {address} lists a {name[:-1]} twice", None, "list each once"),
+        one_int=True,
+    )
 
 
 def _positions(given: object) -> tuple[int, ...] | None:
@@ -218,32 +208,28 @@ class Patch:
         if self.neurons is not None:
             if facts is not None:
                 width = _point_width(self.address, facts)
-                beyond = [n for n in self.neurons if n >= width]
-                if beyond:
-                    error = _fail(
-                        f"the patch at {self.address} writes neurons {beyond[:5]}",
-                        f"{self.address.name} on this {facts.architecture} has {width}",
-                        f"pass neurons below {width}",
-                    )
-                    raise error
+                check_indices_below(
+                    self.neurons,
+                    width,
+                    f"the patch at {self.address} writes neurons",
+                    f"{self.address.name} on this {facts.architecture} has {width}",
+                    f"pass neurons below {width}",
+                )
             return self.neurons, self.full_rows
         heads = cast("tuple[int, ...]", self.heads)
         head_dim = _shape(self.values)[-1]
         full = False
         if facts is not None:
             count = _head_count(self.address, facts)
-            beyond = [h for h in heads if h >= count]
-            if beyond:
-                kind = (
-                    "kv heads" if get_point(self.address.name).width is Width.KV_HEADS else "heads"
-                )
-                error = _fail(
-                    f"the patch at {self.address} writes heads {beyond[:5]}",
-                    f"{self.address.name} on this {facts.architecture} has {count} {kind} "
-                    "(a grouped-query k/v head is indexed by its own kv head)",
-                    f"pass heads below {count}",
-                )
-                raise error
+            kind = "kv heads" if get_point(self.address.name).width is Width.KV_HEADS else "heads"
+            check_indices_below(
+                heads,
+                count,
+                f"the patch at {self.address} writes heads",
+                f"{self.address.name} on this {facts.architecture} has {count} {kind} "
+                "(a grouped-query k/v head is indexed by its own kv head)",
+                f"pass heads below {count}",
+            )
             point_head_dim = _point_width(self.address, facts) // count
             if self.full_rows:
                 full, head_dim = True, point_head_dim

@@ -89,6 +89,26 @@ def _spec(
 _T, _L = Scope.TRUNK, Scope.LAYER
 _E = Equivalent
 
+
+def _stream_spec(
+    name: str, width: Width, definition: str, *, tl: Equivalent, read_only: str | None = None
+) -> PointSpec:
+    """A multi-stream-only row: per layer, reached by TransformerLens alone (nnsight and nnterp
+    have no boundary for a hyper-connection's internal returns)."""
+    return _spec(
+        name,
+        _L,
+        width,
+        Role.STREAM,
+        definition,
+        tl=tl,
+        nnsight=_E(None, _NO_HC_ENGINES),
+        nnterp=_E(None, _NO_HC_ENGINES),
+        read_only=read_only,
+        multi_stream_only=True,
+    )
+
+
 _SPECS: tuple[PointSpec, ...] = (
     _spec(
         "embeddings",
@@ -632,11 +652,9 @@ _SPECS: tuple[PointSpec, ...] = (
             "or a residual point instead"
         ),
     ),
-    _spec(
+    _stream_spec(
         "resid_streams",
-        _L,
         Width.STREAMS_X_D_MODEL,
-        Role.STREAM,
         """Multi-stream trunks only (hyper-connections; Gemma-3n's AltUp streams, stacked
         stream-last here though the model keeps them stream-first): the whole residual stack
         leaving block L, [batch, seq, n_streams, d_model]. It is the stream-indexed form of
@@ -646,92 +664,59 @@ _SPECS: tuple[PointSpec, ...] = (
             "TransformerLens 3, model-aware: on DeepSeek-V4 the block hook_out is the stream "
             "stack, elsewhere it is resid_post.",
         ),
-        nnsight=_E(None, _NO_HC_ENGINES),
-        nnterp=_E(None, _NO_HC_ENGINES),
-        multi_stream_only=True,
     ),
-    _spec(
+    _stream_spec(
         "attn_stream_collapse",
-        _L,
         Width.D_MODEL,
-        Role.STREAM,
         """Multi-stream trunks only: the single d_model vector the attention site reads, made by
         collapsing the stream stack with the block's read weights. Taken before the pre-attention
         norm, so attn_in is this vector normalised. The single-stream analogue is resid_pre.""",
         tl=_E("blocks.{L}.attn_hc.hook_out"),
-        nnsight=_E(None, _NO_HC_ENGINES),
-        nnterp=_E(None, _NO_HC_ENGINES),
-        multi_stream_only=True,
     ),
-    _spec(
+    _stream_spec(
         "mlp_stream_collapse",
-        _L,
         Width.D_MODEL,
-        Role.STREAM,
         """Multi-stream trunks only: the single d_model vector the MLP site reads, collapsed from
         the stream stack after the attention site has written back, before the pre-MLP norm (so
         mlp_in is this vector normalised). The single-stream analogue is resid_mid.""",
         tl=_E("blocks.{L}.mlp_hc.hook_out"),
-        nnsight=_E(None, _NO_HC_ENGINES),
-        nnterp=_E(None, _NO_HC_ENGINES),
-        multi_stream_only=True,
     ),
-    _spec(
+    _stream_spec(
         "attn_stream_write",
-        _L,
         Width.STREAMS,
-        Role.STREAM,
         """Multi-stream trunks only: the per-token, per-stream coefficients, [batch, seq,
         n_streams], with which the attention sublayer's output is written back into each residual
         stream.""",
         tl=_E("blocks.{L}.attn_hc.hook_post"),
-        nnsight=_E(None, _NO_HC_ENGINES),
-        nnterp=_E(None, _NO_HC_ENGINES),
         read_only=_NOT_STEERABLE_HC,
-        multi_stream_only=True,
     ),
-    _spec(
+    _stream_spec(
         "attn_stream_mix",
-        _L,
         Width.STREAMS_SQUARED,
-        Role.STREAM,
         """Multi-stream trunks only: the per-token n_streams x n_streams matrix, [batch, seq,
         n_streams, n_streams], that recombines the existing streams at the attention site. On
         DeepSeek-V4 it is Sinkhorn-normalised: columns sum to one within about 1e-6, rows only
         loosely (about 7e-2).""",
         tl=_E("blocks.{L}.attn_hc.hook_comb"),
-        nnsight=_E(None, _NO_HC_ENGINES),
-        nnterp=_E(None, _NO_HC_ENGINES),
         read_only=_NOT_STEERABLE_HC,
-        multi_stream_only=True,
     ),
-    _spec(
+    _stream_spec(
         "mlp_stream_write",
-        _L,
         Width.STREAMS,
-        Role.STREAM,
         """Multi-stream trunks only: the per-token, per-stream coefficients, [batch, seq,
         n_streams], with which the MLP sublayer's output is written back into each residual
         stream.""",
         tl=_E("blocks.{L}.mlp_hc.hook_post"),
-        nnsight=_E(None, _NO_HC_ENGINES),
-        nnterp=_E(None, _NO_HC_ENGINES),
         read_only=_NOT_STEERABLE_HC,
-        multi_stream_only=True,
     ),
-    _spec(
+    _stream_spec(
         "mlp_stream_mix",
-        _L,
         Width.STREAMS_SQUARED,
-        Role.STREAM,
         """Multi-stream trunks only: the per-token n_streams x n_streams matrix, [batch, seq,
         n_streams, n_streams], that recombines the streams at the MLP site; normalised like
         attn_stream_mix.""",
         tl=_E("blocks.{L}.mlp_hc.hook_comb"),
-        nnsight=_E(None, _NO_HC_ENGINES),
-        nnterp=_E(None, _NO_HC_ENGINES),
         read_only=_NOT_STEERABLE_HC,
-        multi_stream_only=True,
     ),
 )
 

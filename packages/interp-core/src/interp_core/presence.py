@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from interp_core.errors import PointUnsupported
 
@@ -85,6 +85,20 @@ def _where(facts: ModelFacts, present: Callable[[int], bool]) -> list[int]:
 
 
 # Model-level rules: facts -> reason the point is absent everywhere, or None.
+_ModelRule: TypeAlias = "Callable[[PointLike, ModelFacts], Absence | None]"
+
+
+def _absent_unless(
+    has: Callable[[ModelFacts], bool], why: Callable[[PointLike, ModelFacts], str], instead: str
+) -> _ModelRule:
+    """The rule of a point that needs one trait: absent for `why`, read `instead`, without it."""
+
+    def rule(spec: PointLike, facts: ModelFacts) -> Absence | None:
+        return None if has(facts) else Absence(why(spec, facts), instead)
+
+    return rule
+
+
 def _needs_qk_norm(spec: PointLike, facts: ModelFacts) -> Absence | None:
     if facts.qk_norm:
         return None
@@ -117,46 +131,41 @@ def _needs_no_mla(spec: PointLike, facts: ModelFacts) -> Absence | None:
     )
 
 
-def _needs_unclipped_value(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if facts.qkv_clip is None:
-        return None
-    return Absence(
+_needs_unclipped_value = _absent_unless(
+    lambda facts: facts.qkv_clip is None,
+    lambda spec, facts: (
         f"{facts.architecture} clamps its fused q/k/v projection's output to "
         f"±{facts.qkv_clip:g} (clip_qkv) before attention, so the values attention mixes are no "
-        "module's output, and a write at the projection would be clamped again",
-        "read z (the probability-weighted clamped values, per head) or attn_in",
-    )
+        "module's output, and a write at the projection would be clamped again"
+    ),
+    "read z (the probability-weighted clamped values, per head) or attn_in",
+)
 
-
-def _needs_fixed_heads(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if not facts.routed_attention:
-        return None
-    return Absence(
+_needs_fixed_heads = _absent_unless(
+    lambda facts: not facts.routed_attention,
+    lambda spec, facts: (
         f"{facts.architecture} routes each token to its own attention experts, whose query and "
         f"output projections make the heads, so head h belongs to a different expert at each "
-        f"token and {spec.name} has no per-head meaning (its heads are not fixed units)",
-        "read attn_in / attn_out for the attention's input and output, or value (the shared "
-        "K/V heads' values)",
-    )
+        f"token and {spec.name} has no per-head meaning (its heads are not fixed units)"
+    ),
+    "read attn_in / attn_out for the attention's input and output, or value (the shared "
+    "K/V heads' values)",
+)
 
+_needs_gated_attn = _absent_unless(
+    lambda facts: facts.gated_attn_output,
+    lambda spec, facts: f"{facts.architecture} has no attention output gate",
+    "read z, the o_proj input, which has no gate multiplied in",
+)
 
-def _needs_gated_attn(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if facts.gated_attn_output:
-        return None
-    return Absence(
-        f"{facts.architecture} has no attention output gate",
-        "read z, the o_proj input, which has no gate multiplied in",
-    )
-
-
-def _needs_sequential(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if not facts.parallel_attn_mlp:
-        return None
-    return Absence(
+_needs_sequential = _absent_unless(
+    lambda facts: not facts.parallel_attn_mlp,
+    lambda spec, facts: (
         f"{facts.architecture} runs attention and MLP in parallel on the same resid_pre, so no "
-        "residual state exists between them",
-        "use mlp_in (the normed resid_pre the MLP reads) or resid_pre",
-    )
+        "residual state exists between them"
+    ),
+    "use mlp_in (the normed resid_pre the MLP reads) or resid_pre",
+)
 
 
 _NORMED_SKIP_READS = {
@@ -241,47 +250,44 @@ def _needs_additive_residual(spec: PointLike, facts: ModelFacts) -> Absence | No
     )
 
 
-def _needs_single_mixer(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if not facts.ssm_beside_attention:
-        return None
-    return Absence(
+_needs_single_mixer = _absent_unless(
+    lambda facts: not facts.ssm_beside_attention,
+    lambda spec, facts: (
         f"{facts.architecture} runs a Mamba-2 mixer beside the attention in every layer and "
         "adds attn_out × attention_out_multiplier + the mixer's output × ssm_out_multiplier to "
-        "the residual, summed inside the decoder block, so no module returns that write",
-        "read attn_out for the attention's own output, path.model.layers.<L>.mamba for the "
-        "Mamba-2 mixer's, or resid_mid minus resid_pre for their scaled sum",
-    )
+        "the residual, summed inside the decoder block, so no module returns that write"
+    ),
+    "read attn_out for the attention's own output, path.model.layers.<L>.mamba for the "
+    "Mamba-2 mixer's, or resid_mid minus resid_pre for their scaled sum",
+)
 
-
-def _needs_two_sublayers(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if not facts.single_sublayer:
-        return None
-    return Absence(
+_needs_two_sublayers = _absent_unless(
+    lambda facts: not facts.single_sublayer,
+    lambda spec, facts: (
         f"every layer of {facts.architecture} is a single sublayer (a Mamba-2 mixer, attention, "
         "an MLP or a mixture of experts) behind one norm and one residual add, so no residual "
-        f"state lies between two sublayers, which {spec.name} names",
-        "read resid_pre (the layer's input) and resid_post (resid_pre plus the layer's one "
-        "write: attn_out on mixer layers, mlp_out on MLP layers)",
-    )
+        f"state lies between two sublayers, which {spec.name} names"
+    ),
+    "read resid_pre (the layer's input) and resid_post (resid_pre plus the layer's one "
+    "write: attn_out on mixer layers, mlp_out on MLP layers)",
+)
 
-
-def _needs_gated_mlp(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if facts.gated_mlp:
-        return None
-    return Absence(
+_needs_gated_mlp = _absent_unless(
+    lambda facts: facts.gated_mlp,
+    lambda spec, facts: (
         f"{facts.architecture} has a plain (non-gated) MLP with a single input projection, so "
-        "there is no separate linear branch",
-        "use mlp_pre for that projection's output, or mlp_act after the activation",
-    )
+        "there is no separate linear branch"
+    ),
+    "use mlp_pre for that projection's output, or mlp_act after the activation",
+)
 
-
-def _needs_moe(spec: PointLike, facts: ModelFacts) -> Absence | None:
-    if facts.moe is not None and facts.moe.sparse_layers:
-        return None
-    return Absence(
-        f"{facts.architecture} has no mixture-of-experts (routed) layers, so there is no router",
-        "its dense MLP is read at mlp_pre / mlp_act / mlp_out",
-    )
+_needs_moe = _absent_unless(
+    lambda facts: facts.moe is not None and bool(facts.moe.sparse_layers),
+    lambda spec, facts: (
+        f"{facts.architecture} has no mixture-of-experts (routed) layers, so there is no router"
+    ),
+    "its dense MLP is read at mlp_pre / mlp_act / mlp_out",
+)
 
 
 _SINGLE_STREAM_ANALOGUE = {
@@ -318,9 +324,13 @@ def _present_layers(spec: PointLike, facts: ModelFacts) -> list[int]:
     return _where(facts, lambda layer: all(rule.present(facts, layer) for rule in rules))
 
 
+def _exists_tail(spec: PointLike, where: list[int], which: str = "layers") -> str:
+    """What a refusal adds to say where the point does exist ("" when nowhere)."""
+    return f"; {spec.name} exists at {which}: {layer_ranges(where)}" if where else ""
+
+
 def _exists_at(spec: PointLike, facts: ModelFacts) -> str:
-    where = _present_layers(spec, facts)
-    return f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+    return _exists_tail(spec, _present_layers(spec, facts))
 
 
 def _mlp_kind(facts: ModelFacts, layer: int) -> str:
@@ -356,8 +366,7 @@ _HAS_MLP = _LayerRule(
 
 
 def _attending_instead(spec: PointLike, facts: ModelFacts) -> str:
-    where = _where(facts, facts.attends)
-    tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+    tail = _exists_tail(spec, _where(facts, facts.attends))
     return f"use attn_in / attn_out for this mixer's input and output{tail}"
 
 
@@ -391,8 +400,7 @@ def _token_keys_absence(spec: PointLike, facts: ModelFacts, layer: int) -> Absen
         if kind == "compressed_sparse"
         else ""
     )
-    where = _where(facts, facts.attends_tokens_only)
-    tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+    tail = _exists_tail(spec, _where(facts, facts.attends_tokens_only))
     return Absence(
         f"layer {layer} of {facts.architecture} is a {_COMPRESSED_NAMES.get(kind, kind)} layer: "
         f"its queries attend to a sliding window of tokens followed by compressed entries (one "
@@ -456,7 +464,7 @@ _ATTENDS_OWN_KV = _LayerRule(
 
 def _dense_instead(spec: PointLike, facts: ModelFacts) -> str:
     where = _where(facts, lambda layer: facts.has_mlp(layer) and not facts.is_sparse(layer))
-    tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
+    tail = _exists_tail(spec, where, "the dense layers")
     return f"read router_logits / expert_weights / expert_indices or mlp_out there{tail}"
 
 
@@ -496,8 +504,7 @@ _SPARSE = _LayerRule(
 
 
 def _plain_gate_instead(spec: PointLike, facts: ModelFacts) -> str:
-    where = _where(facts, lambda layer: facts.sparsity_at(layer) == 0.0)
-    tail = f"; {spec.name} exists at layers: {layer_ranges(where)}" if where else ""
+    tail = _exists_tail(spec, _where(facts, lambda layer: facts.sparsity_at(layer) == 0.0))
     return (
         "read mlp_act (the sparse activation times up, as down_proj receives it), "
         f"mlp_pre_linear, or path.model.layers.<L>.mlp.gate_proj for the raw gate projection{tail}"
@@ -534,8 +541,9 @@ def _whole_mlp_write(facts: ModelFacts, layer: int) -> bool:
 
 def _inline_sum_instead(spec: PointLike, facts: ModelFacts) -> str:
     present = _whole_mlp_write if spec.name == "mlp_out_post" else _whole_mlp_module
-    where = _where(facts, lambda layer: present(facts, layer))
-    tail = f"; {spec.name} exists at the dense layers: {layer_ranges(where)}" if where else ""
+    tail = _exists_tail(
+        spec, _where(facts, lambda layer: present(facts, layer)), "the dense layers"
+    )
     if facts.dense_beside_experts:
         return (
             "read mlp_out_post (the post-MLP norm of that sum: what the MLP sublayer adds to the "
@@ -563,24 +571,27 @@ def _inline_sum_why(facts: ModelFacts) -> str:
     )
 
 
-def _inline_sum_rule(present: Callable[[ModelFacts, int], bool]) -> _LayerRule:
+def _one_reason_rule(
+    present: Callable[[ModelFacts, int], bool],
+    why: Callable[[ModelFacts], str],
+    instead: Callable[[PointLike, ModelFacts], str],
+) -> _LayerRule:
+    """A layer rule whose reason is the same on one layer and on all: `why` the layer lacks it."""
     return _LayerRule(
         present=present,
         at_layer=lambda spec, facts, layer: Absence(
-            f"layer {layer} of {facts.architecture} {_inline_sum_why(facts)}; {spec.name} does "
-            "not exist there",
-            _inline_sum_instead(spec, facts),
+            f"layer {layer} of {facts.architecture} {why(facts)}; {spec.name} does not exist there",
+            instead(spec, facts),
         ),
         nowhere=lambda spec, facts: Absence(
-            f"every layer of {facts.architecture} {_inline_sum_why(facts)}; {spec.name} does "
-            "not exist",
-            _inline_sum_instead(spec, facts),
+            f"every layer of {facts.architecture} {why(facts)}; {spec.name} does not exist",
+            instead(spec, facts),
         ),
     )
 
 
-_WHOLE_MLP = _inline_sum_rule(_whole_mlp_module)
-_WHOLE_MLP_WRITE = _inline_sum_rule(_whole_mlp_write)
+_WHOLE_MLP = _one_reason_rule(_whole_mlp_module, _inline_sum_why, _inline_sum_instead)
+_WHOLE_MLP_WRITE = _one_reason_rule(_whole_mlp_write, _inline_sum_why, _inline_sum_instead)
 
 
 def _one_mlp_input(facts: ModelFacts, layer: int) -> bool:
@@ -596,20 +607,11 @@ _TWO_MLP_INPUTS_INSTEAD = (
     "read resid_mid, or path.model.layers.<L>.pre_feedforward_layernorm and "
     "path.model.layers.<L>.pre_feedforward_layernorm_2 for the two inputs"
 )
-_SINGLE_MLP_INPUT = _LayerRule(
-    present=_one_mlp_input,
-    at_layer=lambda spec, facts, layer: Absence(
-        f"layer {layer} of {facts.architecture} {_TWO_MLP_INPUTS}; {spec.name} does not exist "
-        "there",
-        _TWO_MLP_INPUTS_INSTEAD,
-    ),
-    nowhere=lambda spec, facts: Absence(
-        f"every layer of {facts.architecture} {_TWO_MLP_INPUTS}; {spec.name} does not exist",
-        _TWO_MLP_INPUTS_INSTEAD,
-    ),
+_SINGLE_MLP_INPUT = _one_reason_rule(
+    _one_mlp_input, lambda facts: _TWO_MLP_INPUTS, lambda spec, facts: _TWO_MLP_INPUTS_INSTEAD
 )
 
-_MODEL_RULES: dict[str, tuple[Callable[[PointLike, ModelFacts], Absence | None], ...]] = {
+_MODEL_RULES: dict[str, tuple[_ModelRule, ...]] = {
     "q_norm_in": (_needs_qk_norm,),
     "q_norm_out": (_needs_qk_norm,),
     "k_norm_in": (_needs_qk_norm,),

@@ -60,6 +60,7 @@ from interp_core.points import writable_names
 from interp_core.presence import why_absent
 from interp_core.steering_lens import (
     check_lens_fields,
+    check_row_width,
     check_target,
     lens_delta_reference,
     uses_direction,
@@ -654,14 +655,14 @@ def _check_feature(spec: SteeringSpec) -> tuple[Any, float, float]:
         )
         raise error
     encoder = _check_vector(spec.encoder, "clamp", spec.address, False, "clamp's encoder row")
-    width = len(encoder) if isinstance(encoder, tuple) else int(next(iter(encoder.shape)))
-    if width != spec.width:
-        error = _fail(
-            f"{where} has an encoder row of {width} values and a decoder row of {spec.width}",
-            "both act on the same activation row",
-            "pass rows of the point's width",
-        )
-        raise error
+    check_row_width(
+        spec,
+        encoder,
+        "an encoder row",
+        "a decoder row",
+        "both act on the same activation row",
+        "pass rows of the point's width",
+    )
     return encoder, float(spec.bias), float(spec.threshold)
 
 

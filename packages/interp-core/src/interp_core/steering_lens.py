@@ -32,6 +32,7 @@ SteeringSpec = Any
 
 __all__ = [
     "check_lens_fields",
+    "check_row_width",
     "check_target",
     "lens_delta_reference",
     "norm_add_coefficient",
@@ -123,16 +124,31 @@ def check_target(spec: SteeringSpec, check_vector: Callable[..., Any]) -> Any:
         )
         raise error
     target = check_vector(spec.target, "swap", spec.address, True, "swap's target")
-    width = len(target) if isinstance(target, tuple) else int(next(iter(target.shape)))
+    check_row_width(
+        spec,
+        target,
+        "a target",
+        "a vector",
+        "both are directions in the same activation row",
+        f"pass a target of length {spec.width}",
+    )
+    return target
+
+
+def check_row_width(
+    spec: SteeringSpec, row: Any, row_is: str, vector_is: str, why: str, instead: str
+) -> None:
+    """Refuse a second row the op reads beside the spec's vector (a swap's target, a clamp's
+    encoder), already checked as a vector, unless it is as wide as the vector."""
+    width = len(row) if isinstance(row, tuple) else int(next(iter(row.shape)))
     if width != spec.width:
         error = _fail(
-            f"the swap at {spec.address} has a target of {width} values and a vector of "
+            f"the {spec.op} at {spec.address} has {row_is} of {width} values and {vector_is} of "
             f"{spec.width}",
-            "both are directions in the same activation row",
-            f"pass a target of length {spec.width}",
+            why,
+            instead,
         )
         raise error
-    return target
 
 
 def lens_delta_reference(

@@ -16,11 +16,11 @@ direction ops, an all-zero vector is meaningful (zero ablation). Kept beside
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from typing import Any, cast
 
 from interp_core.errors import SteeringSpecError
+from interp_core.index_lists import check_index_list, check_indices_below
 
 # `interp_core.steering` builds on this module, so its SteeringSpec is named here, not imported.
 SteeringSpec = Any
@@ -45,30 +45,25 @@ def check_channels(spec: SteeringSpec, width: int) -> tuple[int, ...] | None:
             "drop channels, or build the write with Patch(..., heads=/neurons=)",
         )
         raise error
-    if isinstance(channels, str | bytes) or not isinstance(channels, Sequence) or not channels:
-        error = _fail(
+    checked = check_index_list(
+        channels,
+        (
             f"{where} has channels={channels!r}",
             "channels list the row's channels the vector's values go to",
             "pass a non-empty list of ints, or None for the whole row",
-        )
-        raise error
-    checked: list[int] = []
-    for channel in channels:
-        if isinstance(channel, bool) or not isinstance(channel, numbers.Integral) or channel < 0:
-            error = _fail(
-                f"{where} has channel {channel!r}",
-                "a channel is a non-negative index into the point's row",
-                "pass ints from 0",
-            )
-            raise error
-        checked.append(int(channel))
-    if len(set(checked)) != len(checked):
-        error = _fail(
+        ),
+        (
+            f"{where} has channel",
+            "a channel is a non-negative index into the point's row",
+            "pass ints from 0",
+        ),
+        (
             f"{where} lists a channel twice",
             "two values for one channel contradict each other",
             "list each channel once",
-        )
-        raise error
+        ),
+        one_int=False,
+    )
     if len(checked) != width:
         error = _fail(
             f"{where} has {width} values for {len(checked)} channels",
@@ -76,7 +71,7 @@ def check_channels(spec: SteeringSpec, width: int) -> tuple[int, ...] | None:
             "pass one value per channel",
         )
         raise error
-    return tuple(checked)
+    return checked
 
 
 def check_set_width(spec: SteeringSpec, width: int, model: str) -> bool:
@@ -86,14 +81,13 @@ def check_set_width(spec: SteeringSpec, width: int, model: str) -> bool:
     """
     if spec.channels is None:
         return False
-    beyond = [c for c in spec.channels if c >= width]
-    if beyond:
-        error = _fail(
-            f"the patch at {spec.address} writes channels {beyond[:5]}",
-            f"{spec.address.name} on this {model} is {width} wide",
-            f"pass channels below {width} (heads and neurons are checked by Patch)",
-        )
-        raise error
+    check_indices_below(
+        spec.channels,
+        width,
+        f"the patch at {spec.address} writes channels",
+        f"{spec.address.name} on this {model} is {width} wide",
+        f"pass channels below {width} (heads and neurons are checked by Patch)",
+    )
     return True
 
 

@@ -32,6 +32,7 @@ from interp_core.capture_stream import (
     refuse_rows_without_tokens,
     select_rows,
 )
+from interp_core.model_base import StreamCall
 from interp_core.results import Generation, GenerationStep, TokenLogprobs
 from interp_eager import call_inputs
 from interp_eager.arguments import gen_defaults
@@ -53,36 +54,26 @@ def capture_rows(model: Any, tokens: Any, rows: Any, cache_of: Any) -> Activatio
 
 
 async def stream_capture(
-    model: Any,
-    tokens: Any,
-    points: Sequence[Any],
-    *,
-    max_new_tokens: int = 8,
-    temperature: float = 0.0,
-    seed: int | None = None,
-    steering: Any = None,
-    **knobs: Any,
+    model: Any, tokens: Any, points: Sequence[Any], call: StreamCall
 ) -> AsyncIterator[CaptureChunk]:
     """One `CaptureChunk` per generated token (see the module docstring); the last one carries
-    the `Generation`. Sampling is decided as in `generate` (`knobs`: top_k, penalties,
-    n_logprobs...)."""
+    the `Generation`. Sampling is decided as in `generate` from `call.sampling` (max_new_tokens,
+    temperature, seed, top_k, penalties, n_logprobs...)."""
     taken: list[dict[Any, Any]] = []
     with model._serving():
         addresses = [model._check_address(a) for a in to_addresses(points)]
-        check_streamable(addresses, knobs)
+        check_streamable(addresses, call.sampling)
         ids = model._tokens(tokens)
+        max_new_tokens = call.sampling["max_new_tokens"]
         if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool):
             # Priced at the longest the generation can run, before it runs.
             model._check_budget(addresses, 1, ids.shape[1] + max(max_new_tokens, 1) - 1)
         reads = [model.tap(a) for a in dict.fromkeys(addresses)]
         sampling, steps = model._decode_steps(
             ids,
-            steering=steering,
+            steering=call.steering,
             reads=(reads, lambda session, *_: taken.append(_rows_of(session, reads))),
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            seed=seed,
-            **knobs,
+            **call.sampling,
         )
     prompt = ids[0].tolist()
     start = 0

@@ -256,25 +256,21 @@ class HookSession:
 
     def _install_scores(self, module: Any, reads: list[Tap]) -> None:
         (tap,) = reads  # one attn_scores address per attention module
-
-        def enter(mod: Any, args: Any, kwargs: Any) -> None:
-            self._scores_layer = tap
-            self._enter_mode()
-
-        def leave(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
-            self._scores_layer = None
-            self._leave_mode()
-
-        self._handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
-        self._handles.append(module.register_forward_hook(leave, with_kwargs=True))
+        self._watch(module, "_scores_layer", tap)
 
     def _install_linear(self, module: Any, reads: list[Tap], writes: list[Write]) -> None:
+        self._watch(module, "_linear_site", (reads, writes))
+
+    def _watch(self, module: Any, site: str, value: Any) -> None:
+        """While `module` runs, the torch-function mode is on and attribute `site` is `value`
+        (None again once it returns): what `_intercepted` reads to know whose call it sees."""
+
         def enter(mod: Any, args: Any, kwargs: Any) -> None:
-            self._linear_site = (reads, writes)
+            setattr(self, site, value)
             self._enter_mode()
 
         def leave(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
-            self._linear_site = None
+            setattr(self, site, None)
             self._leave_mode()
 
         self._handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))

@@ -21,34 +21,19 @@ import torch
 
 from interp_core.address import Address
 from interp_core.lens_generation import LensStep, check_lens_generation, check_skip_reach
+from interp_core.model_base import StreamCall, check_lens_sampling
 from interp_eager.arguments import gen_defaults
 from interp_torch.lens import masked_top_tokens
 
-__all__ = ["generate_with_lens"]
-
-# The generation keywords a lens over a generation passes through to the decoding loop.
-_SAMPLING = ("temperature", "top_k", "top_p", "seed", "min_p", "use_generation_config")
+__all__ = ["lens_stream"]
 
 
-async def generate_with_lens(
-    model: Any,
-    tokens: Any,
-    lenses: Any,
-    *,
-    top_n: int = 10,
-    point: str = "resid_post",
-    max_new_tokens: int = 16,
-    skip_before: int = 0,
-    word_mask: Any = None,
-    steering: Any = None,
-    **sampling: Any,
+async def lens_stream(
+    model: Any, tokens: Any, lenses: Any, call: StreamCall
 ) -> AsyncIterator[LensStep]:
-    unknown = sorted(set(sampling) - set(_SAMPLING))
-    if unknown:
-        from interp_core.errors import InvalidArgument
-
-        message = f"generate_with_lens got unknown arguments {unknown}; it takes {_SAMPLING}"
-        raise InvalidArgument(message)
+    """`generate_with_lens` (its keywords read by `ModelBase.generate_with_lens`): `call.read`
+    what the lens decodes, `call.sampling` max_new_tokens and the knobs of `LENS_SAMPLING`."""
+    check_lens_sampling(call.sampling)
     pending: list[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]] = []
     with model._serving():
         plan = check_lens_generation(
@@ -56,10 +41,7 @@ async def generate_with_lens(
             n_layers=model.n_layers,
             vocab_size=model.facts.vocab_size,
             held=model.lens_sets(),
-            top_n=top_n,
-            point=point,
-            skip_before=skip_before,
-            word_mask=word_mask,
+            **call.read,
         )
         for spec in plan.lenses:
             if spec.jacobian:
@@ -94,10 +76,7 @@ async def generate_with_lens(
                 blocks.append((top.ids.transpose(0, 1).cpu(), top.probs.transpose(0, 1).cpu()))
             pending.append((positions[keep].tolist(), blocks))
 
-        options = {key: sampling[key] for key in _SAMPLING if key in sampling}
-        arguments = gen_defaults(
-            {"max_new_tokens": max_new_tokens, "steering": steering, **options}
-        )
+        arguments = gen_defaults({**call.sampling, "steering": call.steering})
         ids = model._tokens(tokens)
         taps = [model.tap(a) for a in addresses.values()]
         decided, steps = model._prepare_decoding(ids, reads=(taps, decode), **arguments)

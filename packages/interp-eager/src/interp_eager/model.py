@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -34,7 +34,7 @@ from interp_core.errors import (
     PointUnsupported,
 )
 from interp_core.facts import ModelFacts
-from interp_core.model_base import ModelBase
+from interp_core.model_base import ModelBase, generation_reach
 from interp_core.points import PointSpec, absence_reason, points_for
 from interp_core.readouts import lens_from_layers
 from interp_core.results import (
@@ -501,8 +501,9 @@ class EagerModel(ModelBase):
             ),
         )
 
-    # Rows per decode step as they are computed (`interp_eager.capture_stream`).
-    capture_generation_stream = stream_capture
+    # Rows per decode step as they are computed (`interp_eager.capture_stream`); the keywords
+    # of capture_generation_stream are read by ModelBase.
+    _stream_capture = stream_capture
 
     # --- generation -----------------------------------------------------------------------------
     def _decode_steps(self, tokens: Any, **arguments: Any) -> tuple[Sampling, Iterator[Step]]:
@@ -537,13 +538,8 @@ class EagerModel(ModelBase):
                 f"tokens (e.g. tokens[:, -{limit - 1}:])"
             )
             raise CapabilityUnsupported(message)
-        # The last sampled token is never fed back: forwards run prompt + new - 1 positions.
-        length = ids.shape[1] + sampling.max_new_tokens - 1
-        call = (
-            f"this generation of {ids.shape[1]} prompt tokens and up to "
-            f"{sampling.max_new_tokens} new ones (the last is never fed back)"
-        )
-        writes = self._writes(steering, (length, call), ids.tolist())
+        reach = generation_reach(int(ids.shape[1]), sampling.max_new_tokens)
+        writes = self._writes(steering, reach, ids.tolist())
         steps = decode_steps(
             self.hf_model,
             ids,
@@ -768,9 +764,9 @@ class EagerModel(ModelBase):
         """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
         return self._readouts.lens_sets()
 
-    def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
-        """The lens over a generation, a step per forward (`interp_eager.lens_generation`)."""
-        return lens_generation.generate_with_lens(self, tokens, lenses, **options)
+    # The lens over a generation, a step per forward (`interp_eager.lens_generation`); the
+    # keywords of generate_with_lens are read by ModelBase.
+    _lens_stream = lens_generation.lens_stream
 
     def __repr__(self) -> str:
         state = "loaded" if self._tree is not None else "not loaded"

@@ -18,18 +18,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from interp_serve import tensors as tensor_io
-from interp_serve.errors import status_of
+from interp_serve.event_streams import first_item, sse_response
 from interp_serve.schemas import _STRICT, _TOKENS, GenerateOptions
 from interp_serve.service import Service
-from interp_serve.wire import error_to_json, generation_to_json, step_to_json
+from interp_serve.wire import generation_to_json, step_to_json
 
 __all__ = ["CaptureStreamRequest", "router"]
 
@@ -68,29 +66,13 @@ async def capture_stream(body: CaptureStreamRequest, request: Request) -> Any:
     specs = service.specs(body.steering)
     options = body.generate.model_dump()
     chunks = service.capture_generation_stream(body.tokens, body.points, specs, **options)
-    try:
-        first = await anext(chunks)
-    except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await chunks.aclose()
-        raise
+    first = await first_item(chunks)
 
-    async def events() -> AsyncIterator[str]:
-        try:
-            if first is not None:
-                service.metrics.tokens.inc(len(first.steps))
-                yield f"data: {await _encoded(first)}\n\n"
-            async for chunk in chunks:
-                service.metrics.tokens.inc(len(chunk.steps))
-                yield f"data: {await _encoded(chunk)}\n\n"
-        except Exception as error:  # after the 200 has gone out, the error is the last event
-            yield f"data: {json.dumps(error_to_json(error, status_of(error)))}\n\n"
-        finally:
-            await chunks.aclose()
-        yield "data: [DONE]\n\n"
+    async def event(chunk: Any, _opening: bool) -> str:
+        service.metrics.tokens.inc(len(chunk.steps))
+        return await _encoded(chunk)
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return sse_response(first, chunks, event)
 
 
 async def _encoded(chunk: Any) -> str:

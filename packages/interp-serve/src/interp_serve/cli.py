@@ -32,6 +32,97 @@ __all__ = ["build_settings", "main", "register"]
 
 KEYS_ENV = "INTERP_API_KEYS"
 
+# (flag, ServerSettings field, type, help): each flag's default is its field's, and its value
+# goes to that field as given.
+_LIMITS: tuple[tuple[str, str, type, str | None], ...] = (
+    ("--max-concurrency", "max_concurrency", int, None),
+    ("--max-queue", "max_queue", int, None),
+    ("--request-timeout", "request_timeout_s", float, None),
+    ("--max-body-bytes", "max_body_bytes", int, None),
+    ("--max-capture-bytes", "max_capture_bytes", int, None),
+    ("--store-budget-bytes", "store_budget_bytes", int, None),
+    ("--inline-max-bytes", "inline_max_bytes", int, None),
+    ("--activation-ttl", "activation_ttl_s", float, None),
+    ("--max-top-k", "max_top_k", int, "top_k cap (features, lens)"),
+    (
+        "--max-forward-bytes",
+        "max_forward_bytes",
+        int,
+        "activations one request's forward may need, priced before it runs",
+    ),
+    (
+        "--max-text-chars",
+        "max_text_chars",
+        int,
+        "characters of text one request may have tokenized",
+    ),
+)
+
+# The connection layer's limits, as _LIMITS plus whether zero is allowed (else the value must
+# be more than zero; build_settings refuses the rest).
+_CONNECTION_LIMITS: tuple[tuple[str, str, type, bool, str], ...] = (
+    (
+        "--max-header-bytes",
+        "max_header_bytes",
+        int,
+        False,
+        "request line + headers over this are refused with 431",
+    ),
+    (
+        "--max-header-fields",
+        "max_header_fields",
+        int,
+        False,
+        "more header fields than this are refused with 431",
+    ),
+    (
+        "--header-timeout",
+        "header_timeout_s",
+        float,
+        False,
+        "seconds a whole request head may take to arrive; then the connection closes",
+    ),
+    (
+        "--body-timeout",
+        "body_timeout_s",
+        float,
+        False,
+        "seconds a request body may stall; then the connection closes",
+    ),
+    (
+        "--keep-alive-timeout",
+        "keep_alive_timeout_s",
+        float,
+        False,
+        "seconds an idle keep-alive connection is kept",
+    ),
+    (
+        "--max-connections",
+        "max_connections",
+        int,
+        False,
+        "open connections beyond this are answered 503 and closed",
+    ),
+    (
+        "--drain-bytes",
+        "drain_bytes",
+        int,
+        True,
+        "bytes of a refused request's body read and dropped so its client sees the answer",
+    ),
+    (
+        "--drain-timeout",
+        "drain_timeout_s",
+        float,
+        True,
+        "seconds spent draining a refused request's body at most",
+    ),
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
 
 def register(subparsers: Any) -> None:
     """Add `serve` to the `interp` CLI's subcommands."""
@@ -93,80 +184,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-auth", action="store_true", help="serve a non-loopback address without keys"
     )
     limits = parser.add_argument_group("limits")
-    limits.add_argument("--max-concurrency", type=int, default=defaults.max_concurrency)
-    limits.add_argument("--max-queue", type=int, default=defaults.max_queue)
-    limits.add_argument("--request-timeout", type=float, default=defaults.request_timeout_s)
-    limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
-    limits.add_argument("--max-capture-bytes", type=int, default=defaults.max_capture_bytes)
-    limits.add_argument("--store-budget-bytes", type=int, default=defaults.store_budget_bytes)
-    limits.add_argument("--inline-max-bytes", type=int, default=defaults.inline_max_bytes)
-    limits.add_argument("--activation-ttl", type=float, default=defaults.activation_ttl_s)
-    limits.add_argument(
-        "--max-top-k", type=int, default=defaults.max_top_k, help="top_k cap (features, lens)"
-    )
-    limits.add_argument(
-        "--max-forward-bytes",
-        type=int,
-        default=defaults.max_forward_bytes,
-        help="activations one request's forward may need, priced before it runs",
-    )
-    limits.add_argument(
-        "--max-text-chars",
-        type=int,
-        default=defaults.max_text_chars,
-        help="characters of text one request may have tokenized",
-    )
+    for flag, field, kind, help_ in _LIMITS:
+        limits.add_argument(flag, type=kind, default=getattr(defaults, field), help=help_)
     connections = parser.add_argument_group(
         "connections (checked before the API key; see interp_serve.transport)"
     )
-    connections.add_argument(
-        "--max-header-bytes",
-        type=int,
-        default=defaults.max_header_bytes,
-        help="request line + headers over this are refused with 431",
-    )
-    connections.add_argument(
-        "--max-header-fields",
-        type=int,
-        default=defaults.max_header_fields,
-        help="more header fields than this are refused with 431",
-    )
-    connections.add_argument(
-        "--header-timeout",
-        type=float,
-        default=defaults.header_timeout_s,
-        help="seconds a whole request head may take to arrive; then the connection closes",
-    )
-    connections.add_argument(
-        "--body-timeout",
-        type=float,
-        default=defaults.body_timeout_s,
-        help="seconds a request body may stall; then the connection closes",
-    )
-    connections.add_argument(
-        "--keep-alive-timeout",
-        type=float,
-        default=defaults.keep_alive_timeout_s,
-        help="seconds an idle keep-alive connection is kept",
-    )
-    connections.add_argument(
-        "--max-connections",
-        type=int,
-        default=defaults.max_connections,
-        help="open connections beyond this are answered 503 and closed",
-    )
-    connections.add_argument(
-        "--drain-bytes",
-        type=int,
-        default=defaults.drain_bytes,
-        help="bytes of a refused request's body read and dropped so its client sees the answer",
-    )
-    connections.add_argument(
-        "--drain-timeout",
-        type=float,
-        default=defaults.drain_timeout_s,
-        help="seconds spent draining a refused request's body at most",
-    )
+    for flag, field, kind, _zero, help_ in _CONNECTION_LIMITS:
+        connections.add_argument(flag, type=kind, default=getattr(defaults, field), help=help_)
     parser.add_argument(
         "--cors-origin", action="append", default=[], help="allow this origin (default: none)"
     )
@@ -213,28 +237,14 @@ def build_settings(args: argparse.Namespace) -> ServerSettings:
     return ServerSettings(
         api_keys=keys,
         served_name=args.served_name,
-        max_body_bytes=args.max_body_bytes,
-        max_capture_bytes=args.max_capture_bytes,
-        store_budget_bytes=args.store_budget_bytes,
-        inline_max_bytes=args.inline_max_bytes,
-        activation_ttl_s=args.activation_ttl,
-        max_concurrency=args.max_concurrency,
-        max_queue=args.max_queue,
-        request_timeout_s=args.request_timeout,
         cors_origins=tuple(args.cors_origin),
-        max_top_k=args.max_top_k,
-        max_header_bytes=_positive(args, "max_header_bytes"),
-        max_header_fields=_positive(args, "max_header_fields"),
-        header_timeout_s=_positive(args, "header_timeout"),
-        body_timeout_s=_positive(args, "body_timeout"),
-        keep_alive_timeout_s=_positive(args, "keep_alive_timeout"),
-        max_connections=_positive(args, "max_connections"),
-        drain_bytes=_positive(args, "drain_bytes", zero=True),
-        drain_timeout_s=_positive(args, "drain_timeout", zero=True),
         lens_dir=args.lens_dir,
-        max_forward_bytes=args.max_forward_bytes,
-        max_text_chars=args.max_text_chars,
         loras=parse_lora_option(args.lora),
+        **{field: getattr(args, _dest(flag)) for flag, field, _kind, _help in _LIMITS},
+        **{
+            field: _positive(args, _dest(flag), zero=zero)
+            for flag, field, _kind, zero, _help in _CONNECTION_LIMITS
+        },
     )
 
 

@@ -264,19 +264,20 @@ class Engine:
             stop.set()
 
     async def warmup(self) -> None:
-        if self.on_loop:
-            await self.model.warmup()
-        else:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._pool, lambda: asyncio.run(self.model.warmup()))
+        await self._outside_limits(self.model.warmup)
 
     async def shutdown(self) -> None:
+        await self._outside_limits(self.model.shutdown)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _outside_limits(self, make: Callable[[], Awaitable[Any]]) -> None:
+        # A lifecycle call takes no slot: on the server's loop for a loop-bound model, else on
+        # the worker thread with a loop of its own.
         if self.on_loop:
-            await self.model.shutdown()
+            await make()
         else:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._pool, lambda: asyncio.run(self.model.shutdown()))
-        self._pool.shutdown(wait=False, cancel_futures=True)
+            await loop.run_in_executor(self._pool, lambda: asyncio.run(make()))
 
 
 _END = object()

@@ -33,6 +33,13 @@ __all__ = ["router"]
 router = APIRouter()
 
 SAFETENSORS = "application/octet-stream"
+# The answer of a route that takes `direct`.
+_JSON_OR_TENSORS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "content": {SAFETENSORS: {}},
+        "description": "JSON, or with direct: true the safetensors bytes",
+    }
+}
 
 
 def _service(request: Request) -> Service:
@@ -42,12 +49,7 @@ def _service(request: Request) -> Service:
 @router.post(
     "/v1/capture",
     summary="One forward pass (or a generation) with captures",
-    responses={
-        200: {
-            "content": {SAFETENSORS: {}},
-            "description": "JSON, or with direct: true the safetensors bytes",
-        }
-    },
+    responses=_JSON_OR_TENSORS,
 )
 async def capture(body: CaptureRequest, request: Request) -> Any:
     service = _service(request)
@@ -101,12 +103,7 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
 @router.post(
     "/v1/features",
     summary="Top-k SAE features per token, encoded next to the capture",
-    responses={
-        200: {
-            "content": {SAFETENSORS: {}},
-            "description": "JSON, or with direct: true the safetensors bytes",
-        }
-    },
+    responses=_JSON_OR_TENSORS,
 )
 async def features(body: FeaturesRequest, request: Request) -> Any:
     service = _service(request)

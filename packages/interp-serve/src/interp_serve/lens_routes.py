@@ -16,18 +16,15 @@ which caps `top_n` and prices the generation's forward before it runs.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from interp_core.lens_generation import LensStep
 from interp_core.readouts import LensSpec
-from interp_serve.errors import status_of
+from interp_serve.event_streams import first_item, sse_response
 from interp_serve.service import Service
-from interp_serve.wire import error_to_json
 
 __all__ = ["LensGenerateRequest", "lens_from_json", "router", "step_from_json", "step_to_json"]
 
@@ -125,24 +122,9 @@ async def generate_with_lens(body: LensGenerateRequest, request: Request) -> Any
         word_mask=body.word_mask,
         **sampling,
     )
-    try:
-        first: LensStep | None = await anext(steps)
-    except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await steps.aclose()
-        raise
+    first: LensStep | None = await first_item(steps)
 
-    async def events() -> AsyncIterator[str]:
-        try:
-            if first is not None:
-                yield f"data: {json.dumps(step_to_json(first))}\n\n"
-            async for step in steps:
-                yield f"data: {json.dumps(step_to_json(step))}\n\n"
-        except Exception as error:  # after the 200 has gone out, the error is the last event
-            yield f"data: {json.dumps(error_to_json(error, status_of(error)))}\n\n"
-        finally:
-            await steps.aclose()
-        yield "data: [DONE]\n\n"
+    async def event(step: LensStep, _opening: bool) -> str:
+        return json.dumps(step_to_json(step))
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return sse_response(first, steps, event)

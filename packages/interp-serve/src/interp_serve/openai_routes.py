@@ -16,15 +16,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
 
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.sampling import SEED_LIMIT
-from interp_serve.errors import status_of
+from interp_serve.event_streams import first_item, sse_response
 from interp_serve.injection import completion_inputs, prompt_length, whole_embeds_prompt
 from interp_serve.openai_logprobs import (
     chat_logprobs,
@@ -35,7 +33,6 @@ from interp_serve.openai_logprobs import (
 from interp_serve.schemas import ChatRequest, CompletionRequest
 from interp_serve.service import Service
 from interp_serve.wire import (
-    error_to_json,
     generation_to_json,
     lens_to_json,
     step_to_json,
@@ -103,6 +100,15 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _accepted(body: Any, request: Request) -> tuple[Service, Any]:
+    """The service and the call inputs of a completion request, refused first where it names
+    another model or asks for what the server does not do."""
+    service = _service(request)
+    service.check_model(body.model)
+    _refuse_unserved(body)
+    return service, completion_inputs(service, body)
+
+
 @router.get("/v1/models", summary="The served model")
 async def list_models(request: Request) -> dict[str, Any]:
     service = _service(request)
@@ -118,10 +124,7 @@ async def list_models(request: Request) -> dict[str, Any]:
 
 @router.post("/v1/completions", summary="OpenAI-compatible text completion")
 async def completions(body: CompletionRequest, request: Request) -> Any:
-    service = _service(request)
-    service.check_model(body.model)
-    _refuse_unserved(body)
-    inputs = completion_inputs(service, body)
+    service, inputs = _accepted(body, request)
     if whole_embeds_prompt(inputs, body.prompt):
         return await _answer(service, body, None, request, chat=False, inputs=inputs)
     tokens = await service.prompt_ids(body.prompt)
@@ -130,10 +133,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
 
 @router.post("/v1/chat/completions", summary="OpenAI-compatible chat completion")
 async def chat_completions(body: ChatRequest, request: Request) -> Any:
-    service = _service(request)
-    service.check_model(body.model)
-    _refuse_unserved(body)
-    inputs = completion_inputs(service, body)
+    service, inputs = _accepted(body, request)
     tokens = await service.chat_ids([m.model_dump() for m in body.messages])
     return await _answer(service, body, tokens, request, chat=True, inputs=inputs)
 
@@ -284,13 +284,7 @@ async def _stream(
     steps = service.generate_stream(tokens, specs, **sampling)
     # The first step is awaited before answering, so a refusal (bad sampling, a steering spec
     # that does not fit) is a plain JSON error with its status, not an event inside a 200 stream.
-    try:
-        first = await anext(steps)
-    except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await steps.aclose()
-        raise
+    first = await first_item(steps)
     ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
     top = requested_logprobs(body, chat=chat)
@@ -326,21 +320,10 @@ async def _stream(
                 extra.update(meta)
                 extra["prompt_token_ids"] = tokens[0]
             data["interp"] = extra
-        return f"data: {json.dumps(data)}\n\n"
+        return json.dumps(data)
 
-    async def events() -> AsyncIterator[str]:
-        try:
-            if first is not None:
-                service.metrics.tokens.inc()
-                yield chunk(first, opening=True)
-            async for step in steps:
-                service.metrics.tokens.inc()
-                yield chunk(step)
-        except Exception as error:  # after the 200 has gone out, the error is the last event
-            status = status_of(error)
-            yield f"data: {json.dumps(error_to_json(error, status))}\n\n"
-        finally:
-            await steps.aclose()
-        yield "data: [DONE]\n\n"
+    async def event(step: Any, opening: bool) -> str:
+        service.metrics.tokens.inc()
+        return chunk(step, opening=opening)
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return sse_response(first, steps, event)

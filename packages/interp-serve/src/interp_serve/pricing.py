@@ -95,15 +95,27 @@ def check_forward(
     facts: ModelFacts, itemsize: int, rows: int, length: int, cap: int, what: str
 ) -> None:
     """Refuse (TooLarge, 413) a forward over `rows × length` tokens priced over `cap` bytes."""
-    terms = forward_terms(facts, itemsize, rows, length)
+    _check_forward_budget(
+        forward_terms(facts, itemsize, rows, length),
+        cap,
+        f"{what} runs a forward over {rows:,} rows × {length:,} tokens, which needs",
+        "rows or shorter prompts",
+        of=" of activations",
+    )
+
+
+def _check_forward_budget(
+    terms: dict[str, int], cap: int, needs: str, fewer: str, of: str = ""
+) -> None:
+    """Refuse (TooLarge, 413) work whose `terms` (bytes by name) add up to over `cap`, the
+    forward budget: "<needs> about <total><of> (<terms>), over ...; send fewer <fewer> ..."."""
     total = sum(terms.values())
     if total > cap:
         shown = ", ".join(f"{name} {show_bytes(n)}" for name, n in terms.items())
         message = (
-            f"{what} runs a forward over {rows:,} rows × {length:,} tokens, which needs about "
-            f"{show_bytes(total)} of activations ({shown}), over this server's forward budget "
-            f"of {show_bytes(cap)}; send fewer rows or shorter prompts per request, or ask the "
-            f"operator to raise --max-forward-bytes"
+            f"{needs} about {show_bytes(total)}{of} ({shown}), over this server's forward "
+            f"budget of {show_bytes(cap)}; send fewer {fewer} per request, or ask the operator "
+            f"to raise --max-forward-bytes"
         )
         raise TooLarge(message)
 
@@ -136,14 +148,6 @@ def check_decode(
         "logits": rows * facts.vocab_size * (itemsize + 4),
         "hidden": rows * facts.d_model * itemsize,
     }
-    total = sum(terms.values())
-    if total > forward_cap:
-        shown = ", ".join(f"{name} {show_bytes(n)}" for name, n in terms.items())
-        message = (
-            f"decoding {rows:,} residual rows needs about {show_bytes(total)} ({shown}), over "
-            f"this server's forward budget of {show_bytes(forward_cap)}; send fewer rows per "
-            f"request, or ask the operator to raise --max-forward-bytes"
-        )
-        raise TooLarge(message)
+    _check_forward_budget(terms, forward_cap, f"decoding {rows:,} residual rows needs", "rows")
     answer = rows * (facts.vocab_size * 4 if top_k is None else top_k * 12)
     check_answer("decode_residuals", answer, cap)

@@ -98,29 +98,23 @@ async def _answer(tensors: dict[str, Any], meta: dict[str, Any] | None = None) -
     return Response(content=data, media_type=SAFETENSORS)
 
 
-async def _rows(which: str, body: WeightRowsRequest, request: Request) -> Response:
-    rows = await _service(request).weight_rows(which, body.token_ids, request.is_disconnected)
-    return await _answer({"rows": rows}, {"token_ids": body.token_ids})
+def _rows_route(which: str, summary: str) -> Any:
+    """`POST /v1/<which>`: the weight rows `which` names (`Service.weight_rows`) for the body's
+    token ids; the route function is named `which`, as its OpenAPI operation is."""
+
+    async def route(body: WeightRowsRequest, request: Request) -> Response:
+        rows = await _service(request).weight_rows(which, body.token_ids, request.is_disconnected)
+        return await _answer({"rows": rows}, {"token_ids": body.token_ids})
+
+    route.__name__ = route.__qualname__ = which
+    post = router.post(
+        f"/v1/{which}", summary=summary, response_class=Response, responses=_TENSORS_OUT
+    )
+    return post(route)
 
 
-@router.post(
-    "/v1/unembed_rows",
-    summary="Rows of the unembedding W_U for token ids",
-    response_class=Response,
-    responses=_TENSORS_OUT,
-)
-async def unembed_rows(body: WeightRowsRequest, request: Request) -> Response:
-    return await _rows("unembed_rows", body, request)
-
-
-@router.post(
-    "/v1/embed_rows",
-    summary="Rows of the token embedding W_E for token ids",
-    response_class=Response,
-    responses=_TENSORS_OUT,
-)
-async def embed_rows(body: WeightRowsRequest, request: Request) -> Response:
-    return await _rows("embed_rows", body, request)
+unembed_rows = _rows_route("unembed_rows", "Rows of the unembedding W_U for token ids")
+embed_rows = _rows_route("embed_rows", "Rows of the token embedding W_E for token ids")
 
 
 @router.post(

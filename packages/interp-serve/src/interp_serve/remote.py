@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 from interp_core.address import Address, AddressLike, to_address
 from interp_core.cache import ActivationCache
-from interp_core.capture_stream import CaptureChunk, check_rows, refuse_rows_without_tokens
+from interp_core.capture_stream import check_rows, refuse_rows_without_tokens
 from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
 from interp_core.facts import ModelFacts
-from interp_core.model_base import ModelBase
+from interp_core.model_base import ModelBase, StreamCall
 from interp_core.points import PointSpec, get_point
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
@@ -387,12 +387,9 @@ class RemoteModel(ModelBase):
         cache, meta = await self._direct(body)
         return generation_from_json(meta["generation"]), cache
 
-    def capture_generation_stream(
-        self, tokens: Any, points: Sequence[AddressLike], **kwargs: Any
-    ) -> AsyncIterator[CaptureChunk]:
-        """The server's `capture_generation_stream`, one chunk per server-sent event
-        (`POST /v1/capture/stream`, `interp_serve.remote_stream`)."""
-        return stream_capture(self, tokens, points, **kwargs)
+    # The server's capture_generation_stream, one chunk per server-sent event (POST
+    # /v1/capture/stream, interp_serve.remote_stream); its keywords are read by ModelBase.
+    _stream_capture = stream_capture
 
     def _completion(
         self,
@@ -526,7 +523,7 @@ class RemoteModel(ModelBase):
         """The fitted lens sets installed on the server, and their layers."""
         return self._readouts.lens_sets()
 
-    def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
+    def _lens_stream(self, tokens: Any, lenses: Any, call: StreamCall) -> AsyncIterator[Any]:
         """The lens over a generation on the server, a step per server-sent event
         (`interp_serve.remote_lens`)."""
         from interp_serve.remote_lens import RemoteLensStream
@@ -538,7 +535,7 @@ class RemoteModel(ModelBase):
             steering=self._steering,
             tensor_type=self._tensor_type,
         )
-        return stream.generate_with_lens(tokens, lenses, **options)
+        return stream.generate_with_lens(tokens, lenses, call)
 
     # --- SAEs loaded on the server (interp serve --sae) ---------------------------------------
     def saes(self) -> list[dict[str, Any]]:

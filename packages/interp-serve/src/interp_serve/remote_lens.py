@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from interp_core.lens_generation import LensStep
+from interp_core.model_base import StreamCall
 from interp_serve.lens_routes import lens_to_json, step_from_json
 from interp_serve.sse_client import server_events
 from interp_serve.wire import nested_ids
@@ -46,32 +47,23 @@ class RemoteLensStream:
         return np.asarray(nested, dtype=np.int64 if kind == "ids" else np.float32)
 
     async def generate_with_lens(
-        self,
-        tokens: Any,
-        lenses: Any,
-        *,
-        top_n: int = 10,
-        point: str = "resid_post",
-        max_new_tokens: int = 16,
-        skip_before: int = 0,
-        word_mask: Any = None,
-        steering: Any = None,
-        **sampling: Any,
+        self, tokens: Any, lenses: Any, call: StreamCall
     ) -> AsyncIterator[LensStep]:
-
+        """The steps of `POST /v1/lens/generate`, for the keywords `ModelBase.generate_with_lens`
+        read (the knobs set travel; the server's schema refuses any it does not take)."""
         listed = [lenses] if not isinstance(lenses, list | tuple) else list(lenses)
-        mask = word_mask.tolist() if hasattr(word_mask, "tolist") else word_mask
+        mask = call.read["word_mask"]
+        mask = mask.tolist() if hasattr(mask, "tolist") else mask
         ids = nested_ids(tokens)
         body = {
             "tokens": ids[0] if ids and isinstance(ids[0], list) and len(ids) == 1 else ids,
             "lenses": [lens_to_json(lens) for lens in listed],
-            "top_n": top_n,
-            "point": point,
-            "max_new_tokens": max_new_tokens,
-            "skip_before": skip_before,
+            **call.read,
             "word_mask": None if mask is None else list(mask),
-            "steering": self._steering(steering),
-            **{key: value for key, value in sampling.items() if value is not None},
+            "steering": self._steering(call.steering),
+            # max_new_tokens travels even as None, for the server to refuse in the core's words.
+            "max_new_tokens": call.sampling["max_new_tokens"],
+            **{key: value for key, value in call.sampling.items() if value is not None},
         }
         events = server_events(
             self._client(),

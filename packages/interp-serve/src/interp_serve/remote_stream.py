@@ -15,6 +15,7 @@ from typing import Any
 
 from interp_core.address import Address, to_address
 from interp_core.capture_stream import CaptureChunk
+from interp_core.model_base import StreamCall
 from interp_serve import tensors as tensor_io
 from interp_serve.sse_client import server_events
 from interp_serve.wire import (
@@ -30,12 +31,7 @@ async def stream_capture(
     model: Any,  # a RemoteModel
     tokens: Any,
     points: Sequence[Any],
-    *,
-    max_new_tokens: int = 8,
-    temperature: float = 0.0,
-    seed: int | None = None,
-    steering: Any = None,
-    **knobs: Any,
+    call: StreamCall,
 ) -> AsyncIterator[CaptureChunk]:
     """Chunks as the server's events arrive; the knobs of `capture_generation` only (the HTTP
     route samples as `/v1/capture` does), others refused by the server's schema."""
@@ -43,13 +39,8 @@ async def stream_capture(
     body = {
         "tokens": nested_ids(tokens),
         "points": [str(to_address(p)) for p in points],
-        "steering": model._steering(steering),
-        "generate": {
-            "max_new_tokens": max_new_tokens,
-            "temperature": temperature,
-            "seed": seed,
-            **knobs,
-        },
+        "steering": model._steering(call.steering),
+        "generate": call.sampling,
     }
     events = server_events(
         model._aclient(),

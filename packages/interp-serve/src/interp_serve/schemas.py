@@ -52,22 +52,24 @@ class LensOptions(BaseModel):
     point: str = Field("resid_post", description="the point decoded at each layer")
 
 
-class FeatureAdd(BaseModel):
-    """Steer by a feature: add `strength` × its decoder row where the SAE writes."""
+class _Feature(BaseModel):
+    """One feature of a served SAE, which FeatureAdd and FeatureClamp steer."""
 
     model_config = _STRICT
     sae: str = Field(description="the SAE's name on this server (GET /v1/saes)")
     feature: int = Field(description="feature index, 0 to d_sae - 1")
+
+
+class FeatureAdd(_Feature):
+    """Steer by a feature: add `strength` × its decoder row where the SAE writes."""
+
     strength: float = Field(description="the multiple of the feature's decoder row added")
     positions: list[int] | None = Field(None, description="token positions (default: all)")
 
 
-class FeatureClamp(BaseModel):
+class FeatureClamp(_Feature):
     """Clamp a feature to `value`, keeping the rest of the row and the reconstruction error."""
 
-    model_config = _STRICT
-    sae: str = Field(description="the SAE's name on this server (GET /v1/saes)")
-    feature: int = Field(description="feature index, 0 to d_sae - 1")
     value: float = Field(description="the feature's activation after the clamp")
     positions: list[int] | None = Field(None, description="token positions (default: all)")
 

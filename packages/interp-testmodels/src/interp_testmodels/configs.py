@@ -9,8 +9,9 @@ modules named for what they hold, and `FAMILY_NAMES` lists them in that order:
 `configs_gpt` (the GPT-2-era dense decoders), `configs_dense` (the Llama-style dense decoders),
 `configs_moe` (mixtures of experts), `configs_hybrid` (recurrent and linear-attention mixers
 beside softmax attention) and `configs_multistream` (several residual streams or widths that
-vary by layer). The shared pieces (base dimensions, DeepSeek-V3's latent attention and routing)
-are in `interp_testmodels.config_parts`.
+vary by layer). The pieces several families share (base dimensions, expert counts, DeepSeek's
+latent attention and routing, Mamba-2 mixers, layer patterns, multipliers) are in
+`interp_testmodels.config_parts`.
 
 Each config is chosen to exercise what makes its family different, within limits every backend
 can run on a CPU:

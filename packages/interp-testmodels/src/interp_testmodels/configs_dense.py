@@ -6,7 +6,14 @@ The same limits and aims as every test family (`interp_testmodels.configs` state
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import FamilySpec, decoder
+from interp_testmodels.config_parts import (
+    GEMMA2_ATTENTION,
+    GRANITE_MULTIPLIERS,
+    SLIDING_THREE_TO_ONE,
+    FamilySpec,
+    decoder,
+    partial_rotary,
+)
 
 __all__ = ["DENSE_SPECS"]
 
@@ -48,14 +55,7 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "gemma2",
-        decoder(
-            head_dim=32,
-            sliding_window=4,
-            query_pre_attn_scalar=24,
-            attn_logit_softcapping=5.0,
-            final_logit_softcapping=3.0,
-            hidden_activation="gelu_pytorch_tanh",
-        ),
+        decoder(**GEMMA2_ATTENTION),
         "Sandwich norms (pre and post around both sublayers), sliding window 4 on layer 0 and "
         "global on layer 1, attention scaled by 24**-0.5 rather than head_dim**-0.5, both "
         "softcaps set low enough (5 and 3) to bend these models' scores and logits.",
@@ -106,29 +106,14 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "cohere2",
-        decoder(
-            num_hidden_layers=4,
-            sliding_window=4,
-            layer_types=[
-                "sliding_attention",
-                "sliding_attention",
-                "sliding_attention",
-                "full_attention",
-            ],
-            logit_scale=0.5,
-        ),
+        decoder(**SLIDING_THREE_TO_ONE, logit_scale=0.5),
         "Parallel attention + MLP, three sliding layers (window 4, rotary) then one global layer "
         "without rotary, logits scaled by 0.5, tied embeddings.",
         ("gqa", "parallel", "sliding", "nope-global", "logit-scale", "tied"),
     ),
     FamilySpec(
         "granite",
-        decoder(
-            embedding_multiplier=4.0,
-            residual_multiplier=0.5,
-            attention_multiplier=0.05,
-            logits_scaling=2.0,
-        ),
+        decoder(**GRANITE_MULTIPLIERS),
         "Llama with Granite's four multipliers away from 1: embeddings ×4, each residual write "
         "×0.5, attention scores ×0.05 (instead of head_dim**-0.5), logits ÷2.",
         ("gqa", "gated-mlp", "multipliers"),
@@ -205,47 +190,21 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "olmo3",
-        decoder(
-            num_hidden_layers=4,
-            sliding_window=4,
-            layer_types=[
-                "sliding_attention",
-                "sliding_attention",
-                "sliding_attention",
-                "full_attention",
-            ],
-        ),
+        decoder(**SLIDING_THREE_TO_ONE),
         "OLMo-3: OLMo-2's norms only after each sublayer and full-width QK-norm, plus three "
         "sliding layers (window 4) for each global one.",
         ("gqa", "post-norms-only", "qk-norm", "sliding", "gated-mlp"),
     ),
     FamilySpec(
         "exaone4",
-        decoder(
-            num_hidden_layers=4,
-            sliding_window=4,
-            layer_types=[
-                "sliding_attention",
-                "sliding_attention",
-                "sliding_attention",
-                "full_attention",
-            ],
-        ),
+        decoder(**SLIDING_THREE_TO_ONE),
         "EXAONE-4.0: norms only after each sublayer, per-head QK-norm, three sliding layers "
         "(window 4, rotary) then a global layer without rotary (NoPE).",
         ("gqa", "post-norms-only", "qk-norm", "sliding", "nope-global", "gated-mlp"),
     ),
     FamilySpec(
         "vaultgemma",
-        decoder(
-            head_dim=32,
-            sliding_window=4,
-            layer_types=["sliding_attention", "full_attention"],
-            query_pre_attn_scalar=24,
-            attn_logit_softcapping=5.0,
-            final_logit_softcapping=3.0,
-            hidden_activation="gelu_pytorch_tanh",
-        ),
+        decoder(**GEMMA2_ATTENTION, layer_types=["sliding_attention", "full_attention"]),
         "VaultGemma: Gemma-2's attention (sliding then global, scores scaled by 24**-0.5, both "
         "softcaps low) with only pre-norms (no sandwich), embedding scaled by sqrt(d), "
         "zero-centred norms, tied embeddings.",
@@ -273,11 +232,7 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
         decoder(
             head_dim=32,
             attention_bias=True,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "partial_rotary_factor": 0.5,
-            },
+            rope_parameters=partial_rotary(0.5),
         ),
         "GLM-4: sandwich norms under GLM's own names (post_self_attn_layernorm after attention, "
         "post_attention_layernorm before the MLP, post_mlp_layernorm after it), fused "
@@ -322,11 +277,7 @@ DENSE_SPECS: tuple[FamilySpec, ...] = (
             # Half the usual spread: squared-ReLU neurons of INIT_RANGE grow the residual to
             # ~150, past what the suites' steering vectors (norm ~70) can move.
             initializer_range=0.05,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "partial_rotary_factor": 0.5,
-            },
+            rope_parameters=partial_rotary(0.5),
         ),
         "Nemotron-4 / Minitron: LayerNorm1P (LayerNorm with bias whose gain is stored minus 1), "
         "ungated MLP with squared ReLU, rotary on half of each head.",

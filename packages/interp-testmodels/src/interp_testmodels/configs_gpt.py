@@ -8,7 +8,16 @@ Falcon, Phi and Starcoder2.
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import DROP, IDS, INIT_RANGE, FamilySpec, decoder, gpt
+from interp_testmodels.config_parts import (
+    DROP,
+    IDS,
+    INIT_RANGE,
+    FamilySpec,
+    decoder,
+    gpt,
+    partial_rotary,
+    tiny,
+)
 from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
 __all__ = ["GPT_SPECS"]
@@ -25,11 +34,7 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
         "gpt_neox",
         decoder(
             num_key_value_heads=DROP,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "partial_rotary_factor": 0.25,
-            },
+            rope_parameters=partial_rotary(0.25),
             use_parallel_residual=True,
             hidden_dropout=0.0,
             attention_dropout=0.0,
@@ -73,34 +78,24 @@ GPT_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "bloom",
-        {
-            "vocab_size": TOKENIZER_VOCAB_SIZE,
-            "hidden_size": 128,
-            "n_layer": 2,
-            "n_head": 4,
-            "initializer_range": INIT_RANGE,
-            **IDS,
-        },
+        tiny(hidden_size=128, n_layer=2, n_head=4),
         "ALiBi position bias (no rotary, no position embeddings), a LayerNorm right after the "
         "embedding, fused query_key_value interleaved per head, MLP of 4·d, tied embeddings.",
         ("alibi", "embedding-norm", "fused-qkv", "ungated-mlp", "tied"),
     ),
     FamilySpec(
         "falcon",
-        {
-            "vocab_size": TOKENIZER_VOCAB_SIZE,
-            "hidden_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_kv_heads": 2,
-            "new_decoder_architecture": True,
-            "parallel_attn": True,
-            "bias": True,
-            "alibi": False,
-            "max_position_embeddings": 128,
-            "initializer_range": INIT_RANGE,
-            **IDS,
-        },
+        tiny(
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_kv_heads=2,
+            new_decoder_architecture=True,
+            parallel_attn=True,
+            bias=True,
+            alibi=False,
+            max_position_embeddings=128,
+        ),
         "Falcon-40B decoder (new_decoder_architecture): parallel attention + MLP with two "
         "LayerNorms (ln_attn, ln_mlp), grouped K/V (2 of 4 heads) in a fused query_key_value, "
         "rotary, biases on, MLP of 4·d, tied embeddings.",

@@ -10,7 +10,19 @@ behind one pre-norm and one residual add.
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import DROP, EXPERTS, GATED_DELTA_NET, FamilySpec, decoder
+from interp_testmodels.config_parts import (
+    DROP,
+    EXPERTS,
+    GATED_DELTA_NET,
+    GROUPED_ROUTING,
+    LOCAL_EXPERTS,
+    MAMBA2,
+    MLA_DIRECT_QUERY,
+    FamilySpec,
+    decoder,
+    experts,
+    partial_rotary,
+)
 
 __all__ = ["HYBRID_SPECS"]
 
@@ -35,9 +47,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "qwen3_5",
-        decoder(
-            **GATED_DELTA_NET,
-        ),
+        decoder(**GATED_DELTA_NET),
         "Text-only Qwen3.5 (Qwen3_5ForCausalLM, model_type qwen3_5_text): Qwen3-Next's hybrid "
         "trunk with dense MLPs - gated delta-net on layers 0 and 2, gated softmax attention "
         "(output gate, QK-norm, partial rotary 25%) on 1 and 3; the delta-net's q/k/v come from "
@@ -76,20 +86,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "bamba",
-        decoder(
-            attn_layer_indices=[1],
-            mamba_n_heads=4,
-            mamba_d_head=64,
-            mamba_n_groups=1,
-            mamba_d_state=16,
-            mamba_d_conv=4,
-            mamba_chunk_size=8,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "partial_rotary_factor": 0.5,
-            },
-        ),
+        decoder(attn_layer_indices=[1], **MAMBA2, rope_parameters=partial_rotary(0.5)),
         "IBM Bamba: a Mamba-2 mixer on layer 0 and softmax attention (rotary on half of each "
         "head) on layer 1, a SwiGLU MLP after each; Mamba chunks of 8 so the 13-token prompt "
         "spans two.",
@@ -103,9 +100,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
             attn_layer_offset=1,
             expert_layer_period=2,
             expert_layer_offset=0,
-            num_experts=4,
-            num_experts_per_tok=2,
-            intermediate_size=64,
+            **experts(width="intermediate_size"),
             mamba_d_state=16,
             mamba_d_conv=4,
             mamba_expand=2,
@@ -133,9 +128,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
             # Blocks of 4 tokens (256 published), so a 13-token prompt crosses the intra/inter
             # block split three times.
             block_size=4,
-            intermediate_size=64,
-            num_local_experts=4,
-            num_experts_per_tok=2,
+            **LOCAL_EXPERTS,
             # The skip path carries the normed input times alpha, the sublayer's output times
             # beta (DeepNorm-style; the published alphas are 3.5566, the betas 1): distinct
             # values, so a swapped or missing factor shows.
@@ -169,12 +162,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
             attention_multiplier=0.125,
             residual_multiplier=0.22,
             logits_scaling=4.0,
-            mamba_n_heads=4,
-            mamba_d_head=64,
-            mamba_n_groups=1,
-            mamba_d_state=16,
-            mamba_d_conv=4,
-            mamba_chunk_size=8,
+            **MAMBA2,
         ),
         "IBM Granite-4.0-H (dense members): a Mamba-2 mixer on layer 0 and softmax attention "
         "without positions (NoPE) on layer 1, each followed by a SwiGLU MLP with a fused "
@@ -187,12 +175,7 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
         "falcon_h1",
         decoder(
             mamba_d_ssm=256,
-            mamba_n_heads=4,
-            mamba_d_head=64,
-            mamba_n_groups=1,
-            mamba_d_state=16,
-            mamba_d_conv=4,
-            mamba_chunk_size=8,
+            **MAMBA2,
             # The gated RMSNorm on the mixer output, gating first as the published checkpoints
             # state it (the class default normalises first).
             mamba_rms_norm=True,
@@ -231,18 +214,9 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
             },
             first_k_dense_replace=1,
             # MLA on layer 1, the query projected directly as on the published model.
-            q_lora_rank=None,
-            kv_lora_rank=64,
-            qk_nope_head_dim=32,
-            qk_rope_head_dim=32,
-            v_head_dim=32,
+            **MLA_DIRECT_QUERY,
             num_local_experts=4,
-            num_experts_per_tok=2,
-            n_shared_experts=1,
-            moe_intermediate_size=64,
-            n_group=2,
-            topk_group=1,
-            routed_scaling_factor=2.5,
+            **GROUPED_ROUTING,
         ),
         "Moonshot Kimi Linear: Kimi Delta Attention (a gated delta rule with per-channel "
         "forgetting and short convolutions) on layers 0 and 2, multi-head latent attention on "
@@ -273,15 +247,10 @@ HYBRID_SPECS: tuple[FamilySpec, ...] = (
             mlp_bias=True,
             mlp_hidden_act="relu2",
             n_routed_experts=4,
-            num_experts_per_tok=2,
-            moe_intermediate_size=64,
-            n_shared_experts=1,
+            **GROUPED_ROUTING,
             moe_shared_expert_intermediate_size=96,
             # Nemotron-3's latent MoE: the routed experts work in a 64-wide latent space.
             moe_latent_size=64,
-            n_group=2,
-            topk_group=1,
-            routed_scaling_factor=2.5,
             tie_word_embeddings=False,
         ),
         "NVIDIA Nemotron-H: every layer is one sublayer behind one RMSNorm and one residual add "

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from interp_testmodels.config_parts import (
     DEEPSEEK_V3_MLA_MOE,
-    EXPERTS,
-    IDS,
-    INIT_RANGE,
+    GRANITE_MULTIPLIERS,
+    GROUPED_ROUTING,
+    LOCAL_EXPERTS,
+    MLA_DIRECT_QUERY,
+    QWEN_MOE_DENSE_FIRST,
+    SLIDING_THREE_TO_ONE,
     FamilySpec,
     decoder,
+    experts,
+    partial_rotary,
+    tiny,
 )
-from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
 __all__ = ["MOE_SPECS"]
 
@@ -30,13 +35,9 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "qwen2_moe",
         decoder(
-            num_hidden_layers=3,
-            **EXPERTS,
+            **QWEN_MOE_DENSE_FIRST,
             shared_expert_intermediate_size=128,
-            decoder_sparse_step=1,
-            mlp_only_layers=[0],
             norm_topk_prob=False,
-            use_sliding_window=False,
         ),
         "Layer 0 dense (mlp_only_layers), layers 1-2 routed: 4 experts of 64, top-2 without "
         "renormalising, plus a sigmoid-gated shared expert of 128; q/k/v biases.",
@@ -44,15 +45,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "qwen3_moe",
-        decoder(
-            num_hidden_layers=3,
-            head_dim=32,
-            **EXPERTS,
-            decoder_sparse_step=1,
-            mlp_only_layers=[0],
-            norm_topk_prob=True,
-            use_sliding_window=False,
-        ),
+        decoder(**QWEN_MOE_DENSE_FIRST, head_dim=32, norm_topk_prob=True),
         "QK-norm; layer 0 dense (mlp_only_layers), layers 1-2 routed: 4 experts of 64, top-2 "
         "renormalised, no shared expert.",
         ("gqa", "moe", "dense-and-sparse", "qk-norm"),
@@ -61,9 +54,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         "olmoe",
         decoder(
             num_key_value_heads=4,
-            intermediate_size=64,
-            num_experts=4,
-            num_experts_per_tok=2,
+            **experts(width="intermediate_size"),
             norm_topk_prob=False,
         ),
         "Every layer routed: 4 experts of 64, top-2 unnormalised; QK-norm over the full width; "
@@ -72,15 +63,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "granitemoe",
-        decoder(
-            intermediate_size=64,
-            num_local_experts=4,
-            num_experts_per_tok=2,
-            embedding_multiplier=4.0,
-            residual_multiplier=0.5,
-            attention_multiplier=0.05,
-            logits_scaling=2.0,
-        ),
+        decoder(**LOCAL_EXPERTS, **GRANITE_MULTIPLIERS),
         "Every layer routed (4 experts of 64, top-2, fused expert weights) with Granite's "
         "multipliers away from 1 (GraniteMoE has no dense layers to mix in).",
         ("gqa", "moe", "multipliers"),
@@ -105,9 +88,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         "gpt_oss",
         decoder(
             head_dim=32,
-            intermediate_size=64,
-            num_local_experts=4,
-            num_experts_per_tok=2,
+            **LOCAL_EXPERTS,
             sliding_window=4,
             layer_types=["sliding_attention", "full_attention"],
             rope_parameters={
@@ -128,9 +109,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "phimoe",
         decoder(
-            intermediate_size=64,
-            num_local_experts=4,
-            num_experts_per_tok=2,
+            **LOCAL_EXPERTS,
             router_jitter_noise=0.0,
             input_jitter_noise=0.0,
             attention_bias=True,
@@ -162,19 +141,10 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
             num_hidden_layers=3,
             attention_bias=True,
             use_qk_norm=True,
-            moe_intermediate_size=64,
             n_routed_experts=4,
-            num_experts_per_tok=2,
-            n_shared_experts=1,
-            n_group=2,
-            topk_group=1,
+            **GROUPED_ROUTING,
             first_k_dense_replace=1,
-            routed_scaling_factor=2.5,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "partial_rotary_factor": 0.5,
-            },
+            rope_parameters=partial_rotary(0.5),
         ),
         "GLM-4.5: layer 0 dense, layers 1-2 routed (4 experts of 64 in 2 groups, top-2, sigmoid "
         "scores with a correction bias, scaled ×2.5) plus a shared expert; QK-norm, rotary on "
@@ -185,15 +155,10 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         "dots1",
         decoder(
             num_hidden_layers=3,
-            moe_intermediate_size=64,
             n_routed_experts=4,
-            num_experts_per_tok=2,
-            n_shared_experts=1,
-            n_group=2,
-            topk_group=1,
+            **GROUPED_ROUTING,
             first_k_dense_replace=1,
             norm_topk_prob=True,
-            routed_scaling_factor=2.5,
             sliding_window=None,
         ),
         "rednote dots.llm1: DeepSeek-V3's routing (sigmoid, correction bias, groups, shared "
@@ -205,11 +170,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
         decoder(
             num_hidden_layers=3,
             num_key_value_heads=4,
-            q_lora_rank=None,
-            kv_lora_rank=64,
-            qk_nope_head_dim=32,
-            qk_rope_head_dim=32,
-            v_head_dim=32,
+            **MLA_DIRECT_QUERY,
             head_dim=32,
             n_routed_experts=4,
             num_experts_per_tok=2,
@@ -240,19 +201,10 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "cohere2_moe",
         decoder(
-            num_hidden_layers=4,
+            **SLIDING_THREE_TO_ONE,
             head_dim=32,
-            sliding_window=4,
-            layer_types=[
-                "sliding_attention",
-                "sliding_attention",
-                "sliding_attention",
-                "full_attention",
-            ],
             mlp_layer_types=["dense", "sparse", "sparse", "sparse"],
-            intermediate_size=64,
-            num_experts=4,
-            num_experts_per_tok=2,
+            **experts(width="intermediate_size"),
             logit_scale=0.5,
         ),
         "Command-A MoE: Cohere-2's parallel blocks (three sliding layers, then a global one "
@@ -262,7 +214,7 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "flex_olmo",
-        decoder(intermediate_size=64, num_experts=4, num_experts_per_tok=2),
+        decoder(**experts(width="intermediate_size")),
         "FlexOlmo: OLMo-2's post-sublayer norms and full-width QK-norm with every layer routed "
         "(4 experts of 64, top-2 unnormalised).",
         ("gqa", "post-norms-only", "qk-norm", "moe"),
@@ -282,10 +234,8 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
             attn_temperature_tuning=True,
             floor_scale=4,
             attn_scale=0.5,
-            intermediate_size=64,
+            **LOCAL_EXPERTS,
             intermediate_size_mlp=256,
-            num_local_experts=4,
-            num_experts_per_tok=2,
             interleave_moe_layer_step=2,
         ),
         "Text-only Llama-4 (Llama4ForCausalLM, model_type llama4_text): chunked attention "
@@ -307,24 +257,21 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "dbrx",
-        {
-            "vocab_size": TOKENIZER_VOCAB_SIZE,
-            "d_model": 128,
-            "n_heads": 4,
-            "n_layers": 2,
-            "max_seq_len": 128,
-            "initializer_range": INIT_RANGE,
+        tiny(
+            d_model=128,
+            n_heads=4,
+            n_layers=2,
+            max_seq_len=128,
             # A clamp that bites on ~8% of the q/k/v entries (8 published); the attention
             # reads rope_theta here, as the published config states it.
-            "attn_config": {"kv_n_heads": 2, "clip_qkv": 2.0, "rope_theta": 500000.0},
-            "ffn_config": {
+            attn_config={"kv_n_heads": 2, "clip_qkv": 2.0, "rope_theta": 500000.0},
+            ffn_config={
                 "ffn_hidden_size": 64,
                 "moe_num_experts": 4,
                 "moe_top_k": 2,
                 "moe_normalize_expert_weights": 1.0,
             },
-            **IDS,
-        },
+        ),
         "Databricks DBRX: one fused Wqkv whose output is clamped to ±2 (clip_qkv), GQA, "
         "LayerNorms without bias nested with the attention in norm_attn_norm, every layer routed "
         "(4 experts of 64, top-2 of a softmax, renormalised to sum 1) with the experts' weights "
@@ -333,21 +280,16 @@ MOE_SPECS: tuple[FamilySpec, ...] = (
     ),
     FamilySpec(
         "jetmoe",
-        {
-            "vocab_size": TOKENIZER_VOCAB_SIZE,
-            "hidden_size": 128,
-            "num_hidden_layers": 2,
+        tiny(
+            hidden_size=128,
+            num_hidden_layers=2,
             # Mixture of attention heads: each token's 2 routed experts bring 2 query heads each
             # over 2 shared K/V heads, so attention runs 4 heads of 32.
-            "num_key_value_heads": 2,
-            "kv_channels": 32,
-            "intermediate_size": 64,
-            "num_local_experts": 4,
-            "num_experts_per_tok": 2,
-            "max_position_embeddings": 128,
-            "initializer_range": INIT_RANGE,
-            **IDS,
-        },
+            num_key_value_heads=2,
+            kv_channels=32,
+            **LOCAL_EXPERTS,
+            max_position_embeddings=128,
+        ),
         "JetMoE: a mixture of attention heads (per token, the top-2 of 4 experts each project "
         "queries for 2 heads against shared K/V heads from one fused kv_proj, and project their "
         "heads' output back, weighted) and a mixture of MLP experts (top-2 of 4 of 64, softmax "

@@ -16,7 +16,7 @@ layers.
 
 from __future__ import annotations
 
-from interp_testmodels.config_parts import DROP, FamilySpec, decoder
+from interp_testmodels.config_parts import DROP, GEMMA_KV_SHARING, FamilySpec, decoder
 from interp_testmodels.tokenizer import TOKENIZER_VOCAB_SIZE
 
 __all__ = ["MULTISTREAM_SPECS"]
@@ -74,19 +74,9 @@ MULTISTREAM_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gemma3n",
         decoder(
-            num_hidden_layers=4,
-            head_dim=32,
+            **GEMMA_KV_SHARING,
             # Stated per layer, as the published configs do.
             intermediate_size=[256, 256, 256, 256],
-            sliding_window=4,
-            layer_types=[
-                "sliding_attention",
-                "full_attention",
-                "sliding_attention",
-                "full_attention",
-            ],
-            hidden_activation="gelu_pytorch_tanh",
-            num_kv_shared_layers=2,
             # The published 0.95 on the first layers: about 13 of 256 gate units survive.
             activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0],
             altup_num_inputs=4,
@@ -120,24 +110,14 @@ MULTISTREAM_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec(
         "gemma4",
         decoder(
-            num_hidden_layers=4,
             # Sliding layers: 4 query heads over 2 K/V heads of 32; full layers: heads of 64
             # (global_head_dim; 512 against 256 published) over 1 K/V head, whose key
             # projection doubles as the value projection (attention_k_eq_v).
-            head_dim=32,
+            **GEMMA_KV_SHARING,
             global_head_dim=64,
             num_global_key_value_heads=1,
             attention_k_eq_v=True,
-            layer_types=[
-                "sliding_attention",
-                "full_attention",
-                "sliding_attention",
-                "full_attention",
-            ],
-            sliding_window=4,
-            # Layers 2 and 3 compute no keys or values: they reuse those of the last earlier
-            # layer of their kind (layers 0 and 1), and their MLPs are twice as wide.
-            num_kv_shared_layers=2,
+            # The K/V-sharing layers 2 and 3 have MLPs twice as wide.
             use_double_wide_mlp=True,
             intermediate_size=64,
             # Per-layer inputs: a 16-wide slice of a per-token table plus a projection of the
@@ -150,7 +130,6 @@ MULTISTREAM_SPECS: tuple[FamilySpec, ...] = (
             top_k_experts=2,
             moe_intermediate_size=32,
             final_logit_softcapping=3.0,
-            hidden_activation="gelu_pytorch_tanh",
         ),
         "Text-only Gemma-4 (Gemma4ForCausalLM): sandwich norms, QK-norm and a weightless value "
         "norm, scale 1; sliding layers (window 4, heads of 32, 2 K/V heads) and full layers "

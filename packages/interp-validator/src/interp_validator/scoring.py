@@ -113,22 +113,29 @@ def _tol(rel: float, cos: float, basis: str) -> Tolerance:
 # where it recomputes q·kᵀ), 8.5e-7 next (its GPT-2 logits), nnsight/nnterp at most 3.9e-7:
 # 5e-6 keeps a 4x margin. Processed weights (compatibility mode) reach 2.1e-6, HookedTransformer
 # 2.3e-6 (SmolLM2 scores at layer 15), vLLM's CPU kernels 1e-6: 1e-5 for all three.
-TOLERANCES: Mapping[tuple[str, Kind], Tolerance] = MappingProxyType(
-    {
-        ("float32", Kind.WRAPPING): _tol(5e-6, 1e-6, "float32, same HF modules: rounding only"),
-        ("float32", Kind.PROCESSED): _tol(1e-5, 1e-5, "float32, folded/centred weights"),
-        ("float32", Kind.REIMPLEMENTATION): _tol(1e-5, 1e-5, "float32, re-implemented model"),
-        ("float32", Kind.FUSED): _tol(1e-5, 1e-5, "float32, own kernels"),
-        ("bfloat16", Kind.WRAPPING): _tol(2e-2, 1e-3, "bfloat16 (eps 7.8e-3), same HF modules"),
-        ("bfloat16", Kind.PROCESSED): _tol(5e-2, 5e-3, "bfloat16, folded/centred weights"),
-        ("bfloat16", Kind.REIMPLEMENTATION): _tol(5e-2, 5e-3, "bfloat16, re-implemented model"),
-        ("bfloat16", Kind.FUSED): _tol(5e-2, 5e-3, "bfloat16, own kernels"),
-        ("float16", Kind.WRAPPING): _tol(4e-3, 1e-4, "float16 (eps 9.8e-4), same HF modules"),
-        ("float16", Kind.PROCESSED): _tol(1e-2, 1e-3, "float16, folded/centred weights"),
-        ("float16", Kind.REIMPLEMENTATION): _tol(1e-2, 1e-3, "float16, re-implemented model"),
-        ("float16", Kind.FUSED): _tol(1e-2, 1e-3, "float16, own kernels"),
-    }
-)
+# Per dtype: the wrapping engines' tolerance, then the (rel, cos) the other three kinds share.
+_BY_DTYPE = {
+    "float32": (_tol(5e-6, 1e-6, "float32, same HF modules: rounding only"), 1e-5, 1e-5),
+    "bfloat16": (_tol(2e-2, 1e-3, "bfloat16 (eps 7.8e-3), same HF modules"), 5e-2, 5e-3),
+    "float16": (_tol(4e-3, 1e-4, "float16 (eps 9.8e-4), same HF modules"), 1e-2, 1e-3),
+}
+_BASES = {
+    Kind.PROCESSED: "folded/centred weights",
+    Kind.REIMPLEMENTATION: "re-implemented model",
+    Kind.FUSED: "own kernels",
+}
+
+
+def _tolerances() -> dict[tuple[str, Kind], Tolerance]:
+    table: dict[tuple[str, Kind], Tolerance] = {}
+    for dtype, (wrapping, rel, cos) in _BY_DTYPE.items():
+        table[dtype, Kind.WRAPPING] = wrapping
+        for kind, basis in _BASES.items():
+            table[dtype, kind] = _tol(rel, cos, f"{dtype}, {basis}")
+    return table
+
+
+TOLERANCES: Mapping[tuple[str, Kind], Tolerance] = MappingProxyType(_tolerances())
 
 
 def tolerance_for(dtype: str, subject: str, engine: str) -> Tolerance:

@@ -17,17 +17,18 @@ would leave the worker whole: with `rows=` they are refused.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from interp_core.address import Address, to_addresses
 from interp_core.capture_stream import CaptureChunk, check_rows, check_streamable
 from interp_core.errors import CapabilityUnsupported
-from interp_core.results import Generation, GenerationStep
+from interp_core.model_base import StreamCall, generation_reach
+from interp_core.results import Generation
 from interp_vllm import sampling_params
 from interp_vllm.keys import address_key
 from interp_vllm.support import RECOMPUTED
-from interp_vllm.wire import collect, engine_death, submission
+from interp_vllm.wire import collect, engine_death, engine_errors, stream_steps, submission
 
 __all__ = ["check_capture_rows", "rows_cache", "stream_capture"]
 
@@ -112,32 +113,23 @@ class _Rows:
 
 async def stream_capture(
     model: Any,  # a VLLMModel
-    positions: Callable[[list[int], int], tuple[int, str]],
     tokens: Any,
     points: Sequence[Any],
-    *,
-    max_new_tokens: int = 8,
-    temperature: float = 0.0,
-    seed: int | None = None,
-    steering: Any = None,
-    **knobs: Any,
+    call: StreamCall,
 ) -> AsyncIterator[CaptureChunk]:
     """Chunks as engine outputs arrive (see the module docstring); the last carries the
-    `Generation`, decided as `generate` decides its sampling. `positions(prompt, max_tokens)`
-    is the model's count (and words) of the positions a generation's forwards run."""
+    `Generation`, its sampling decided from `call.sampling` as `generate` decides it."""
     model._require_hooks("capture_generation_stream")
     prompt = model._one_prompt(tokens, "capture_generation_stream")
     addresses = to_addresses(points)
-    check_streamable(addresses, knobs)
-    sampling = model.resolve_sampling(
-        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **knobs
-    )
+    check_streamable(addresses, call.sampling)
+    sampling = model.resolve_sampling(**call.sampling)
+    steering = call.steering
     params = sampling_params.params(sampling, stream=True)
     model._may_write(steering)
     engine = await model._ready()
     addresses = model._addresses(addresses)
-    length, call = positions(prompt, params.max_tokens)
-    writes = model._writes(steering, length, call, [prompt])
+    writes = model._writes(steering, *generation_reach(len(prompt), params.max_tokens), [prompt])
     spec = model._spec(addresses, writes) or {"capture": [], "steer": []}
     keys = [address_key(a) for a in addresses]
     rid, request = submission(prompt, params, spec)
@@ -149,61 +141,46 @@ async def stream_capture(
     logprobs: list[Any] = []
     collected = False
     try:
-        async for output in engine.generate(request, params, rid):
-            completion = output.outputs[0]
-            method = "interp_collect" if output.finished else "interp_drain"
-            payload = await collect(engine, rid, facts, method=method)
-            collected = output.finished
-            held.add(payload, start)
-            alternatives = sampling_params.token_logprobs(completion, sampling.n_logprobs) or ()
-            logprobs.extend(alternatives)
-            ids = [int(t) for t in completion.token_ids]
-            steps = []
-            for n, token in enumerate(ids):
-                last = output.finished and n == len(ids) - 1
-                text = completion.text if n == len(ids) - 1 else ""
-                reason = completion.finish_reason if last else None
-                entry = alternatives[n] if alternatives else None
-                top = entry.top if entry is not None else ()
-                used = sampling if index == 0 else None
-                steps.append(
-                    GenerationStep(index, token, text, None, last, reason, top, used, entry)
-                )
-                index += 1
-            generated.extend(ids)
-            texts.append(completion.text)
-            generation = None
-            # The last sampled token is never fed back: prompt + generated - 1 positions.
-            fed = len(prompt) + len(generated) - 1
-            stop = held.ready(start, fed)
-            if output.finished:
-                if stop < fed:
-                    what = f"the vLLM workers returned rows up to {stop} of a generation "
-                    what += f"that ran {fed} positions"
-                    raise CapabilityUnsupported.build(
-                        what,
-                        "the hook did not see every position (a prefix-cache hit or a "
-                        "compiled forward skips hooks)",
-                        "use capture_generation on backend='eager'",
+        with engine_errors(engine):
+            async for output in engine.generate(request, params, rid):
+                completion = output.outputs[0]
+                method = "interp_collect" if output.finished else "interp_drain"
+                payload = await collect(engine, rid, facts, method=method)
+                collected = output.finished
+                held.add(payload, start)
+                alternatives = sampling_params.token_logprobs(completion, sampling.n_logprobs) or ()
+                logprobs.extend(alternatives)
+                steps = stream_steps(completion, output.finished, index, sampling, alternatives)
+                index += len(steps)
+                generated.extend(step.token_id for step in steps)
+                texts.append(completion.text)
+                generation = None
+                # The last sampled token is never fed back: prompt + generated - 1 positions.
+                fed = len(prompt) + len(generated) - 1
+                stop = held.ready(start, fed)
+                if output.finished:
+                    if stop < fed:
+                        what = f"the vLLM workers returned rows up to {stop} of a generation "
+                        what += f"that ran {fed} positions"
+                        raise CapabilityUnsupported.build(
+                            what,
+                            "the hook did not see every position (a prefix-cache hit or a "
+                            "compiled forward skips hooks)",
+                            "use capture_generation on backend='eager'",
+                        )
+                    generation = Generation(
+                        text="".join(texts),
+                        token_ids=generated,
+                        prompt_token_ids=prompt,
+                        finish_reason=completion.finish_reason,
+                        output=output,
+                        sampling=sampling,
+                        logprobs=tuple(logprobs) if sampling.n_logprobs else None,
                     )
-                generation = Generation(
-                    text="".join(texts),
-                    token_ids=generated,
-                    prompt_token_ids=prompt,
-                    finish_reason=completion.finish_reason,
-                    output=output,
-                    sampling=sampling,
-                    logprobs=tuple(logprobs) if sampling.n_logprobs else None,
-                )
-            rows = held.take(start, stop)
-            tensors = {a: rows[address_key(a)] for a in addresses}
-            yield CaptureChunk(start, stop, tensors, steps, generation)
-            start = stop
-    except Exception as exc:
-        died = engine_death(engine, exc)
-        if died is not None:
-            raise died from exc
-        raise
+                rows = held.take(start, stop)
+                tensors = {a: rows[address_key(a)] for a in addresses}
+                yield CaptureChunk(start, stop, tensors, steps, generation)
+                start = stop
     finally:
         if not collected and engine_death(engine) is None:
             import asyncio

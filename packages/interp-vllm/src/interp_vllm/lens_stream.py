@@ -29,11 +29,12 @@ from interp_core.lens_generation import (
     check_lens_generation,
     check_skip_reach,
 )
+from interp_core.model_base import StreamCall, check_lens_sampling, generation_reach
 from interp_vllm import sampling_params
 from interp_vllm.calls import ModelCalls
 from interp_vllm.keys import address_key
 from interp_vllm.support import INSTEAD
-from interp_vllm.wire import collect, engine_death, submission
+from interp_vllm.wire import collect, engine_death, engine_errors, submission
 
 __all__ = ["WorkerLensStream"]
 
@@ -66,35 +67,13 @@ class WorkerLensStream:
         return prompt, plan
 
     async def generate_with_lens(
-        self,
-        tokens: Any,
-        lenses: Any,
-        *,
-        top_n: int = 10,
-        point: str = "resid_post",
-        max_new_tokens: int = 16,
-        skip_before: int = 0,
-        word_mask: Any = None,
-        steering: Any = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        min_p: float | None = None,
-        use_generation_config: bool = True,
+        self, tokens: Any, lenses: Any, call: StreamCall
     ) -> AsyncIterator[LensStep]:
+        """The steps of one generation, for the keywords `ModelBase.generate_with_lens` read."""
         calls = self._calls
-        read = {"top_n": top_n, "point": point, "skip_before": skip_before}
-        prompt, plan = self._plan(tokens, lenses, {**read, "word_mask": word_mask})
-        sampling = self._resolve(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            min_p=min_p,
-            use_generation_config=use_generation_config,
-        )
+        steering = call.steering
+        prompt, plan = self._plan(tokens, lenses, call.read)
+        sampling = self._resolve(**check_lens_sampling(call.sampling))
         check_skip_reach(plan, len(prompt), sampling.max_new_tokens)
         params = sampling_params.params(sampling, stream=True)
         calls.may_write(steering)
@@ -108,12 +87,7 @@ class WorkerLensStream:
             raise CapabilityUnsupported.build(what, "the workers found no final norm", INSTEAD)
         addresses = calls.addresses([Address(plan.point, layer) for layer in plan.layers])
         keys = {layer: address_key(a) for layer, a in zip(plan.layers, addresses, strict=True)}
-        length = len(prompt) + params.max_tokens - 1
-        call = (
-            f"this generation of {len(prompt)} prompt tokens and up to {params.max_tokens} new "
-            f"ones (the last is never fed back)"
-        )
-        writes = calls.writes(steering, length, call, [prompt])
+        writes = calls.writes(steering, *generation_reach(len(prompt), params.max_tokens), [prompt])
         spec = {"capture": [], "steer": writes, "lens": list(keys.values())}
         rid, request = submission(prompt, params, spec)
         poll = _poll_options(plan, keys)
@@ -123,28 +97,24 @@ class WorkerLensStream:
         streamed = 0
         waiting: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         try:
-            async for output in engine.generate(request, params, rid):
-                completion = output.outputs[0]
-                sequence.extend(int(t) for t in completion.token_ids)
-                if output.finished:
-                    poll["final"] = True
-                    reason = completion.finish_reason
-                waiting.update(await _polled(calls, rid, poll))
-                poll["mask"] = None  # the workers keep it for this request
-                if output.finished:
-                    await collect(engine, rid, calls.facts)  # a recorded refusal raises here
-                ready.extend(_complete(waiting, sequence, len(prompt), plan))
-                if ready and not output.finished:
-                    for step in ready:
-                        yield step
-                    streamed += len(ready)
-                    ready.clear()
-                    await asyncio.sleep(0)
-        except Exception as exc:
-            died = engine_death(engine, exc)
-            if died is not None:
-                raise died from exc
-            raise
+            with engine_errors(engine):
+                async for output in engine.generate(request, params, rid):
+                    completion = output.outputs[0]
+                    sequence.extend(int(t) for t in completion.token_ids)
+                    if output.finished:
+                        poll["final"] = True
+                        reason = completion.finish_reason
+                    waiting.update(await _polled(calls, rid, poll))
+                    poll["mask"] = None  # the workers keep it for this request
+                    if output.finished:
+                        await collect(engine, rid, calls.facts)  # a recorded refusal raises here
+                    ready.extend(_complete(waiting, sequence, len(prompt), plan))
+                    if ready and not output.finished:
+                        for step in ready:
+                            yield step
+                        streamed += len(ready)
+                        ready.clear()
+                        await asyncio.sleep(0)
         finally:
             if engine_death(engine) is None:
                 if plan.word_mask is not None and not poll["final"]:

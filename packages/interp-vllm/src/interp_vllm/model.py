@@ -42,7 +42,7 @@ from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
 from interp_core.batch_rows import wire_for_row
 from interp_core.cache import ActivationCache
-from interp_core.capture_stream import CaptureChunk, refuse_rows_without_tokens
+from interp_core.capture_stream import refuse_rows_without_tokens
 from interp_core.dtypes import canonical_dtype
 from interp_core.errors import (
     CapabilityUnsupported,
@@ -51,7 +51,7 @@ from interp_core.errors import (
 )
 from interp_core.facts import ModelFacts
 from interp_core.known_models import bundled_first
-from interp_core.model_base import ModelBase
+from interp_core.model_base import ModelBase, StreamCall, generation_reach
 from interp_core.points import PointSpec, get_point, point_names
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
@@ -92,9 +92,11 @@ from interp_vllm.wire import (
     cache,
     collect,
     engine_death,
+    engine_errors,
     needed_keys,
     request_spec,
     run_request,
+    stream_steps,
     submission,
 )
 
@@ -562,7 +564,7 @@ class VLLMModel(ModelBase):
         params = sampling_params.params(sampling)
         self._may_write(steering)
         engine = await self._ready()
-        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
+        writes = self._writes(steering, *generation_reach(len(prompt), params.max_tokens), [prompt])
         inputs = await self._request_inputs(prompt, injection, adapter)
         # Straight to the wire: the admitted writes leave this module once, as the request.
         spec = request_spec([], writes)
@@ -598,7 +600,7 @@ class VLLMModel(ModelBase):
         params = sampling_params.params(sampling, stream=True)
         self._may_write(steering)
         engine = await self._ready()
-        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
+        writes = self._writes(steering, *generation_reach(len(prompt), params.max_tokens), [prompt])
         spec = self._spec([], writes)
         inputs = await self._request_inputs(prompt, injection, adapter)
         fields, adapter_request = (
@@ -607,30 +609,21 @@ class VLLMModel(ModelBase):
         rid, request = submission(prompt, params, spec, fields)
         index = 0
         try:
-            async for output in engine.generate(request, params, rid, lora_request=adapter_request):
-                if output.finished and spec:
-                    # Before the last step: a refusal the workers recorded (a steering write
-                    # that overflowed, say) is raised instead of ending the stream as if sound.
-                    await collect(engine, rid, self._facts)
-                completion = output.outputs[0]
-                ids = list(completion.token_ids)
-                alternatives = sampling_params.token_logprobs(completion, sampling.n_logprobs)
-                for n, token in enumerate(ids):
-                    last = output.finished and n == len(ids) - 1
-                    text = completion.text if n == len(ids) - 1 else ""
-                    reason = completion.finish_reason if last else None
-                    entry = alternatives[n] if alternatives else None
-                    top = entry.top if entry is not None else ()
-                    used = sampling if index == 0 else None
-                    yield GenerationStep(
-                        index, int(token), text, None, last, reason, top, used, entry
-                    )
-                    index += 1
-        except Exception as exc:
-            died = engine_death(engine, exc)
-            if died is not None:
-                raise died from exc
-            raise
+            with engine_errors(engine):
+                async for output in engine.generate(
+                    request, params, rid, lora_request=adapter_request
+                ):
+                    if output.finished and spec:
+                        # Before the last step: a refusal the workers recorded (a steering write
+                        # that overflowed, say) is raised instead of ending the stream as if sound.
+                        await collect(engine, rid, self._facts)
+                    completion = output.outputs[0]
+                    alternatives = sampling_params.token_logprobs(completion, sampling.n_logprobs)
+                    for step in stream_steps(
+                        completion, output.finished, index, sampling, alternatives
+                    ):
+                        yield step
+                        index += 1
         finally:
             if spec and engine_death(engine) is None:
                 await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
@@ -662,7 +655,7 @@ class VLLMModel(ModelBase):
         await self._ready()
         addresses = self._addresses(points)
         self._inputs.check_points(addresses, injection)
-        writes = self._writes(steering, *_generation_positions(prompt, params.max_tokens), [prompt])
+        writes = self._writes(steering, *generation_reach(len(prompt), params.max_tokens), [prompt])
         spec = self._spec(addresses, writes) or {"capture": [], "steer": []}
         inputs = await self._request_inputs(prompt, injection, adapter)
         final, payload = await self._request(prompt, params, spec, inputs=inputs)
@@ -673,11 +666,9 @@ class VLLMModel(ModelBase):
         length = len(prompt) + len(generation.token_ids) - 1
         return generation, ActivationCache(self._cache(addresses, payload, length), output=final)
 
-    def capture_generation_stream(
-        self, tokens: Any, points: Sequence[Any], **kwargs: Any
-    ) -> AsyncIterator[CaptureChunk]:
-        """Rows drained from the workers as outputs arrive (`interp_vllm.capture_stream`)."""
-        return stream_capture(self, _generation_positions, tokens, points, **kwargs)
+    # Rows drained from the workers as outputs arrive (`interp_vllm.capture_stream`); the
+    # keywords of capture_generation_stream are read by ModelBase.
+    _stream_capture = stream_capture
 
     async def logit_lens(
         self,
@@ -771,13 +762,13 @@ class VLLMModel(ModelBase):
         """The installed fitted-lens sets: name -> the layers it holds a `J_bar` for."""
         return self._readouts.lens_sets()
 
-    def generate_with_lens(self, tokens: Any, lenses: Any, **options: Any) -> AsyncIterator[Any]:
+    def _lens_stream(self, tokens: Any, lenses: Any, call: StreamCall) -> AsyncIterator[Any]:
         """The lens over a generation, decoded in the workers as the engine steps
-        (`interp_vllm.lens_stream`)."""
+        (`interp_vllm.lens_stream`); the keywords of generate_with_lens are read by ModelBase."""
         from interp_vllm.lens_stream import WorkerLensStream
 
         stream = WorkerLensStream(self._calls, self.resolve_sampling, self.lens_sets)
-        return stream.generate_with_lens(tokens, lenses, **options)
+        return stream.generate_with_lens(tokens, lenses, call)
 
     async def pending_requests(self) -> list[str]:
         """Request ids whose rows the workers still hold (should be empty when idle)."""
@@ -788,13 +779,3 @@ class VLLMModel(ModelBase):
     def __repr__(self) -> str:
         state = "running" if self._engine is not None else "not started"
         return f"VLLMModel({self._model_id!r}, {self.backend_name}, {state})"
-
-
-def _generation_positions(prompt: list[int], max_new_tokens: int) -> tuple[int, str]:
-    """How many positions a generation's forward passes run, and the words for them: the prompt
-    and every generated token but the last, which is sampled and never fed back."""
-    length = len(prompt) + max_new_tokens - 1
-    return length, (
-        f"this generation of {len(prompt)} prompt tokens and up to {max_new_tokens} new ones "
-        f"(the last is never fed back)"
-    )

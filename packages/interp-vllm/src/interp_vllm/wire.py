@@ -13,8 +13,9 @@ request carries before it gets here (`interp_vllm.model`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from interp_core.address import Address
@@ -26,7 +27,7 @@ from interp_core.errors import (
     SteeringSpecError,
 )
 from interp_core.facts import ModelFacts
-from interp_core.results import Generation
+from interp_core.results import Generation, GenerationStep
 from interp_vllm.keys import address_key
 from interp_vllm.support import INSTEAD, RECOMPUTED
 
@@ -35,10 +36,12 @@ __all__ = [
     "as_generation",
     "cache",
     "collect",
+    "engine_errors",
     "needed_keys",
     "request_spec",
     "run_request",
     "sink_keys",
+    "stream_steps",
     "submission",
 ]
 
@@ -176,6 +179,19 @@ def engine_death(engine: Any, error: BaseException | None = None) -> EngineDied 
     )
 
 
+@contextlib.contextmanager
+def engine_errors(engine: Any) -> Iterator[None]:
+    """Around a streamed request: an error it fails with is raised as `EngineDied` when the
+    engine died of it (`engine_death`), else as it is."""
+    try:
+        yield
+    except Exception as exc:
+        died = engine_death(engine, exc)
+        if died is not None:
+            raise died from exc
+        raise
+
+
 async def collect(
     engine: Any,
     rid: str,
@@ -191,10 +207,12 @@ async def collect(
     any other hook failure voids the request as `CapabilityUnsupported`. `method`
     "interp_drain" takes the rows held so far of a request still running.
     """
+    from interp_vllm import collect_batch
     from interp_vllm.row_transfer import client_route, unpack_rows
 
     lens = None if lens_top_k is None else {"top_k": lens_top_k}
-    answers = await engine.collective_rpc(method, args=(rid, lens, client_route(engine)))
+    # Batched with the other requests that finish (or drain) in the same step.
+    answers = await collect_batch.rpc(engine, method, (rid, lens, client_route(engine)))
     # Read (and so delete) every rows file first: an error raised below must not leave one.
     unpacked = [unpack_rows(answer) for answer in answers]
     refusals = [answer["refusal"] for answer in answers if answer.get("refusal")]
@@ -308,6 +326,25 @@ def _pattern(
     if has_site(f"_sinks.{layer}"):
         sinks = _rows(f"_sinks.{layer}", payload, length)[0]  # [heads], same per token
     return probs_from_scores(scores, sinks)
+
+
+def stream_steps(
+    completion: Any, finished: bool, index: int, sampling: Any, alternatives: Any
+) -> list[GenerationStep]:
+    """The `GenerationStep`s of one streamed output's new tokens, numbered from `index`: vLLM's
+    incremental detokenizer gives the output's text, which rides on its last token; the first
+    step of the generation carries the `sampling` used, each its `alternatives` entry."""
+    ids = [int(token) for token in completion.token_ids]
+    steps = []
+    for n, token in enumerate(ids):
+        last = finished and n == len(ids) - 1
+        text = completion.text if n == len(ids) - 1 else ""
+        reason = completion.finish_reason if last else None
+        entry = alternatives[n] if alternatives else None
+        top = entry.top if entry is not None else ()
+        used = sampling if index + n == 0 else None
+        steps.append(GenerationStep(index + n, token, text, None, last, reason, top, used, entry))
+    return steps
 
 
 def as_generation(final: Any, prompt: list[int], sampling: Any = None) -> Generation:

@@ -82,6 +82,8 @@ __all__ = [
 ]
 
 SPEC_KEY = "interp"  # the extra_args entry carrying a request's interp spec
+# The per-request RPCs `interp_collect_many` may batch (they answer alike).
+_BATCHED = frozenset({"interp_collect", "interp_drain"})
 
 
 class _TanhGelu(torch.nn.Module):
@@ -456,6 +458,29 @@ class InterpWorkerExtension(
             "errors": [*request.errors, *orphans],
             "seen": True,
         }
+
+    def interp_collect_many(self, method: str, calls: list[list[Any]]) -> list[dict[str, Any]]:
+        """`method` ("interp_collect" or "interp_drain") for each of `calls` (its arguments), in
+        one RPC: requests that finish in one step are collected in one round trip through the
+        engine core instead of one each (`interp_vllm.collect_batch`).
+
+        A request whose collection raises fails alone: its answer carries the error, as a hook
+        failure's would, and the others' answers are whole (a raised exception would take the
+        engine down with every request in it)."""
+        if method not in _BATCHED:
+            message = f"interp_collect_many batches {sorted(_BATCHED)}, not {method!r}"
+            raise ValueError(message)
+        answers = []
+        for args in calls:
+            try:
+                answers.append(getattr(self, method)(*args))
+            except Exception as exc:
+                self._interp.requests.pop(str(args[0]), None)
+                failed = f"collect: {type(exc).__name__}: {exc}"
+                answers.append(
+                    {"captured": {}, "positions": {}, "lens": {}, "errors": [failed], "seen": True}
+                )
+        return answers
 
     def interp_drop(self, rid: str) -> None:
         """Forget request `rid` (aborted or failed) without sending anything back."""

@@ -159,6 +159,12 @@ def _steer_target(model: InterpModel) -> Address:
     raise unittest.SkipTest(message)
 
 
+def _steer_points(model: InterpModel) -> tuple[Address, list[Address]]:
+    """The steer target and what to compare under a steer: it and the read-out (once if equal)."""
+    target, readout = _steer_target(model), _readout(model)
+    return target, [target] if readout == target else [target, readout]
+
+
 def _direction(width: int) -> list[float]:
     # Deterministic, non-degenerate and of mixed sign, so every op visibly changes activations.
     return [math.sin(1.7 * i + 0.3) + 0.25 for i in range(width)]
@@ -305,9 +311,8 @@ def check_zero_steering_is_identity(
     """Adding a zero vector changes neither the steered point nor the logits."""
     problems = _Problems("check_zero_steering_is_identity", model, atol=atol, rtol=rtol)
     tokens, _batch, _seq = _tokens(model, prompt)
-    target, readout = _steer_target(model), _readout(model)
+    target, points = _steer_points(model)
     zero = SteeringSpec(target, [0.0] * point_width(target, model.facts))
-    points = [target] if readout == target else [target, readout]
     plain = sync.capture(model, tokens, points)
     steered = sync.capture(model, tokens, points, steering=zero)
     for address in points:
@@ -358,9 +363,8 @@ def check_steer_context_matches_explicit(
     """`with steer(model, spec)` steers exactly like `steering=spec`, and only inside the block."""
     problems = _Problems("check_steer_context_matches_explicit", model, atol=atol, rtol=rtol)
     tokens, _batch, _seq = _tokens(model, prompt)
-    target, readout = _steer_target(model), _readout(model)
+    target, points = _steer_points(model)
     spec = SteeringSpec(target, _direction(point_width(target, model.facts)), scale=0.5)
-    points = [target] if readout == target else [target, readout]
     explicit = sync.capture(model, tokens, points, steering=spec)
     with steer(model, spec):
         inside = sync.capture(model, tokens, points)

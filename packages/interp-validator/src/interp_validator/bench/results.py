@@ -157,6 +157,30 @@ def interleave(
     return times
 
 
+def token_rates(
+    variants: dict[str, Callable[[], int]],
+    rounds: int,
+    *,
+    alternate: bool = False,
+    settle: float = 0.0,
+) -> dict[str, list[float]]:
+    """Tokens per second of each variant (`run()` returns the tokens it made), one run of each a
+    round; the caller warms them up first.
+
+    With `alternate` every other round runs the variants in reverse order, so neither always
+    runs on what the other left behind; `settle` is `interleave`'s."""
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for index in range(rounds):
+        order = list(reversed(variants)) if alternate and index % 2 else list(variants)
+        for name in order:
+            if settle:
+                time.sleep(settle)
+            start = time.perf_counter()
+            tokens = variants[name]()
+            rates[name].append(tokens / (time.perf_counter() - start))
+    return rates
+
+
 def paired_ratios(mine: list[float], base: list[float]) -> list[float]:
     """Each run's ratio to the baseline run beside it (index i with index i).
 

@@ -1,8 +1,9 @@
 """Standalone timing runner for the reference engines, executed with a pinned env's python.
 
-Imports only torch, transformers and the engines (the env has no interp packages). Reads a JSON
-request from argv[1] ({"model_dir", "tokens", "repeats", "warmup", "engines": [...]}) and writes
-{"engine": {"variant": [seconds, ...]}, "versions": {...}, "errors": {...}} to argv[2].
+Imports only torch, transformers, the engines and the validator's reference runner scripts (the
+env has no interp packages). Reads a JSON request from argv[1] ({"model_dir", "tokens",
+"repeats", "warmup", "engines": [...]}) and writes {"engine": {"variant": [seconds, ...]},
+"versions": {...}, "errors": {...}} to argv[2].
 
 Every engine is timed interleaved with a plain HF forward of the same model in the same process
 (eager attention, float32, no grad), so each ratio is measured side by side: machine noise lands
@@ -17,6 +18,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,21 +51,12 @@ def _tl_bridge(model_dir: str, hf: Any, ids: torch.Tensor) -> dict[str, Callable
 
 
 def _tl_hooked(model_dir: str, hf: Any, ids: torch.Tensor) -> dict[str, Callable[[], Any]]:
-    import transformer_lens.loading_from_pretrained as loading
-    from transformer_lens import HookedTransformer
+    # Built as the validator's TransformerLens runner builds it (a sibling script there, like
+    # this one: it needs no interp package).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "references"))
+    import runner_tl
 
-    config = loading.get_pretrained_model_config(
-        model_dir, fold_ln=False, device="cpu", dtype=torch.float32
-    )
-    state = loading.get_pretrained_state_dict(model_dir, config, hf)
-    model = HookedTransformer(config)
-    model.load_and_process_state_dict(
-        state,
-        fold_ln=False,
-        center_writing_weights=False,
-        center_unembed=False,
-        fold_value_biases=False,
-    )
+    model = runner_tl.unprocessed(model_dir, hf)
     model.eval()
     resid = lambda name: name.endswith("hook_resid_post")  # noqa: E731
     return {

@@ -1,9 +1,10 @@
 """Bench runner: TransformerLens's `get_act_patch_resid_pre`, timed where TransformerLens lives.
 
-Executed with the `refs` environment's python (HookedTransformer, no weight processing, built
-as the validator's TransformerLens runner builds it). Reads one JSON job (model folder, clean
-and corrupted ids, the logit-difference pair), then serves commands on stdin, one per line, so
-the bench can interleave its rounds with ours while this process stays loaded:
+Executed with the `refs` environment's python (HookedTransformer, no weight processing, set up
+as the validator's patching runner sets it up: `runner_tl_patching.prepare`). Reads one JSON job
+(model folder, clean and corrupted ids, the logit-difference pair), then serves commands on
+stdin, one per line, so the bench can interleave its rounds with ours while this process stays
+loaded:
 
     grid PATH   run the sweep once and write its [layers, positions] grid to PATH (safetensors)
     time        run the sweep once; answer {"seconds": ...} (the patching function alone)
@@ -22,30 +23,19 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "references"))
-import _runner_common as common
-import runner_tl
+import runner_tl_patching
 
 
 def main(job_path: str) -> int:
     spec = json.loads(Path(job_path).read_text())
     torch.set_num_threads(1)
-    torch.set_grad_enabled(False)
-    job = common.Job({"index": 0, "key": "bench", "tokens": [], "reads": [], **spec}, Path.cwd())
-    model = runner_tl._hooked(job)
+    setup = runner_tl_patching.prepare(spec, "bench", Path.cwd())
     from safetensors.torch import save_file
-    from transformer_lens import patching
-
-    clean = torch.tensor([spec["clean"]], dtype=torch.long)
-    corrupt = torch.tensor([spec["corrupt"]], dtype=torch.long)
-    correct, incorrect = int(spec["correct"]), int(spec["incorrect"])
-
-    def metric(logits: torch.Tensor) -> torch.Tensor:
-        return (logits[:, -1, correct] - logits[:, -1, incorrect]).mean()
-
-    _, clean_cache = model.run_with_cache(clean)
 
     def sweep() -> torch.Tensor:
-        return patching.get_act_patch_resid_pre(model, corrupt, clean_cache, metric)
+        return setup.patching.get_act_patch_resid_pre(
+            setup.model, setup.corrupt, setup.clean_cache, setup.metric
+        )
 
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:

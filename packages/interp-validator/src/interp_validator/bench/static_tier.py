@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from interp_validator.bench.results import (
     paired_ratios,
     prompt_tokens,
     spread_note,
+    token_rates,
 )
 
 __all__ = ["bench_static_concurrent", "bench_static_stream", "static_models"]
@@ -167,16 +167,10 @@ def bench_static_concurrent(
     variants = {"vanilla": lambda: run(vanilla, False), "static": lambda: run(static, True)}
     for go in variants.values():
         go()  # warm-up
-    rates: dict[str, list[float]] = {name: [] for name in variants}
     # Paired runs, the order alternating: on a shared machine the load drifts between pairs, so
     # the ratio is the median of each pair's ratio, not the ratio of two medians.
-    for index in range(max(repeats, CONCURRENT_PAIRS)):
-        order = list(variants) if index % 2 == 0 else list(reversed(variants))
-        for name in order:
-            time.sleep(SETTLE_S)
-            start = time.perf_counter()
-            tokens = variants[name]()
-            rates[name].append(tokens / (time.perf_counter() - start))
+    pairs = max(repeats, CONCURRENT_PAIRS)
+    rates = token_rates(variants, pairs, alternate=True, settle=SETTLE_S)
     base = statistics.median(rates["vanilla"])
     mine = statistics.median(rates["static"])
     paired = spread_note(paired_ratios(rates["static"], rates["vanilla"]))

@@ -13,7 +13,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from interp_validator.bench.results import (
     prompt_tokens,
     spread_note,
     time_rows,
+    token_rates,
 )
 
 __all__ = [
@@ -247,14 +247,9 @@ def bench_concurrent(
             total += len(generation.token_ids)
         return total
 
-    rates: dict[str, list[float]] = {"eager": [], "vllm": []}
     on_vllm()  # warm-up
     on_eager()
-    for _ in range(repeats):
-        for name, run in (("eager", on_eager), ("vllm", on_vllm)):
-            start = time.perf_counter()
-            tokens = run()
-            rates[name].append(tokens / (time.perf_counter() - start))
+    rates = token_rates({"eager": on_eager, "vllm": on_vllm}, repeats)
     base = statistics.median(rates["eager"])
     mine = statistics.median(rates["vllm"])
     paired = spread_note(paired_ratios(rates["vllm"], rates["eager"]))

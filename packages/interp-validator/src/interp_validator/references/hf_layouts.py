@@ -112,14 +112,45 @@ _SANDWICH = replace(
     pre_mlp_norm="pre_feedforward_layernorm",
     post_mlp_norm="post_feedforward_layernorm",
 )
+
+# Fields that several families set alike, named once so that each layout below says only how it
+# differs from them.
+_NO_QKV = dict(q_proj=None, k_proj=None, v_proj=None)  # fused or low-rank (MLA) projections
+# The BLOOM/NeoX/Falcon names: a fused query_key_value, dense out, and a dense_h_to_4h MLP.
+_QUERY_KEY_VALUE = dict(
+    _NO_QKV,
+    qkv_proj="query_key_value",
+    o_proj="dense",
+    pre_proj="dense_h_to_4h",
+    linear_proj=None,
+    down_proj="dense_4h_to_h",
+)
+_BLOOM_ROOT = dict(
+    blocks="transformer.h",
+    embed="transformer.word_embeddings",
+    final_norm="transformer.ln_f",
+    mixer="self_attention",
+)
+_GATE_UP = dict(pre_proj=None, linear_proj=None, gate_up_proj="gate_up_proj", act="activation_fn")
+_UP_ONLY = dict(pre_proj="up_proj", linear_proj=None)  # ungated MLPs named up/down
+# Post-norm blocks (OLMo-2's): each sublayer's output is normed before it joins the residual.
+_POST_NORMS = dict(
+    pre_attn_norm=None,
+    pre_mlp_norm=None,
+    post_attn_norm="post_attention_layernorm",
+    post_mlp_norm="post_feedforward_layernorm",
+)
+# The Mamba hybrids' names (Bamba, Jamba, Falcon-H1).
+_FEED_FORWARD = dict(
+    final_norm="model.final_layernorm", pre_mlp_norm="pre_ff_layernorm", mlp="feed_forward"
+)
+
 _GPT = Layout(
     blocks="transformer.h",
     embed="transformer.wte",
     final_norm="transformer.ln_f",
     mixer="attn",
-    q_proj=None,
-    k_proj=None,
-    v_proj=None,
+    **_NO_QKV,
     qkv_proj="c_attn",
     qkv_layout="thirds",
     o_proj="c_proj",
@@ -130,6 +161,11 @@ _GPT = Layout(
     down_proj="c_proj",
     act="act",
 )
+_MLA = replace(_LLAMA, **_NO_QKV)
+_QWEN3 = replace(_LLAMA, qk_norm="per_head")
+_QWEN3_NEXT = replace(_QWEN3, linear_mixer="linear_attn", gated_query=True)
+_OLMO2 = replace(_LLAMA, qk_norm="full", **_POST_NORMS)
+_COHERE2 = replace(_LLAMA, pre_mlp_norm=None, parallel=("resid", "attn", "mlp"))
 
 LAYOUTS: dict[str, Layout] = {
     "gpt2": _GPT,
@@ -140,16 +176,9 @@ LAYOUTS: dict[str, Layout] = {
         embed="gpt_neox.embed_in",
         final_norm="gpt_neox.final_layer_norm",
         mixer="attention",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="query_key_value",
+        **_QUERY_KEY_VALUE,
         qkv_layout="per_head",
-        o_proj="dense",
         parallel=("mlp", "attn", "resid"),
-        pre_proj="dense_h_to_4h",
-        linear_proj=None,
-        down_proj="dense_4h_to_h",
         act="act",
     ),
     "gptj": replace(
@@ -179,40 +208,20 @@ LAYOUTS: dict[str, Layout] = {
         act="activation_fn",
     ),
     "bloom": Layout(
-        blocks="transformer.h",
-        embed="transformer.word_embeddings",
-        final_norm="transformer.ln_f",
-        mixer="self_attention",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="query_key_value",
+        **_BLOOM_ROOT,
+        **_QUERY_KEY_VALUE,
         qkv_layout="per_head",
-        o_proj="dense",
         attn_adds_residual=True,
         mlp_adds_residual=True,
-        pre_proj="dense_h_to_4h",
-        linear_proj=None,
-        down_proj="dense_4h_to_h",
         act="gelu_impl",
     ),
     "falcon": Layout(
-        blocks="transformer.h",
-        embed="transformer.word_embeddings",
-        final_norm="transformer.ln_f",
-        mixer="self_attention",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="query_key_value",
+        **_BLOOM_ROOT,
+        **_QUERY_KEY_VALUE,
         qkv_layout="per_kv_group",
-        o_proj="dense",
         pre_attn_norm="ln_attn",
         pre_mlp_norm="ln_mlp",
         parallel=("mlp", "attn", "resid"),
-        pre_proj="dense_h_to_4h",
-        linear_proj=None,
-        down_proj="dense_4h_to_h",
         act="act",
     ),
     "llama": _LLAMA,
@@ -220,9 +229,9 @@ LAYOUTS: dict[str, Layout] = {
     "mixtral": _LLAMA,
     "qwen2": _LLAMA,
     "qwen2_moe": _LLAMA,
-    "qwen3": replace(_LLAMA, qk_norm="per_head"),
-    "qwen3_moe": replace(_LLAMA, qk_norm="per_head"),
-    "qwen3_next": replace(_LLAMA, linear_mixer="linear_attn", qk_norm="per_head", gated_query=True),
+    "qwen3": _QWEN3,
+    "qwen3_moe": _QWEN3,
+    "qwen3_next": _QWEN3_NEXT,
     "gemma": _LLAMA,
     "gemma2": _SANDWICH,
     "gemma3": replace(_SANDWICH, qk_norm="per_head"),
@@ -237,45 +246,22 @@ LAYOUTS: dict[str, Layout] = {
         down_proj="fc2",
         act="activation_fn",
     ),
-    "phi3": replace(
-        _LLAMA,
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
-        qkv_proj="qkv_proj",
-        qkv_layout="thirds",
-        pre_proj=None,
-        linear_proj=None,
-        gate_up_proj="gate_up_proj",
-        act="activation_fn",
-    ),
+    "phi3": replace(_LLAMA, **_NO_QKV, qkv_proj="qkv_proj", qkv_layout="thirds", **_GATE_UP),
     "olmo": _LLAMA,
-    "olmo2": replace(
-        _LLAMA,
-        qk_norm="full",
-        pre_attn_norm=None,
-        pre_mlp_norm=None,
-        post_attn_norm="post_attention_layernorm",
-        post_mlp_norm="post_feedforward_layernorm",
-    ),
+    "olmo2": _OLMO2,
     "olmoe": replace(_LLAMA, qk_norm="full"),
-    "cohere": replace(
-        _LLAMA, qk_norm="per_head", pre_mlp_norm=None, parallel=("resid", "attn", "mlp")
-    ),
-    "cohere2": replace(_LLAMA, pre_mlp_norm=None, parallel=("resid", "attn", "mlp")),
+    "cohere": replace(_COHERE2, qk_norm="per_head"),
+    "cohere2": _COHERE2,
     "granite": _LLAMA,
     "granitemoe": replace(_LLAMA, mlp="block_sparse_moe", router="router", router_fields=(2, 1, 0)),
     "stablelm": _LLAMA,
     "starcoder2": replace(_LLAMA, pre_proj="c_fc", linear_proj=None, down_proj="c_proj", act="act"),
     # MLA: no per-head q/k/v projections; z is still o_proj's input.
-    "deepseek_v3": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
+    "deepseek_v3": _MLA,
     "gpt_oss": replace(_LLAMA, router="router"),
     # Shared-KV attention with a grouped low-rank output projection: z enters o_a_proj.
     "deepseek_v4": replace(
-        _LLAMA,
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
+        _MLA,
         o_proj="o_a_proj",
         streams=True,
         compressed_layer_types=("compressed_sparse_attention", "heavily_compressed_attention"),
@@ -290,73 +276,42 @@ LAYOUTS: dict[str, Layout] = {
     "seed_oss": _LLAMA,
     "ministral3": _LLAMA,
     "ernie4_5": _LLAMA,
-    "olmo3": replace(
-        _LLAMA,
-        qk_norm="full",
-        pre_attn_norm=None,
-        pre_mlp_norm=None,
-        post_attn_norm="post_attention_layernorm",
-        post_mlp_norm="post_feedforward_layernorm",
-    ),
-    "exaone4": replace(
-        _LLAMA,
-        qk_norm="per_head",
-        pre_attn_norm=None,
-        pre_mlp_norm=None,
-        post_attn_norm="post_attention_layernorm",
-        post_mlp_norm="post_feedforward_layernorm",
-    ),
+    "olmo3": _OLMO2,
+    "exaone4": replace(_OLMO2, qk_norm="per_head"),
     "vaultgemma": replace(_LLAMA, pre_mlp_norm="pre_feedforward_layernorm"),
     "apertus": replace(
-        _LLAMA,
-        qk_norm="per_head",
+        _QWEN3,
         pre_attn_norm="attention_layernorm",
         pre_mlp_norm="feedforward_layernorm",
-        pre_proj="up_proj",
-        linear_proj=None,
+        **_UP_ONLY,
     ),
     "glm4": replace(
         _LLAMA,
         post_attn_norm="post_self_attn_layernorm",
         pre_mlp_norm="post_attention_layernorm",
         post_mlp_norm="post_mlp_layernorm",
-        pre_proj=None,
-        linear_proj=None,
-        gate_up_proj="gate_up_proj",
-        act="activation_fn",
+        **_GATE_UP,
     ),
     # The QK-norm follows rotary: no QK-norm points to name (query_layernorm is post-RoPE).
     "hunyuan_v1_dense": _LLAMA,
     "hunyuan_v1_moe": _LLAMA,
     "phimoe": replace(_LLAMA, router="router"),
     "ernie4_5_moe": _LLAMA,
-    "glm4_moe": replace(_LLAMA, qk_norm="per_head"),
-    "dots1": replace(_LLAMA, qk_norm="per_head"),
-    "deepseek_v2": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
-    "qwen3_5": replace(_LLAMA, linear_mixer="linear_attn", qk_norm="per_head", gated_query=True),
-    "qwen3_5_moe": replace(
-        _LLAMA, linear_mixer="linear_attn", qk_norm="per_head", gated_query=True
-    ),
+    "glm4_moe": _QWEN3,
+    "dots1": _QWEN3,
+    "deepseek_v2": _MLA,
+    "qwen3_5": _QWEN3_NEXT,
+    "qwen3_5_moe": _QWEN3_NEXT,
     "ministral": _LLAMA,
-    "arcee": replace(_LLAMA, pre_proj="up_proj", linear_proj=None),
-    "glm": replace(
-        _LLAMA, pre_proj=None, linear_proj=None, gate_up_proj="gate_up_proj", act="activation_fn"
-    ),
-    "flex_olmo": replace(
-        _LLAMA,
-        qk_norm="full",
-        pre_attn_norm=None,
-        pre_mlp_norm=None,
-        post_attn_norm="post_attention_layernorm",
-        post_mlp_norm="post_feedforward_layernorm",
-    ),
-    "nemotron": replace(_LLAMA, pre_proj="up_proj", linear_proj=None),
+    "arcee": replace(_LLAMA, **_UP_ONLY),
+    "glm": replace(_LLAMA, **_GATE_UP),
+    "flex_olmo": _OLMO2,
+    "nemotron": replace(_LLAMA, **_UP_ONLY),
     "lfm2": replace(
-        _LLAMA,
+        _QWEN3,
         final_norm="model.embedding_norm",
         linear_mixer="conv",
         o_proj="out_proj",
-        qk_norm="per_head",
         q_norm="q_layernorm",
         k_norm="k_layernorm",
         pre_attn_norm="operator_norm",
@@ -367,32 +322,18 @@ LAYOUTS: dict[str, Layout] = {
         down_proj="w2",
         act="F.silu",
     ),
-    "bamba": replace(
-        _LLAMA,
-        final_norm="model.final_layernorm",
-        linear_mixer="mamba",
-        pre_mlp_norm="pre_ff_layernorm",
-        mlp="feed_forward",
-    ),
+    "bamba": replace(_LLAMA, **_FEED_FORWARD, linear_mixer="mamba"),
     "jamba": replace(
-        _LLAMA,
-        final_norm="model.final_layernorm",
-        linear_mixer="mamba",
-        pre_mlp_norm="pre_ff_layernorm",
-        mlp="feed_forward",
-        router="router",
-        router_rule="softmax-top-k",
+        _LLAMA, **_FEED_FORWARD, linear_mixer="mamba", router="router", router_rule="softmax-top-k"
     ),
-    "cohere2_moe": replace(_LLAMA, pre_mlp_norm=None, parallel=("resid", "attn", "mlp")),
+    "cohere2_moe": _COHERE2,
     # --- added in 2026 ---
     "dbrx": Layout(
         blocks="transformer.blocks",
         embed="transformer.wte",
         final_norm="transformer.norm_f",
         mixer="norm_attn_norm.attn",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
+        **_NO_QKV,
         qkv_proj="Wqkv",
         qkv_layout="thirds",
         o_proj="out_proj",
@@ -404,11 +345,8 @@ LAYOUTS: dict[str, Layout] = {
         router_rule="softmax-top-k-pnorm",
     ),
     "jetmoe": replace(
-        _LLAMA,
+        _MLA,
         mixer="self_attention",
-        q_proj=None,
-        k_proj=None,
-        v_proj=None,
         kv_proj="kv_proj",
         o_proj=None,
         routed_heads=True,
@@ -437,19 +375,11 @@ LAYOUTS: dict[str, Layout] = {
         down_proj="output_linear",
         act="activation",
     ),
-    "falcon_h1": replace(
-        _LLAMA,
-        final_norm="model.final_layernorm",
-        pre_mlp_norm="pre_ff_layernorm",
-        mlp="feed_forward",
-        ssm_beside="mamba",
-    ),
+    "falcon_h1": replace(_LLAMA, **_FEED_FORWARD, ssm_beside="mamba"),
     # Both mixer kinds are `self_attn`: KDA on the config's linear_attention layers, MLA else.
-    "kimi_linear": replace(
-        _LLAMA, q_proj=None, k_proj=None, v_proj=None, linear_layer_types=("linear_attention",)
-    ),
+    "kimi_linear": replace(_MLA, linear_layer_types=("linear_attention",)),
     # MLA like DeepSeek-V3; the indexer's top-k reaches the attention as part of its mask.
-    "deepseek_v32": replace(_LLAMA, q_proj=None, k_proj=None, v_proj=None),
+    "deepseek_v32": _MLA,
     "nemotron_h": replace(
         _LLAMA,
         embed="model.embeddings",
@@ -458,8 +388,7 @@ LAYOUTS: dict[str, Layout] = {
         pre_attn_norm="norm",
         pre_mlp_norm="norm",
         mlp="mixer",
-        pre_proj="up_proj",
-        linear_proj=None,
+        **_UP_ONLY,
         single_block=True,
     ),
     # Keys double as values on the full layers (no v_proj there) and the KV-sharing layers have

@@ -123,12 +123,34 @@ def _gemma2_config(local: dict[str, Any], loading: Any) -> dict[str, Any]:
     return cfg
 
 
+def unprocessed(folder: str, hf: Any, tokenizer: Any = None) -> Any:
+    """HookedTransformer of `folder`'s config holding `hf`'s weights with no weight processing
+    (no folded norms, centring or folded value biases), so its activations are the raw HF ones.
+    Shared with the bench's runner (`interp_validator/bench/runner_engines.py`)."""
+    import transformer_lens.loading_from_pretrained as loading
+    from transformer_lens import HookedTransformer
+
+    cfg = loading.get_pretrained_model_config(
+        folder, fold_ln=False, device="cpu", dtype=torch.float32
+    )
+    state = loading.get_pretrained_state_dict(folder, cfg, hf)
+    model = HookedTransformer(cfg, tokenizer=tokenizer)
+    model.load_and_process_state_dict(
+        state,
+        fold_ln=False,
+        center_writing_weights=False,
+        center_unembed=False,
+        fold_value_biases=False,
+    )
+    return model
+
+
 def _hooked(job: common.Job) -> Any:
     import transformer_lens.loading_from_pretrained as loading
     from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config
 
-    try:
-        from transformer_lens import HookedTransformer
+    try:  # a probe, so an old TransformerLens is refused by name; `unprocessed` builds it
+        from transformer_lens import HookedTransformer  # noqa: F401
     except ImportError as exc:
         message = f"this TransformerLens has no HookedTransformer: {common.describe(exc)}"
         raise common.Unsupported(message) from exc
@@ -151,18 +173,7 @@ def _hooked(job: common.Job) -> Any:
             job.model_dir, dtype=torch.float32, attn_implementation="eager"
         ).eval()
         tokenizer = AutoTokenizer.from_pretrained(job.model_dir)
-        cfg = loading.get_pretrained_model_config(
-            str(folder), fold_ln=False, device="cpu", dtype=torch.float32
-        )
-        state = loading.get_pretrained_state_dict(str(folder), cfg, hf)
-        model = HookedTransformer(cfg, tokenizer=tokenizer)
-        model.load_and_process_state_dict(
-            state,
-            fold_ln=False,
-            center_writing_weights=False,
-            center_unembed=False,
-            fold_value_biases=False,
-        )
+        model = unprocessed(str(folder), hf, tokenizer)
     except Exception as exc:
         message = f"HookedTransformer (explicit-config recipe) failed: {common.describe(exc)}"
         raise common.Unsupported(message) from exc
