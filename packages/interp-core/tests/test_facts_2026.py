@@ -9,29 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from _core_data import data_config
+
 from interp_core.facts import ModelFacts
 from interp_core.points import absence_reason
 
 
 def _llama4(**overrides: Any) -> dict[str, Any]:
     # Llama-4-Scout's text_config keys that matter here, at a tenth of the size.
-    text: dict[str, Any] = {
-        "model_type": "llama4_text",
-        "num_hidden_layers": 8,
-        "hidden_size": 512,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "intermediate_size": 256,
-        "intermediate_size_mlp": 1024,
-        "num_local_experts": 16,
-        "num_experts_per_tok": 1,
-        "vocab_size": 1000,
-        "attention_chunk_size": 8192,
-        "use_qk_norm": True,
-    }
-    text.update(overrides)
-    return {"architectures": ["Llama4ForConditionalGeneration"], "text_config": text}
+    return data_config("llama-4-scout-tenth", "text_config", **overrides)
 
 
 def test_llama4_chunks_its_rotary_layers_and_attends_globally_on_nope_layers() -> None:
@@ -71,17 +57,7 @@ def test_llama4_qk_norm_follows_rotary_so_its_points_are_refused() -> None:
 
 def _dbrx(**attn: Any) -> dict[str, Any]:
     # DBRX-instruct's config.json layout, at a tiny size.
-    return {
-        "architectures": ["DbrxForCausalLM"],
-        "model_type": "dbrx",
-        "d_model": 256,
-        "n_heads": 8,
-        "n_layers": 4,
-        "max_seq_len": 32768,
-        "vocab_size": 1000,
-        "attn_config": {"kv_n_heads": 2, "clip_qkv": 8, "rope_theta": 500000, **attn},
-        "ffn_config": {"ffn_hidden_size": 96, "moe_num_experts": 16, "moe_top_k": 4},
-    }
+    return data_config("dbrx-tiny", "attn_config", **attn)
 
 
 def test_dbrx_reads_its_nested_attention_and_expert_settings() -> None:
@@ -106,17 +82,7 @@ def test_dbrx_clamped_values_are_refused_with_the_reason() -> None:
 
 def test_jetmoe_derives_its_heads_and_refuses_per_head_attention_points() -> None:
     # JetMoE-8B's config.json spelling: no num_attention_heads, the head width as kv_channels.
-    config = {
-        "model_type": "jetmoe",
-        "num_layers": 4,
-        "hidden_size": 256,
-        "num_key_value_heads": 4,
-        "kv_channels": 32,
-        "intermediate_size": 96,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "vocab_size": 1000,
-    }
+    config = data_config("jetmoe-8b-tiny")
     facts = ModelFacts.from_config(config)
     assert (facts.n_heads, facts.n_kv_heads, facts.head_dim) == (8, 4, 32)
     assert facts.routed_attention and facts.tied_embeddings
@@ -130,25 +96,7 @@ def test_jetmoe_derives_its_heads_and_refuses_per_head_attention_points() -> Non
 
 def _minimax(**overrides: Any) -> dict[str, Any]:
     # The keys MiniMaxConfig reads, spelled as its config.json spells them, at a small size.
-    return {
-        "architectures": ["MiniMaxForCausalLM"],
-        "model_type": "minimax",
-        "num_hidden_layers": 8,
-        "hidden_size": 256,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 32,
-        "intermediate_size": 96,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "vocab_size": 1000,
-        "layer_types": ["linear_attention"] * 7 + ["full_attention"],
-        "block_size": 256,
-        "full_attn_alpha_factor": 3.5,
-        "linear_attn_alpha_factor": 3.5,
-        "mlp_alpha_factor": 3.5,
-        **overrides,
-    }
+    return data_config("minimax-small", **overrides)
 
 
 def test_minimax_lightning_layers_and_routed_mlps() -> None:

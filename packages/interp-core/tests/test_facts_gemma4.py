@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _small_configs import small_decoder
 
 from interp_core.errors import ConfigError, PointUnsupported
 from interp_core.facts import ModelFacts
@@ -146,17 +147,7 @@ def test_bad_sharing_and_overrides_are_refused() -> None:
 
 
 def test_uniform_models_keep_their_single_widths() -> None:
-    facts = ModelFacts.from_config(
-        {
-            "model_type": "llama",
-            "num_hidden_layers": 2,
-            "hidden_size": 64,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "intermediate_size": 128,
-            "vocab_size": 100,
-        }
-    )
+    facts = ModelFacts.from_config(small_decoder(num_hidden_layers=2))
     assert (facts.layer_head_dims, facts.layer_kv_heads, facts.layer_d_mlp) == ((), (), ())
     assert facts.kv_source_layers == () and facts.per_layer_input_width == 0
     assert not facts.widths_vary and not facts.shares_kv(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _core_data import data_config
 
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
@@ -18,23 +19,7 @@ from interp_core.points import absence_reason
 
 def _granite(**overrides: Any) -> dict[str, Any]:
     # Granite-4.0-H-1B's shape, shortened to 4 layers: Mamba-2 layers with one attention layer.
-    return {
-        "model_type": "granitemoehybrid",
-        "num_hidden_layers": 4,
-        "hidden_size": 1536,
-        "num_attention_heads": 12,
-        "num_key_value_heads": 4,
-        "intermediate_size": 4096,
-        "shared_intermediate_size": 4096,
-        "num_local_experts": 0,
-        "vocab_size": 100352,
-        "layer_types": ["mamba", "mamba", "attention", "mamba"],
-        "embedding_multiplier": 12.0,
-        "residual_multiplier": 0.22,
-        "attention_multiplier": 0.0078125,
-        "logits_scaling": 6.0,
-        **overrides,
-    }
+    return data_config("granite-4.0-h-1b-4-layers", **overrides)
 
 
 def test_granite_hybrid_reads_both_spellings_of_its_layer_kinds() -> None:
@@ -94,20 +79,7 @@ def test_granite_hybrid_moe_members_refuse_the_inline_mlp_sum() -> None:
 
 
 def test_falcon_h1_attends_everywhere_with_a_mamba_mixer_beside_it() -> None:
-    facts = ModelFacts.from_config(
-        {
-            "model_type": "falcon_h1",
-            "num_hidden_layers": 4,
-            "hidden_size": 1024,
-            "num_attention_heads": 8,
-            "num_key_value_heads": 2,
-            "head_dim": 64,
-            "intermediate_size": 2048,
-            "vocab_size": 32784,
-            "embedding_multiplier": 5.66,
-            "lm_head_multiplier": 0.039,
-        }
-    )
+    facts = ModelFacts.from_config(data_config("falcon-h1-4-layers"))
     assert facts.layer_kinds == ("full",) * 4
     assert facts.ssm_beside_attention and not facts.parallel_attn_mlp
     assert facts.embedding_multiplier == 5.66 and facts.logit_multiplier == 0.039
@@ -119,19 +91,7 @@ def test_falcon_h1_attends_everywhere_with_a_mamba_mixer_beside_it() -> None:
 
 
 def test_deepseek_v32_attends_to_its_indexers_top_k() -> None:
-    config = {
-        "model_type": "deepseek_v32",
-        "num_hidden_layers": 4,
-        "hidden_size": 7168,
-        "num_attention_heads": 128,
-        "intermediate_size": 18432,
-        "vocab_size": 129280,
-        "kv_lora_rank": 512,
-        "q_lora_rank": 1536,
-        "qk_nope_head_dim": 128,
-        "qk_rope_head_dim": 64,
-        "v_head_dim": 128,
-    }
+    config = data_config("deepseek-v3.2-4-layers")
     # The published config leaves index_topk to the class (2048) and states no layer_types.
     facts = ModelFacts.from_config(config)
     assert facts.index_topk == 2048 and facts.layer_kinds == ("full",) * 4
@@ -146,28 +106,8 @@ def test_deepseek_v32_attends_to_its_indexers_top_k() -> None:
 
 
 def test_kimi_linear_reads_its_published_layer_lists() -> None:
-    config = {
-        "model_type": "kimi_linear",
-        "num_hidden_layers": 8,
-        "hidden_size": 2304,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "intermediate_size": 9216,
-        "vocab_size": 163840,
-        "kv_lora_rank": 512,
-        "q_lora_rank": None,
-        "qk_nope_head_dim": 128,
-        "qk_rope_head_dim": 64,
-        "v_head_dim": 128,
-        "num_experts": 256,
-        "num_experts_per_tok": 8,
-        "moe_intermediate_size": 1024,
-        "n_shared_experts": 1,
-        "first_k_dense_replace": 1,
-        "model_max_length": 1048576,
-        # Counted from 1, as the published file counts them.
-        "linear_attn_config": {"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8]},
-    }
+    # linear_attn_config counts its layers from 1, as the published file counts them.
+    config = data_config("kimi-linear-8-layers")
     facts = ModelFacts.from_config(config)
     assert facts.layer_kinds == ("linear_attention",) * 3 + ("full",) + (
         "linear_attention",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _core_data import data_config
 
 from interp_core.errors import ConfigError
 from interp_core.facts import ModelFacts
@@ -19,24 +20,7 @@ from interp_core.points import absence_reason
 
 def _nemotron_h(**overrides: Any) -> dict[str, Any]:
     # Nemotron-H-8B's shape, shortened to 6 layers: Mamba-2 and MLP layers, one attention layer.
-    return {
-        "model_type": "nemotron_h",
-        "architectures": ["NemotronHForCausalLM"],
-        "num_hidden_layers": 6,
-        "hybrid_override_pattern": "M-M*-E",
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "intermediate_size": 21504,
-        "vocab_size": 131072,
-        "n_routed_experts": 8,
-        "num_experts_per_tok": 2,
-        "moe_intermediate_size": 1856,
-        "moe_shared_expert_intermediate_size": 3712,
-        "n_shared_experts": 1,
-        **overrides,
-    }
+    return data_config("nemotron-h-8b-6-layers", **overrides)
 
 
 def test_reads_the_pattern_and_the_saved_block_list_alike() -> None:

@@ -27,14 +27,10 @@ def build(kind: str, folder: Path, dtype: str = "float32") -> Path:
 
     torch.manual_seed(0)
     if kind == "llama-64":
+        # Half the width, two layers, a smaller vocabulary and context: the smallest model saved.
+        small = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}
         config = tf.LlamaConfig(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=500,
-            max_position_embeddings=256,
+            **{**COMMON, **small, "vocab_size": 500, "max_position_embeddings": 256}
         )
         model = tf.LlamaForCausalLM(config)
     elif kind == "llama":

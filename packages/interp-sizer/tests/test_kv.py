@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from interp_core.facts import ModelFacts
 from interp_core.known_models import facts_for
-from interp_core.testing.published_shapes import deepseek_v4, gemma3n_text
+from interp_core.testing.published_shapes import config_file, deepseek_v4, gemma3n_text
 from interp_sizer import kv_layout, vllm_kv_capacity
 from interp_sizer.weights import parameter_count
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_llama_31_8b_costs_128_kib_per_token_in_bf16_and_64_in_fp8() -> None:
@@ -107,27 +111,13 @@ def test_mha_and_mqa_follow_the_kv_head_count() -> None:
 
 
 def _nemotron_h(pattern: str) -> ModelFacts:
-    return ModelFacts.from_config(
-        {
-            "model_type": "nemotron_h",
-            "architectures": ["NemotronHForCausalLM"],
-            "hybrid_override_pattern": pattern,
-            "num_hidden_layers": len(pattern),
-            "hidden_size": 256,
-            "intermediate_size": 512,
-            "num_attention_heads": 8,
-            "num_key_value_heads": 2,
-            "head_dim": 32,
-            "vocab_size": 1000,
-            "mamba_num_heads": 8,
-            "mamba_head_dim": 32,
-            "ssm_state_size": 16,
-            "n_groups": 1,
-            "conv_kernel": 4,
-            "mlp_hidden_act": "relu2",
-            "tie_word_embeddings": False,
-        }
+    # A small Nemotron-H (the published keys at a small size), laid out as `pattern` spells it.
+    config = config_file(
+        DATA / "configs" / "nemotron-h-small.json",
+        hybrid_override_pattern=pattern,
+        num_hidden_layers=len(pattern),
     )
+    return ModelFacts.from_config(config)
 
 
 def test_single_sublayer_mlp_layers_cost_neither_cache_nor_state() -> None:

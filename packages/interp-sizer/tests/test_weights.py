@@ -174,14 +174,11 @@ def test_tensor_record_roles() -> None:
     )
 
 
-# The trunk around the hybrid mixers counted below: 64 wide, 4 heads over 2 K/V heads, MLPs of 96.
-_HYBRID_TRUNK: dict[str, Any] = {
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 100,
-}
+# The hybrid trunks counted below: the attention and MLPs around each family's mixer widths.
+_HYBRID: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "hybrid_trunks.json").read_text(encoding="utf-8")
+)
+_HYBRID_TRUNK = _HYBRID["trunk"]
 
 
 def _numel(*modules: Any) -> int:
@@ -206,15 +203,7 @@ def test_a_mamba2_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
     from transformers import NemotronHConfig, NemotronHForCausalLM
 
     config = NemotronHConfig(
-        hybrid_override_pattern="M*-M",
-        **_HYBRID_TRUNK,
-        head_dim=16,
-        mamba_num_heads=6,
-        mamba_head_dim=8,
-        ssm_state_size=5,
-        n_groups=2,
-        conv_kernel=3,
-        tie_word_embeddings=False,
+        hybrid_override_pattern="M*-M", **_HYBRID_TRUNK, **_HYBRID["nemotron_h"]
     )
     model = NemotronHForCausalLM(config)
     count = _counted_exactly(model, config)
@@ -268,12 +257,7 @@ def test_falcon_h1_mixer_beside_attention_is_counted_exactly_as_transformers_bui
     config = FalconH1Config(
         num_hidden_layers=2,
         **_HYBRID_TRUNK,
-        mamba_d_ssm=48,
-        mamba_n_heads=6,
-        mamba_d_head=8,
-        mamba_n_groups=2,
-        mamba_d_state=5,
-        mamba_d_conv=3,
+        **_HYBRID["falcon_h1"],
         mamba_conv_bias=variant == "as published",
         **extra,
     )
@@ -307,12 +291,7 @@ def test_a_bamba_trunk_is_counted_exactly_as_transformers_builds_it() -> None:
         num_hidden_layers=3,
         attn_layer_indices=[1],
         **_HYBRID_TRUNK,
-        mamba_n_heads=8,
-        mamba_d_head=16,
-        mamba_n_groups=2,
-        mamba_d_state=5,
-        mamba_d_conv=3,
-        mamba_proj_bias=True,
+        **_HYBRID["bamba"],
     )
     model = BambaForCausalLM(config)
     count = _counted_exactly(model, config)

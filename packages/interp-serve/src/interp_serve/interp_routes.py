@@ -46,6 +46,23 @@ def _service(request: Request) -> Service:
     return request.app.state.service
 
 
+async def _tensors_answer(
+    request: Request,
+    body: CaptureRequest | FeaturesRequest,
+    tensors: Any,
+    positions: dict[str, Any],
+    extra: dict[str, Any],
+) -> Any:
+    """A route's tensors: with `direct`, the safetensors bytes (positions and `extra` in their
+    metadata); else kept under a handle or inlined, beside `extra`."""
+    service = _service(request)
+    if body.direct:
+        data = await service.direct(tensors, {"positions": positions, **extra})
+        return Response(content=data, media_type=SAFETENSORS)
+    kept = await service.keep(tensors, body.inline, positions, request.state.owner)
+    return {"interp": kept, **extra}
+
+
 @router.post(
     "/v1/capture",
     summary="One forward pass (or a generation) with captures",
@@ -93,11 +110,7 @@ async def capture(body: CaptureRequest, request: Request) -> Any:
         positions = {"prompt": [0, seq]} if seq is not None else {}
         if body.rows is not None:
             positions = {"rows": body.rows}
-    if body.direct:
-        data = await service.direct(cache, {"positions": positions, **extra})
-        return Response(content=data, media_type=SAFETENSORS)
-    kept = await service.keep(cache, body.inline, positions, request.state.owner)
-    return {"interp": kept, **extra}
+    return await _tensors_answer(request, body, cache, positions, extra)
 
 
 @router.post(
@@ -123,11 +136,7 @@ async def features(body: FeaturesRequest, request: Request) -> Any:
     seq = int(first.shape[1]) if len(first.shape) > 2 else int(first.shape[0])
     described = {row["name"]: row for row in sae_rows({n: service.saes[n] for n in names})}
     extra = {"top_k": body.top_k, "saes": described, "tokens": nested_ids(tokens)}
-    if body.direct:
-        data = await service.direct(tensors, {"positions": {"prompt": [0, seq]}, **extra})
-        return Response(content=data, media_type=SAFETENSORS)
-    kept = await service.keep(tensors, body.inline, {"prompt": [0, seq]}, request.state.owner)
-    return {"interp": kept, **extra}
+    return await _tensors_answer(request, body, tensors, {"prompt": [0, seq]}, extra)
 
 
 @router.get("/v1/saes", summary="The SAEs this server loaded at start (--sae)")

@@ -292,14 +292,23 @@ def _stage_lines(report: SizingReport) -> list[str]:
     return [*lines, _table(rows), ""]
 
 
+# `--list-gpus`: each column's JSON key, its heading in the table, and the GpuSpec field it shows.
+_GPU_COLUMNS = (
+    ("gpu", "gpu", "name"),
+    ("memory_gib_usable", "GiB usable", "memory_gib"),
+    ("bandwidth_tb_s", "TB/s", "bandwidth_tb_s"),
+    ("bf16_tflops", "bf16 TFLOP/s", "bf16_tflops"),
+    ("source", "source", "source"),
+)
+
+
 def _gpu_json(gpu: GpuSpec) -> dict[str, object]:
-    return {
-        "gpu": gpu.name,
-        "memory_gib_usable": gpu.memory_gib,
-        "bandwidth_tb_s": gpu.bandwidth_tb_s,
-        "bf16_tflops": gpu.bf16_tflops,
-        "source": gpu.source,
-    }
+    return {key: getattr(gpu, field) for key, _, field in _GPU_COLUMNS}
+
+
+def _gpu_row(gpu: GpuSpec) -> list[str]:
+    values = (getattr(gpu, field) for _, _, field in _GPU_COLUMNS)
+    return [value if isinstance(value, str) else f"{value:g}" for value in values]
 
 
 def _explain() -> str:
@@ -319,38 +328,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             print(json.dumps([_gpu_json(g) for g in GPUS], indent=2))
             return 0
-        rows = [["gpu", "GiB usable", "TB/s", "bf16 TFLOP/s", "source"]]
-        rows += [
-            [g.name, f"{g.memory_gib:g}", f"{g.bandwidth_tb_s:g}", f"{g.bf16_tflops:g}", g.source]
-            for g in GPUS
-        ]
+        rows = [[heading for _, heading, _ in _GPU_COLUMNS], *(_gpu_row(g) for g in GPUS)]
         print(_table(rows))
         return 0
     if not args.model:
         print("interp-size: a MODEL is needed (or --list-models / --list-gpus)", file=sys.stderr)
         return 2
+    # Each flag named after a SizingRequest field sets it (every field has one but lens_dtype).
+    given = vars(args)
+    fields = {name: given[name] for name in SizingRequest.__dataclass_fields__ if name in given}
+    fields.update(capture=_split(args.capture), steer=_split(args.steer))
     try:
-        report = size(
-            args.model,
-            gpu=args.gpu,
-            hub=False if args.offline else None,
-            backend=args.backend,
-            dtype=args.dtype,
-            quantization=args.quantization,
-            kv_cache_dtype=args.kv_cache_dtype,
-            num_gpus=args.num_gpus,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_model_len=args.max_model_len,
-            concurrency=args.concurrency,
-            capture=_split(args.capture),
-            steer=_split(args.steer),
-            lens_sets=args.lens_sets,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            attn_implementation=args.attn_implementation,
-            prompt_tokens=args.prompt_tokens,
-            pipeline_parallel=args.pipeline_parallel,
-            gpus_per_node=args.gpus_per_node,
-        )
+        report = size(args.model, gpu=args.gpu, hub=False if args.offline else None, **fields)
     except InterpError as error:
         print(f"interp-size: {as_flags(str(error))}", file=sys.stderr)
         return 2

@@ -19,11 +19,10 @@ from interp_sizer.pricing import (
     largest,
     lens_term,
     overhead_term,
+    speed,
     weights_term,
-    workload_shape,
 )
 from interp_sizer.report import GpuFit, Term
-from interp_sizer.roofline import roofline
 from interp_sizer.settings import ATTENTION_MATRIX_POINTS, Settings
 from interp_sizer.source import ResolvedModel
 
@@ -121,15 +120,8 @@ def eager_fit(model: ResolvedModel, s: Settings, gpu: GpuSpec, n: int) -> GpuFit
     max_context = largest(
         1, facts.max_position_embeddings or length, lambda L: needed(L, sequences) <= card
     )
-    context = min(s.prompt_tokens, length)
     capture_per_token = site_bytes_per_token(s.capture, s.value_bytes)
-    throughput = roofline(
-        workload_shape(model, s, n, layout, context, capture_per_token),
-        gpu,
-        sequences=sequences,
-        context=context,
-        prompt_tokens=s.prompt_tokens,
-    )
+    throughput = speed(model, s, gpu, n, layout, sequences, capture_per_token)
     advice = []
     if problems:
         if 0 < max_context < length:

@@ -15,7 +15,7 @@ from interp_sizer import calibration as cal
 from interp_sizer.gpus import GpuSpec
 from interp_sizer.kv import KVLayout, kv_layout
 from interp_sizer.report import Stage, Term
-from interp_sizer.roofline import WorkloadShape
+from interp_sizer.roofline import Throughput, WorkloadShape, roofline
 from interp_sizer.settings import Settings
 from interp_sizer.source import ResolvedModel
 from interp_sizer.weights import parameter_count
@@ -29,6 +29,7 @@ __all__ = [
     "kv_layout_for",
     "largest",
     "overhead_term",
+    "speed",
     "weights_term",
     "workload_shape",
 ]
@@ -158,6 +159,27 @@ def workload_shape(
         capture_bytes_per_token=capture_per_token,
         tensor_parallel=gpu_count if s.backend != "eager" else 1,
         graphs=graphs,
+    )
+
+
+def speed(
+    model: ResolvedModel,
+    s: Settings,
+    gpu: GpuSpec,
+    gpu_count: int,
+    layout: KVLayout,
+    sequences: int,
+    capture_per_token: int,
+) -> Throughput:
+    """The roofline speed of `sequences` streams over `gpu_count` GPUs, each at the priced prompt
+    length (capped at max_model_len)."""
+    context = min(s.prompt_tokens, s.max_model_len)
+    return roofline(
+        workload_shape(model, s, gpu_count, layout, context, capture_per_token),
+        gpu,
+        sequences=sequences,
+        context=context,
+        prompt_tokens=s.prompt_tokens,
     )
 
 

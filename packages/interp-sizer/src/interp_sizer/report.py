@@ -8,7 +8,7 @@ keys are a contract for scripts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from interp_sizer import calibration as cal
@@ -187,15 +187,13 @@ class SizingReport:
 
 
 # --- JSON ---------------------------------------------------------------------------------------
-def _term_json(term: Term) -> dict[str, Any]:
+def _layout_json(fit: GpuFit) -> dict[str, Any]:
+    """Which GPUs, how many, and how the model is split over them (report and per-GPU rows)."""
     return {
-        "key": term.key,
-        "label": term.label,
-        "bytes": term.bytes,
-        "category": term.category,
-        "side": term.side,
-        "provenance": term.provenance,
-        "note": term.note,
+        "gpu": fit.gpu.name,
+        "num_gpus": fit.num_gpus,
+        "pipeline_parallel": fit.pipeline_parallel,
+        "tensor_parallel": fit.tensor_parallel if fit.stages else None,
     }
 
 
@@ -213,10 +211,7 @@ def _stage_json(stage: Stage) -> dict[str, Any]:
 def _fit_json(fit: GpuFit) -> dict[str, Any]:
     t = fit.throughput
     return {
-        "gpu": fit.gpu.name,
-        "num_gpus": fit.num_gpus,
-        "pipeline_parallel": fit.pipeline_parallel,
-        "tensor_parallel": fit.tensor_parallel if fit.stages else None,
+        **_layout_json(fit),
         "stages": [_stage_json(stage) for stage in fit.stages],
         "priced_stage": fit.priced_stage if fit.stages else None,
         "fits": fit.fits,
@@ -229,7 +224,8 @@ def _fit_json(fit: GpuFit) -> dict[str, Any]:
         "max_context": fit.max_context,
         "max_num_batched_tokens": fit.max_num_batched_tokens,
         "limiting_term": fit.limiting_term.key,
-        "terms": [_term_json(term) for term in fit.terms],
+        # A term's JSON is its fields, in their order.
+        "terms": [asdict(term) for term in fit.terms],
         "throughput": None
         if t is None
         else {
@@ -262,10 +258,7 @@ def report_json(report: SizingReport) -> dict[str, Any]:
         "kv_bytes_per_token": report.kv_bytes_per_token,
         "kv_values_per_token_layer": report.kv_values_per_token_layer,
         "capture_bytes_per_token": report.capture_bytes_per_token,
-        "gpu": report.selected.gpu.name,
-        "num_gpus": report.selected.num_gpus,
-        "pipeline_parallel": report.selected.pipeline_parallel,
-        "tensor_parallel": report.selected.tensor_parallel if report.selected.stages else None,
+        **_layout_json(report.selected),
         "gpus_per_node": report.gpus_per_node or report.selected.num_gpus,
         "nodes": report.nodes,
         "kv_tokens": report.kv_tokens,

@@ -27,11 +27,10 @@ from interp_sizer.pricing import (
     largest,
     lens_term,
     overhead_term,
+    speed,
     weights_term,
-    workload_shape,
 )
 from interp_sizer.report import GpuFit, Stage, Term
-from interp_sizer.roofline import roofline
 from interp_sizer.settings import Settings
 from interp_sizer.source import ResolvedModel
 from interp_sizer.stages import stage_layout, stage_sites, stages
@@ -245,16 +244,9 @@ def _vllm_fit_at(
 
     max_context = largest(1, model.facts.max_position_embeddings or s.max_model_len, context_fits)
     sequences = max(1, min(s.concurrency, int(capacity.max_concurrency)))
-    context = min(s.prompt_tokens, s.max_model_len)
     # One stream walks the stages one after another: its speed is that of all the layers on
     # one tensor-parallel group (pipelining overlaps only different requests, not priced).
-    throughput = roofline(
-        workload_shape(model, s, tp, whole, context, capture_per_token),
-        gpu,
-        sequences=sequences,
-        context=context,
-        prompt_tokens=s.prompt_tokens,
-    )
+    throughput = speed(model, s, gpu, tp, whole, sequences, capture_per_token)
     fits = not problems
     advice = _vllm_advice(model, s, gpu, fits, max_context, margin_used, card, mnbt, mnbt_default)
     return GpuFit(

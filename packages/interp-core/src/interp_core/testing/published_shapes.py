@@ -3,14 +3,25 @@
 The facts tests (interp-core) and the sizing tests (interp-sizer) both price and read the same
 families from their published widths; the widths live here once so the two suites read one
 shape. Each function returns the text model's keys as the published config spells them, with
-the caller's overrides (layer counts, layer kinds, sharing) on top. Plain data, stdlib only.
+the caller's overrides (layer counts, layer kinds, sharing) on top; `config_file` does the same
+for a config the suites keep as a JSON file beside their tests. Plain data, stdlib only.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-__all__ = ["GEMMA3N_KINDS", "deepseek_v4", "gemma3n_text", "gemma4_text"]
+__all__ = ["GEMMA3N_KINDS", "config_file", "deepseek_v4", "gemma3n_text", "gemma4_text"]
+
+
+def config_file(path: str | Path, section: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """The config.json mapping stored at `path`, `overrides` on top: on its top level, or inside
+    its nested `section` (a wrapper's `text_config`, DBRX's `attn_config`)."""
+    config: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    (config if section is None else config[section]).update(overrides)
+    return config
 
 
 def deepseek_v4(**overrides: Any) -> dict[str, Any]:

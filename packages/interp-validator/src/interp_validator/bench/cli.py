@@ -61,6 +61,22 @@ def _list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def _add_list(
+    parser: argparse.ArgumentParser, flag: str, default: list[str] | None, metavar: str, help: str
+) -> None:
+    """A comma-separated list of names (`_list`)."""
+    parser.add_argument(flag, type=_list, default=default, metavar=metavar, help=help)
+
+
+def _check_names(
+    parser: argparse.ArgumentParser, flag: str, kind: str, given: list[str], known: Sequence[str]
+) -> None:
+    """Exit through `parser.error` on the first of `given` that is not one of `known`."""
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        parser.error(f"{flag}: unknown {kind} {unknown[0]!r}; choose from {', '.join(known)}")
+
+
 @quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -71,21 +87,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         allow_abbrev=False,  # `--gpu` must not silently mean `--gpu-models`
     )
     parser.add_argument("--version", action="version", version=f"interp-validator {__version__}")
-    parser.add_argument(
+    _add_list(
+        parser,
         "--only",
-        type=_list,
-        default=list(WORKLOADS),
-        metavar="NAMES",
-        help="workloads to run, comma-separated (listed below)",
+        list(WORKLOADS),
+        "NAMES",
+        "workloads to run, comma-separated (listed below)",
     )
     parser.add_argument("--repeats", type=int, default=10, help="timed runs per variant")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs first")
-    parser.add_argument(
+    _add_list(
+        parser,
         "--engines",
-        type=_list,
-        default=list(REFERENCE_BENCH_ENGINES),
-        metavar="NAMES",
-        help="reference engines for P1/P2, comma-separated (empty string: none)",
+        list(REFERENCE_BENCH_ENGINES),
+        "NAMES",
+        "reference engines for P1/P2, comma-separated (empty string: none)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="folder for bench.json/.md"
@@ -102,12 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="cpu: the workloads below; gpu: random models of real shapes on a CUDA GPU",
     )
     parser.add_argument("--gpu", nargs=0, action=_GpuSwitchMoved, help=argparse.SUPPRESS)
-    parser.add_argument(
+    _add_list(
+        parser,
         "--gpu-models",
-        type=_list,
-        default=None,
-        metavar="IDS",
-        help="model ids whose bundled configs the GPU suite builds; default: Llama-3.1-8B",
+        None,
+        "IDS",
+        "model ids whose bundled configs the GPU suite builds; default: Llama-3.1-8B",
     )
     parser.add_argument(
         "--check",
@@ -122,15 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0:
         parser.error("--repeats must be >= 1 and --warmup >= 0")
-    bad = [w for w in args.only if w not in WORKLOADS]
-    if bad:
-        parser.error(f"--only: unknown workload {bad[0]!r}; choose from {', '.join(WORKLOADS)}")
-    unknown = [e for e in args.engines if e not in REFERENCE_BENCH_ENGINES]
-    if unknown:
-        parser.error(
-            f"--engines: unknown engine {unknown[0]!r}; choose from "
-            f"{', '.join(REFERENCE_BENCH_ENGINES)}"
-        )
+    _check_names(parser, "--only", "workload", args.only, WORKLOADS)
+    _check_names(parser, "--engines", "engine", args.engines, REFERENCE_BENCH_ENGINES)
     try:
         if args.suite == "gpu":
             from interp_validator.bench.gpu import DEFAULT_GPU_MODELS, run_gpu_suite

@@ -304,19 +304,16 @@ def _served(
         return []
     say("S: 8 concurrent capture+generate and activation transfer, served vs in-process (eager)")
 
-    def measure(local: Any) -> list[Row]:
-        rows = bench_served(
-            folder,
-            local,
-            backend="eager",
-            options=[],
-            prompts=[[prompt_tokens(64, seed)] for seed in range(8)],
-            transfer_prompt=[prompt_tokens()],
-            repeats=repeats,
-        )
-        return [Row(**row) for row in rows]
-
-    rows = _on_eager(folder, "S", errors, measure)
+    rows = _served_rows(
+        folder,
+        "S",
+        errors,
+        bench_served,
+        options=[],
+        prompts=[[prompt_tokens(64, seed)] for seed in range(8)],
+        transfer_prompt=[prompt_tokens()],
+        repeats=repeats,
+    )
     if not rows:  # the tiny model's rows failed: the real model's would too
         return []
     return rows + _served_smollm2(repeats=repeats, say=say, errors=errors)
@@ -335,18 +332,28 @@ def _served_smollm2(*, repeats: int, say: Callable[[str], None], errors: dict) -
         return []
     say("S: activation transfer, SmolLM2-135M-Instruct, served vs in-process (eager)")
 
-    def measure(local: Any) -> list[Row]:
-        row = bench_transfer(
-            folder,
-            local,
-            backend="eager",
-            label="SmolLM2-135M-Instruct",
-            prompt=[prompt_tokens()],
-            repeats=repeats,
-        )
-        return [Row(**row)]
+    return _served_rows(
+        folder,
+        "S smollm2",
+        errors,
+        bench_transfer,
+        label="SmolLM2-135M-Instruct",
+        prompt=[prompt_tokens()],
+        repeats=repeats,
+    )
 
-    return _on_eager(folder, "S smollm2", errors, measure)
+
+def _served_rows(
+    folder: Path, key: str, errors: dict[str, str], bench: Callable[..., Any], **options: Any
+) -> list[Row]:
+    """Workload S's rows from `bench(folder, model, backend="eager", **options)` (`bench_served`'s
+    list of row fields, or `bench_transfer`'s one), against `folder` loaded here (`_on_eager`)."""
+
+    def measure(local: Any) -> list[Row]:
+        found = bench(folder, local, backend="eager", **options)
+        return [Row(**row) for row in (found if isinstance(found, list) else [found])]
+
+    return _on_eager(folder, key, errors, measure)
 
 
 def _on_eager(

@@ -439,49 +439,49 @@ def _nnsight(point: str, layer: int | None, facts: ModelFacts) -> tuple[str, str
         1.0,
     ):
         return "the residual multiplier is applied outside any module, so no module output holds it"
+    # Each point's module boundary. Its layout is "flat" but for the router's outputs ("tokens")
+    # and the q/k norms' (their head count, below).
     sites = {
-        "resid_pre": ("layer:input", "flat"),
-        "attn_in": ("mixer:input", "flat"),
-        "q_norm_in": ("q_norm:input", "bshd"),
-        "q_norm_out": ("q_norm:output", "bshd"),
-        "k_norm_in": ("k_norm:input", "bshd"),
-        "k_norm_out": ("k_norm:output", "bshd"),
-        "value": ("v_proj:output", "flat"),
-        "attn_probs": ("mixer:output:1", "flat"),
-        "z": ("o_proj:input", "flat"),
-        "attn_out": ("mixer:output:0", "flat"),
-        "attn_out_post": (
-            ("post_attn_norm:output", "flat") if sandwich else ("mixer:output:0", "flat")
-        ),
-        "resid_mid": ("pre_mlp_norm:input", "flat"),
-        "mlp_in": ("mlp:input", "flat"),
-        "mlp_pre": (("gate_proj:output" if facts.gated_mlp else "up_proj:output"), "flat"),
-        "mlp_pre_linear": ("up_proj:output", "flat"),
-        "mlp_act": ("down_proj:input", "flat"),
-        "router_logits": ("router:output:0", "tokens"),
-        "expert_weights": ("router:output:1", "tokens"),
-        "expert_indices": ("router:output:2", "tokens"),
-        "mlp_out": ("mlp:output:0", "flat"),
-        "mlp_out_post": (
-            ("post_mlp_norm:output", "flat") if sandwich else ("mlp:output:0", "flat")
-        ),
-        "resid_post": ("layer:output:0", "flat"),
-        "final_norm": ("final_norm:output", "flat"),
-        "lm_head": ("lm_head:output", "flat"),
+        "resid_pre": "layer:input",
+        "attn_in": "mixer:input",
+        "q_norm_in": "q_norm:input",
+        "q_norm_out": "q_norm:output",
+        "k_norm_in": "k_norm:input",
+        "k_norm_out": "k_norm:output",
+        "value": "v_proj:output",
+        "attn_probs": "mixer:output:1",
+        "z": "o_proj:input",
+        "attn_out": "mixer:output:0",
+        "attn_out_post": "post_attn_norm:output" if sandwich else "mixer:output:0",
+        "resid_mid": "pre_mlp_norm:input",
+        "mlp_in": "mlp:input",
+        "mlp_pre": "gate_proj:output" if facts.gated_mlp else "up_proj:output",
+        "mlp_pre_linear": "up_proj:output",
+        "mlp_act": "down_proj:input",
+        "router_logits": "router:output:0",
+        "expert_weights": "router:output:1",
+        "expert_indices": "router:output:2",
+        "mlp_out": "mlp:output:0",
+        "mlp_out_post": "post_mlp_norm:output" if sandwich else "mlp:output:0",
+        "resid_post": "layer:output:0",
+        "final_norm": "final_norm:output",
+        "lm_head": "lm_head:output",
     }
     if point == "value" and facts.family.value_norm:
         return _VALUE_NORM_REASON.format(engine="the nnsight site v_proj.output")
+    routed = point in ("router_logits", "expert_weights", "expert_indices")
     router = _ROUTER_OUTPUTS.get(facts.model_type)
-    if router is not None and point in ("router_logits", "expert_weights", "expert_indices"):
+    if router is not None and routed:
         # Routers whose output is not (logits, weights, indices): the logits sit elsewhere and
         # the choice is no tensor of the router's.
         if point != "router_logits":
             return f"{facts.model_type}'s router returns {router[1]}: no [tokens, k] {point}"
-        sites["router_logits"] = (f"router:output:{router[0]}", "tokens")
+        sites["router_logits"] = f"router:output:{router[0]}"
     if point not in sites:
         eq = equivalent_for(point, "nnsight", facts)
         return eq.note or "nnsight has no module boundary at this point"
-    target, layout = sites[point]
+    target = sites[point]
+    layout = "tokens" if routed else "flat"
     if point in ("q_norm_in", "q_norm_out"):
         layout = f"heads={facts.n_heads}"  # [b, s, h, d] on Qwen3, [b, h, s, d] on Gemma-3
     elif point in ("k_norm_in", "k_norm_out"):
