@@ -20,7 +20,7 @@ from interp_core.address import Address, to_address
 from interp_core.cache import ActivationCache
 from interp_core.errors import CapabilityUnsupported, PointUnsupported
 from interp_core.facts import ModelFacts
-from interp_core.model_base import ModelBase
+from interp_core.model_base import CaptureCall, ModelBase
 from interp_core.points import PointSpec, absence_reason, get_point
 from interp_core.results import Generation, GenerationStep, LensPrediction, LensResult, Support
 from interp_core.sampling import Sampling, check_lens_top_k
@@ -344,21 +344,19 @@ class FakeModel(ModelBase):
         return ActivationCache(tensors, output={"calls": self._calls})
 
     # --- async API ------------------------------------------------------------------------------
-    async def capture(
-        self,
-        tokens: Any,
-        points: Sequence[Any],
-        *,
-        steering: Any = None,
-        attention_mask: Any = None,
+    async def _capture(
+        self, tokens: Any, points: list[Address], call: CaptureCall
     ) -> ActivationCache:
-        if attention_mask is not None:
+        if call.attention_mask is not None:
             raise CapabilityUnsupported.build(
                 "the fake backend got an attention_mask",
                 "it never pads, so it has no use for one",
                 "pass prompts of equal length without a mask",
             )
-        specs = self._specs(steering)
+        self._refuse_inputs(call)
+        if call.rows is not None:
+            raise CapabilityUnsupported("the fake backend captures whole prompts (no rows=)")
+        specs = self._specs(call.steering)
         await asyncio.sleep(0)
         return self._capture_now(tokens, points, specs)
 
@@ -417,23 +415,20 @@ class FakeModel(ModelBase):
             )
             index += 1
 
-    async def capture_generation(
-        self, tokens: Any, points: Sequence[Any], *, steering: Any = None, **arguments: Any
+    async def _capture_generation(
+        self, tokens: Any, points: list[Address], call: CaptureCall
     ) -> tuple[Generation, ActivationCache]:
-        arguments = {"max_new_tokens": 8, "temperature": 0.0, **arguments}
-        generation = await self.generate(tokens, steering=steering, **arguments)
+        self._refuse_inputs(call)
+        generation = await self.generate(tokens, steering=call.steering, **call.sampling)
         fed = [*generation.prompt_token_ids, *generation.token_ids[:-1]]
-        cache = await self.capture([fed], points, steering=steering)
+        cache = await self.capture([fed], points, steering=call.steering)
         return generation, cache
 
-    async def logit_lens(
-        self,
-        tokens: Any,
-        layers: Sequence[int] | None = None,
-        *,
-        top_k: int = 10,
-        point: str = "resid_post",
-    ) -> LensResult:
+    def _refuse_inputs(self, call: CaptureCall) -> None:
+        if call.prompt_embeds is not None or call.lora is not None:
+            raise CapabilityUnsupported("the fake backend serves no prompt_embeds or lora")
+
+    async def _prompt_lens(self, tokens: Any, layers: Any, top_k: Any, point: Any) -> LensResult:
         top_k = check_lens_top_k(top_k)
         chosen = tuple(range(self.n_layers)) if layers is None else tuple(layers)
         cache = await self.capture(tokens, [Address(point, layer) for layer in chosen])

@@ -5,6 +5,7 @@ Run on the core's fake backend, which derives it: each test names the bug it cat
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -75,6 +76,22 @@ def test_capture_attention_is_refused_naming_the_backend() -> None:
     model = FakeModel()
     with pytest.raises(CapabilityUnsupported, match="backend='fake'"):
         sync.capture_attention(model, model.to_tokens("alpha"), [0])
+
+
+def test_the_work_methods_read_their_keywords_once_for_the_backend() -> None:
+    # ModelBase takes the protocol's keywords and hands the backend a CaptureCall: a keyword
+    # dropped on the way (capture_generation's seed, say) would change the sampled tokens.
+    model = FakeModel()
+    tokens = model.to_tokens("alpha beta")
+    sampled = {"max_new_tokens": 5, "temperature": 1.0, "seed": 3}
+    generation, cache = sync.capture_generation(model, tokens, ["resid_post.0"], **sampled)
+    assert generation.token_ids == sync.generate(model, tokens, **sampled).token_ids
+    fed = len(generation.prompt_token_ids) + 5 - 1
+    assert cache["resid_post.0"].shape == (1, fed, model.d_model)
+    with pytest.raises(InvalidArgument, match="tokens=None"):
+        asyncio.run(model.capture(None, ["resid_post.0"], rows=[0]))
+    with pytest.raises(InvalidArgument, match="points takes a list"):
+        asyncio.run(model.capture(tokens, "resid_post.0"))
 
 
 def test_one_prompt_lifts_a_flat_row_to_a_batch_of_one() -> None:

@@ -13,6 +13,10 @@ for a flat row, `.unsqueeze(0)` (torch) or `[None]` (numpy).
   `generation_labels`) of its `tokenizer`. `capture_attention` is refused here; the torch
   backends serve it from `interp_torch.readouts`. Their blocking forms are the twins of
   `interp_core.sync`.
+* **The work methods' keywords**: `capture`, `capture_generation` and `logit_lens` take the
+  protocol's keywords here, once, read the points (`interp_core.address.to_addresses`) and hand
+  the backend's `_capture` / `_capture_generation` a `CaptureCall` and its `_prompt_lens` the
+  lens's arguments; `_lens_arguments` checks those where the backend reads them.
 * **The streams' keywords**: `capture_generation_stream` and `generate_with_lens` take the
   protocol's keywords here, once, and hand the backend's `_stream_capture` / `_lens_stream` a
   `StreamCall` (the generation's keywords under `generate`'s names); a backend without the
@@ -26,21 +30,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
-from interp_core.address import Address
+from interp_core.address import Address, to_addresses
+from interp_core.capture_stream import refuse_rows_without_tokens
 from interp_core.channels import generation_labels
 from interp_core.chat import ChatSpans, message_spans
 from interp_core.chat_formats import TEMPLATE, format_generation_labels, resolve_chat_format
 from interp_core.errors import CapabilityUnsupported, GradientsUnsupported, InvalidArgument
 from interp_core.generation_config import read_generation_config, recommended_sampling
-from interp_core.sampling import Sampling, check_lens_layers, resolve_sampling
+from interp_core.readouts import lens_from_layers
+from interp_core.sampling import (
+    Sampling,
+    check_lens_layers,
+    check_lens_point,
+    check_lens_top_k,
+    resolve_sampling,
+)
 
 if TYPE_CHECKING:
+    from interp_core.cache import ActivationCache
     from interp_core.facts import ModelFacts
+    from interp_core.results import Generation, LensResult
 
 __all__ = [
     "LENS_SAMPLING",
+    "CaptureCall",
     "ModelBase",
     "StreamCall",
     "check_lens_sampling",
@@ -85,6 +100,21 @@ class StreamCall:
     steering: Any
     sampling: dict[str, Any]
     read: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CaptureCall:
+    """A capture's keywords as `ModelBase` hands them to the backend's `_capture` (the forward's
+    `attention_mask` and `rows`) or `_capture_generation` (the generation's `sampling`:
+    max_new_tokens, temperature and seed): the steering and the call's inputs (`prompt_embeds`,
+    `lora`) in both."""
+
+    steering: Any
+    prompt_embeds: Any = None
+    lora: Any = None
+    attention_mask: Any = None
+    rows: Sequence[int] | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
 
 
 def generation_reach(prompt_length: int, max_new_tokens: int) -> tuple[int, str]:
@@ -148,6 +178,88 @@ class ModelBase:
         recommendation; every backend's generation calls this before any work."""
         return resolve_sampling(self.recommended_sampling, **arguments)
 
+    # --- work: the protocol's keywords, read once -----------------------------------------------
+    async def capture(
+        self,
+        tokens: Any,
+        points: Sequence[Any],
+        *,
+        steering: Any = None,
+        attention_mask: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
+        rows: Sequence[int] | None = None,
+    ) -> ActivationCache:
+        """One forward pass; the cache holds `[batch, seq, ...]` tensors keyed by `Address`
+        (`[batch, len(rows), ...]` with `rows=`; `prompt_embeds`, `lora` and `rows` as
+        `InterpModel.capture` documents them). The backend's `_capture` serves it; `rows=` with
+        `tokens=None` is refused here, on every backend."""
+        if rows is not None and tokens is None:
+            refuse_rows_without_tokens()
+        call = CaptureCall(steering, prompt_embeds, lora, attention_mask, rows)
+        return await self._capture(tokens, to_addresses(points), call)
+
+    async def _capture(
+        self, tokens: Any, points: list[Address], call: CaptureCall
+    ) -> ActivationCache:
+        raise NotImplementedError  # every backend serves capture
+
+    async def capture_generation(
+        self,
+        tokens: Any,
+        points: Sequence[Any],
+        *,
+        max_new_tokens: int = 8,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        steering: Any = None,
+        prompt_embeds: Any = None,
+        lora: Any = None,
+    ) -> tuple[Generation, ActivationCache]:
+        """Generate, and capture over prompt + generated tokens minus the last one (the last
+        sampled token is never fed back); the backend's `_capture_generation` serves it, with the
+        sampling under `generate`'s names."""
+        sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+        call = CaptureCall(steering, prompt_embeds, lora, sampling=sampling)
+        return await self._capture_generation(tokens, to_addresses(points), call)
+
+    async def _capture_generation(
+        self, tokens: Any, points: list[Address], call: CaptureCall
+    ) -> tuple[Generation, ActivationCache]:
+        raise NotImplementedError  # every backend serves capture_generation
+
+    async def logit_lens(
+        self,
+        tokens: Any,
+        layers: Sequence[int] | None = None,
+        *,
+        top_k: int = 10,
+        point: str = "resid_post",
+    ) -> LensResult:
+        """Decode `point` at each layer (default: all; a fitted `LensSpec` reads through its
+        `J_bar`s) through the final norm and the unembedding; the backend's `_prompt_lens`
+        serves it."""
+        return await self._prompt_lens(tokens, layers, top_k, point)
+
+    async def _prompt_lens(self, tokens: Any, layers: Any, top_k: Any, point: Any) -> LensResult:
+        raise NotImplementedError  # every backend serves logit_lens
+
+    def _lens_arguments(
+        self, layers: Any, top_k: Any, point: Any
+    ) -> tuple[list[int], Any, int, str]:
+        """`logit_lens`'s arguments checked as the in-process backends check them (remote's
+        server checks its own): the layers read (all when None), the fitted `LensSpec` (None:
+        the plain lens), `top_k` and `point`."""
+        top_k = check_lens_top_k(top_k)
+        point = check_lens_point(point)
+        plain, fitted = lens_from_layers(layers)
+        return check_lens_layers(plain, self.n_layers), fitted, top_k, point
+
+    def _refuse_method(self, method: str, why: str, instead: str) -> NoReturn:
+        """Refuse a method this backend does not serve, named with the backend."""
+        what = f"{method} on backend={self.backend_name!r}"
+        raise CapabilityUnsupported.build(what, why, instead)
+
     # --- conveniences over capture and generate -------------------------------------------------
     async def generate_text(
         self,
@@ -197,10 +309,9 @@ class ModelBase:
 
     async def capture_attention(self, tokens: Any, layers: Sequence[int]) -> dict[int, Any]:
         """Refused here; a torch backend serves it from `interp_torch.readouts`."""
-        what = f"capture_attention on backend={self.backend_name!r}"
         why = "this backend has no read-out that lays attention out per head"
         instead = "capture attn_scores, attn_probs, value and z with capture()"
-        raise CapabilityUnsupported.build(what, why, instead)
+        self._refuse_method("capture_attention", why, instead)
 
     # --- chat -----------------------------------------------------------------------------------
     def message_spans(
@@ -287,10 +398,9 @@ class ModelBase:
 
     def _stream_capture(self, tokens: Any, points: Any, call: StreamCall) -> Any:
         """Refused here; a backend that can hand rows out while it generates overrides it."""
-        what = f"capture_generation_stream on backend={self.backend_name!r}"
         why = "this backend returns a generation's captures only when it ends"
         instead = "capture_generation(...) (the same rows, at the end)"
-        raise CapabilityUnsupported.build(what, why, instead)
+        self._refuse_method("capture_generation_stream", why, instead)
 
     # --- the lens over a generation -------------------------------------------------------------
     def generate_with_lens(
@@ -314,10 +424,9 @@ class ModelBase:
 
     def _lens_stream(self, tokens: Any, lenses: Any, call: StreamCall) -> Any:
         """Refused here; a backend that decodes the lens as it generates overrides it."""
-        what = f"generate_with_lens on backend={self.backend_name!r}"
         why = "this backend has no lens over a generation"
         instead = "logit_lens(...) on the prompt followed by the generated tokens"
-        raise CapabilityUnsupported.build(what, why, instead)
+        self._refuse_method("generate_with_lens", why, instead)
 
 
 def check_lens_sampling(sampling: dict[str, Any]) -> dict[str, Any]:

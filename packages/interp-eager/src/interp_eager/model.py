@@ -34,9 +34,8 @@ from interp_core.errors import (
     PointUnsupported,
 )
 from interp_core.facts import ModelFacts
-from interp_core.model_base import ModelBase, generation_reach
+from interp_core.model_base import CaptureCall, ModelBase, generation_reach
 from interp_core.points import PointSpec, absence_reason, points_for
-from interp_core.readouts import lens_from_layers
 from interp_core.results import (
     Generation,
     LensPrediction,
@@ -44,12 +43,7 @@ from interp_core.results import (
     Support,
     TokenLogprobs,
 )
-from interp_core.sampling import (
-    Sampling,
-    check_lens_layers,
-    check_lens_point,
-    check_lens_top_k,
-)
+from interp_core.sampling import Sampling, check_lens_top_k
 from interp_core.steering import SteeringSpec
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes
@@ -597,37 +591,26 @@ class EagerModel(ModelBase):
     # One step per generated token, texts joining to generate's (`interp_eager.capture_stream`).
     generate_stream = stream_generation
 
-    async def capture_generation(
-        self,
-        tokens: Any,
-        points: Sequence[Any],
-        *,
-        max_new_tokens: int = 8,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        steering: Any = None,
-        prompt_embeds: Any = None,
-        lora: Any = None,
+    # capture_generation and logit_lens take their keywords in ModelBase (capture keeps its own
+    # signature here: it adds detach=), which hands these hooks a CaptureCall / the lens's.
+    async def _capture_generation(
+        self, tokens: Any, points: list[Address], call: CaptureCall
     ) -> tuple[Generation, ActivationCache]:
-        if prompt_embeds is not None or lora is not None:
-            options = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
-            run = self.capture_generation
+        steering, sampling = call.steering, call.sampling
+        embeds, lora = call.prompt_embeds, call.lora
+        if embeds is not None or lora is not None:
+            run = self.capture_generation  # again on the ids, inside the inputs
             return await call_inputs.capture_generation(
-                self, tokens, points, prompt_embeds, lora, run, steering=steering, **options
+                self, tokens, points, embeds, lora, run, steering=steering, **sampling
             )
         with self._serving():
-            addresses = [self._check_address(a) for a in to_addresses(points)]
+            addresses = [self._check_address(a) for a in points]
             ids = self._tokens(tokens)
+            max_new_tokens = sampling["max_new_tokens"]
             if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool):
                 # Priced at the longest the generation can run, before it runs.
                 self._check_budget(addresses, 1, ids.shape[1] + max(max_new_tokens, 1) - 1)
-            generation = self.generate_sync(
-                ids,
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                seed=seed,
-                steering=steering,
-            )
+            generation = self.generate_sync(ids, steering=steering, **sampling)
             # The last sampled token is never fed back, so captures cover prompt + generated - 1.
             # Positions were checked against the longest run; an early end-of-sequence may
             # leave some of them unreached, as it would in any generation.
@@ -697,10 +680,7 @@ class EagerModel(ModelBase):
                 f"call it once per row (tokens[i])"
             )
             raise CapabilityUnsupported(message)
-        top_k = check_lens_top_k(top_k)
-        point = check_lens_point(point)
-        layers, fitted = lens_from_layers(layers)
-        chosen = check_lens_layers(layers, self.n_layers)
+        chosen, fitted, top_k, point = self._lens_arguments(layers, top_k, point)
         self._readouts.check_fitted(fitted, chosen)
         read = point
         if self._facts.n_streams > 1 and point == "resid_post":
@@ -725,10 +705,8 @@ class EagerModel(ModelBase):
                 )
         return LensResult(point, chosen, top_k, predictions, logits=torch.stack(rows))
 
-    async def logit_lens(
-        self, tokens: Any, layers: Sequence[int] | None = None, **kw: Any
-    ) -> LensResult:
-        return self.logit_lens_sync(tokens, layers, **kw)
+    async def _prompt_lens(self, tokens: Any, layers: Any, top_k: Any, point: Any) -> LensResult:
+        return self.logit_lens_sync(tokens, layers, top_k=top_k, point=point)
 
     async def decode_residuals(
         self, residuals: Any, *, raw: bool = False, top_k: int | None = None

@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 from interp_core.address import Address, AddressLike, to_address
 from interp_core.cache import ActivationCache
-from interp_core.capture_stream import check_rows, refuse_rows_without_tokens
+from interp_core.capture_stream import check_rows
 from interp_core.errors import BackendUnavailable, CapabilityUnsupported, InvalidArgument
 from interp_core.facts import ModelFacts
-from interp_core.model_base import ModelBase, StreamCall
+from interp_core.model_base import CaptureCall, ModelBase, StreamCall
 from interp_core.points import PointSpec, get_point
 from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
@@ -333,57 +333,36 @@ class RemoteModel(ModelBase):
         return verdict
 
     # --- work -----------------------------------------------------------------------------------
-    async def capture(
-        self,
-        tokens: Any,
-        points: Sequence[AddressLike],
-        *,
-        steering: Any = None,
-        attention_mask: Any = None,
-        prompt_embeds: Any = None,
-        lora: Any = None,
-        rows: Sequence[int] | None = None,
-    ) -> ActivationCache:
-        body: dict[str, Any] = {
+    # capture, capture_generation and logit_lens take their keywords in ModelBase, which
+    # hands the hooks below a CaptureCall (the lens: its arguments).
+    def _capture_body(
+        self, tokens: Any, points: list[Address], call: CaptureCall
+    ) -> dict[str, Any]:
+        """The fields of a capture request both captures send."""
+        return {
             "tokens": None if tokens is None else nested_ids(tokens),
-            "points": [str(to_address(p)) for p in points],
-            "steering": self._steering(steering),
-            **remote_fields(prompt_embeds, lora),
+            "points": [str(p) for p in points],
+            "steering": self._steering(call.steering),
+            **remote_fields(call.prompt_embeds, call.lora),
         }
-        if attention_mask is not None:
-            body["attention_mask"] = nested_ids(attention_mask)
-        if rows is not None:
+
+    async def _capture(
+        self, tokens: Any, points: list[Address], call: CaptureCall
+    ) -> ActivationCache:
+        body = self._capture_body(tokens, points, call)
+        if call.attention_mask is not None:
+            body["attention_mask"] = nested_ids(call.attention_mask)
+        if call.rows is not None:
             ids = body["tokens"]
-            if ids is None:
-                refuse_rows_without_tokens()
             length = len(ids[0]) if ids and isinstance(ids[0], list) else len(ids)
-            body["rows"] = list(check_rows(rows, length) or ())
+            body["rows"] = list(check_rows(call.rows, length) or ())
         cache, _ = await self._direct(body)
         return cache
 
-    async def capture_generation(
-        self,
-        tokens: Any,
-        points: Sequence[AddressLike],
-        *,
-        max_new_tokens: int = 8,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        steering: Any = None,
-        prompt_embeds: Any = None,
-        lora: Any = None,
+    async def _capture_generation(
+        self, tokens: Any, points: list[Address], call: CaptureCall
     ) -> tuple[Generation, ActivationCache]:
-        body = {
-            "tokens": None if tokens is None else nested_ids(tokens),
-            "points": [str(to_address(p)) for p in points],
-            "steering": self._steering(steering),
-            **remote_fields(prompt_embeds, lora),
-            "generate": {
-                "max_new_tokens": max_new_tokens,
-                "temperature": temperature,
-                "seed": seed,
-            },
-        }
+        body = {**self._capture_body(tokens, points, call), "generate": dict(call.sampling)}
         cache, meta = await self._direct(body)
         return generation_from_json(meta["generation"]), cache
 
@@ -461,14 +440,8 @@ class RemoteModel(ModelBase):
             if step is not None:
                 yield step_from_json(step)
 
-    async def logit_lens(
-        self,
-        tokens: Any,
-        layers: Sequence[int] | None = None,
-        *,
-        top_k: int = 10,
-        point: str = "resid_post",
-    ) -> LensResult:
+    async def _prompt_lens(self, tokens: Any, layers: Any, top_k: Any, point: Any) -> LensResult:
+        """The lens on the server (POST /v1/lens), which checks its arguments."""
         plain, fitted = lens_from_layers(layers)
         if fitted is not None:  # remote_readouts: POST /v1/lens/fitted
             return await self._readouts.fitted_logit_lens(tokens, fitted, top_k, point)

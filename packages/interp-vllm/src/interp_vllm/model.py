@@ -42,7 +42,6 @@ from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
 from interp_core.batch_rows import wire_for_row
 from interp_core.cache import ActivationCache
-from interp_core.capture_stream import refuse_rows_without_tokens
 from interp_core.dtypes import canonical_dtype
 from interp_core.errors import (
     CapabilityUnsupported,
@@ -51,16 +50,10 @@ from interp_core.errors import (
 )
 from interp_core.facts import ModelFacts
 from interp_core.known_models import bundled_first
-from interp_core.model_base import ModelBase, StreamCall, generation_reach
+from interp_core.model_base import CaptureCall, ModelBase, StreamCall, generation_reach
 from interp_core.points import PointSpec, get_point, point_names
-from interp_core.readouts import lens_from_layers
 from interp_core.results import Generation, GenerationStep, LensResult, Support
-from interp_core.sampling import (
-    check_lens_layers,
-    check_lens_point,
-    check_lens_top_k,
-    check_sampling,
-)
+from interp_core.sampling import check_sampling
 from interp_core.steering import active_steering
 from interp_core.steering_lens import special_token_ids
 from interp_core.writes import admit_writes, spec_to_wire
@@ -485,21 +478,15 @@ class VLLMModel(ModelBase):
         return self._installed is not None and key in self._installed.sites
 
     # --- work -----------------------------------------------------------------------------------
-    async def capture(
-        self,
-        tokens: Any,
-        points: Sequence[Any],
-        *,
-        steering: Any = None,
-        attention_mask: Any = None,
-        prompt_embeds: Any = None,
-        lora: Any = None,
-        rows: Sequence[int] | None = None,
+    # capture, capture_generation and logit_lens take their keywords in ModelBase, which
+    # hands the hooks below a CaptureCall (the lens: its arguments).
+    async def _capture(
+        self, tokens: Any, points: list[Address], call: CaptureCall
     ) -> ActivationCache:
         self._require_hooks("capture")
-        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora)
+        prompt_embeds, adapter = self._inputs.check(tokens, call.prompt_embeds, call.lora)
         prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
-        points = to_addresses(points)  # the form before any engine starts; support after
+        attention_mask, rows, steering = call.attention_mask, call.rows, call.steering
         if prompt_embeds is not None and attention_mask is not None:
             msg = "capture with both prompt_embeds= and attention_mask= is not served"
             raise InvalidArgument.build(
@@ -507,8 +494,6 @@ class VLLMModel(ModelBase):
                 "injected rows are placed by their positions in one unpadded prompt",
                 "send one prompt's embeddings without a mask (one capture per prompt)",
             )
-        if rows is not None and tokens is None:
-            refuse_rows_without_tokens()
         chosen = None if rows is None else check_capture_rows(rows, len(prompts[0]), points)
         batch = split_rows(prompts, attention_mask)  # a padded batch: one request per row
         if chosen is not None and batch.columns is not None:
@@ -628,29 +613,18 @@ class VLLMModel(ModelBase):
             if spec and engine_death(engine) is None:
                 await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
 
-    async def capture_generation(
-        self,
-        tokens: Any,
-        points: Sequence[Any],
-        *,
-        max_new_tokens: int = 8,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        steering: Any = None,
-        prompt_embeds: Any = None,
-        lora: Any = None,
+    async def _capture_generation(
+        self, tokens: Any, points: list[Address], call: CaptureCall
     ) -> tuple[Generation, ActivationCache]:
         """Generate and capture in the same pass: prompt rows, then one row per decode step."""
         self._require_hooks("capture_generation")
-        prompt_embeds, adapter = self._inputs.check(tokens, prompt_embeds, lora)
+        prompt_embeds, adapter = self._inputs.check(tokens, call.prompt_embeds, call.lora)
         prompts, injection = self._inputs.prompts(tokens, prompt_embeds, self._prompts)
         prompt = self._one_prompt(prompts, "capture_generation")
-        points = to_addresses(points)  # the form before any engine starts; support after
         # Unset knobs follow the checkpoint, as in generate (and as eager's capture_generation).
-        sampling = self.resolve_sampling(
-            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
-        )
+        sampling = self.resolve_sampling(**call.sampling)
         params = sampling_params.params(sampling)
+        steering = call.steering
         self._may_write(steering)
         await self._ready()
         addresses = self._addresses(points)
@@ -670,22 +644,12 @@ class VLLMModel(ModelBase):
     # keywords of capture_generation_stream are read by ModelBase.
     _stream_capture = stream_capture
 
-    async def logit_lens(
-        self,
-        tokens: Any,
-        layers: Sequence[int] | None = None,
-        *,
-        top_k: int = 10,
-        point: str = "resid_post",
-    ) -> LensResult:
+    async def _prompt_lens(self, tokens: Any, layers: Any, top_k: Any, point: Any) -> LensResult:
         """Decode `point` per layer inside the workers; only the top-k ids and probabilities
         travel back (never a vocabulary-wide tensor)."""
         self._require_hooks("logit_lens")
         prompt = self._one_prompt(tokens, "logit_lens")
-        top_k = check_lens_top_k(top_k)
-        layers, fitted = lens_from_layers(layers)
-        chosen = check_lens_layers(layers, self.n_layers)
-        point = check_lens_point(point)
+        chosen, fitted, top_k, point = self._lens_arguments(layers, top_k, point)
         await self._ready()
         if fitted is not None:  # readouts_client: each layer through its J_bar in the workers
             return await self._readouts.fitted_logit_lens(prompt, chosen, fitted, top_k, point)
