@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _raises import raises_saying
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -124,22 +125,18 @@ def test_addresses_are_frozen_and_hashable() -> None:
     ],
 )
 def test_malformed_addresses_say_what_was_meant(text: str, hint: str) -> None:
-    with pytest.raises(AddressError) as caught:
+    with raises_saying(AddressError, hint):
         Address.parse(text)
-    assert hint in str(caught.value)
 
 
 def test_unknown_point_names_the_nearest_known_points() -> None:
-    with pytest.raises(UnknownPoint) as caught:
+    with raises_saying(UnknownPoint, "mlp_out", "did you mean"):
         Address.parse("mlp_outt.3")
-    message = str(caught.value)
-    assert "mlp_out" in message and "did you mean" in message
 
 
 def test_unknown_coordinate_signals_version_skew() -> None:
-    with pytest.raises(UnknownCoordinate) as caught:
+    with raises_saying(UnknownCoordinate, "newer release") as caught:
         Address.parse("resid_post.5.head-3")
-    assert "newer release" in str(caught.value)
     assert isinstance(caught.value, AddressError)
 
 
@@ -157,9 +154,8 @@ def test_unknown_coordinate_signals_version_skew() -> None:
     ],
 )
 def test_constructor_is_as_strict_as_the_parser(args: tuple[object, ...], hint: str) -> None:
-    with pytest.raises(AddressError) as caught:
+    with raises_saying(AddressError, hint):
         Address(*args)  # type: ignore[arg-type]
-    assert hint in str(caught.value)
 
 
 def test_to_address_accepts_what_users_write() -> None:

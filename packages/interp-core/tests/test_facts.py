@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from importlib import resources
 from typing import Any
 
 import pytest
 from _core_data import load
+from _raises import raises_saying
 from _small_configs import small_decoder
 
 from interp_core.errors import ConfigError, PointUnsupported
-from interp_core.facts import ModelFacts
+from interp_core.facts import ModelFacts, MoEFacts
 from interp_core.known_models import facts_for, known_model_ids, load_known_config
 
 
@@ -61,6 +63,8 @@ class Expected:
 # The order of Expected's `moe` and `mla` tuples, in the names data/expected_facts.json gives.
 _MOE_KEYS = ("experts", "per_token", "d_expert", "shared", "d_shared", "sparse_layers")
 _MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+# The ModelFacts.moe attributes the `moe` tuple holds: MoEFacts' fields, in their order.
+_MOE_ATTRIBUTES = tuple(part.name for part in dataclass_fields(MoEFacts))
 
 
 def _expected(row: dict[str, Any]) -> Expected:
@@ -133,19 +137,19 @@ def test_load_known_config_returns_a_fresh_copy() -> None:
 
 
 def test_an_unknown_model_id_names_the_nearest_known_ones() -> None:
-    with pytest.raises(ConfigError) as caught:
+    with raises_saying(
+        ConfigError,
+        "'meta-llama/llama-3.1-8b' is not one of the",
+        "'meta-llama/Llama-3.1-8B'",
+        "ModelFacts.from_config",
+    ):
         load_known_config("meta-llama/llama-3.1-8b")
-    message = str(caught.value)
-    assert "'meta-llama/llama-3.1-8b' is not one of the" in message
-    assert "'meta-llama/Llama-3.1-8B'" in message
-    assert "ModelFacts.from_config" in message
 
 
 def test_an_unrelated_model_id_is_refused_without_suggestions() -> None:
-    with pytest.raises(ConfigError) as caught:
+    with raises_saying(ConfigError, "known_model_ids()") as caught:
         facts_for("zzzz/qqqq")
     assert "nearest" not in str(caught.value)
-    assert "known_model_ids()" in str(caught.value)
 
 
 def test_a_non_string_model_id_is_refused() -> None:
@@ -199,34 +203,19 @@ def test_bundled_model_reads_as_expected(model_id: str) -> None:
     assert facts.torch_dtype == want.dtype
     assert facts.extras == config
 
+    # The MoE and MLA facts, attribute by attribute in the order of Expected's tuples.
+    for part, attributes in (("moe", _MOE_ATTRIBUTES), ("mla", _MLA_KEYS)):
+        read, wanted = getattr(facts, part), getattr(want, part)
+        if wanted is None:
+            assert read is None, part
+        else:
+            assert read is not None, part
+            assert tuple(getattr(read, name) for name in attributes) == wanted, part
     if want.moe is None:
-        assert facts.moe is None
         assert facts.n_sparse_layers == 0
     else:
-        experts, per_token, d_expert, n_shared, d_shared, sparse = want.moe
-        assert facts.moe is not None
-        assert (
-            facts.moe.n_experts,
-            facts.moe.experts_per_token,
-            facts.moe.d_expert,
-            facts.moe.n_shared_experts,
-            facts.moe.d_shared_expert,
-        ) == (experts, per_token, d_expert, n_shared, d_shared)
-        assert facts.moe.sparse_layers == sparse
-        assert facts.has_dense_layers is (len(sparse) < facts.n_layers)
-
-    if want.mla is None:
-        assert facts.mla is None
-    else:
-        kv_rank, q_rank, nope, rope, v_dim = want.mla
-        assert facts.mla is not None
-        assert (
-            facts.mla.kv_lora_rank,
-            facts.mla.q_lora_rank,
-            facts.mla.qk_nope_head_dim,
-            facts.mla.qk_rope_head_dim,
-            facts.mla.v_head_dim,
-        ) == (kv_rank, q_rank, nope, rope, v_dim)
+        sparse_layers = want.moe[-1]
+        assert facts.has_dense_layers is (len(sparse_layers) < facts.n_layers)
 
 
 # --- specific layouts, spelled out ------------------------------------------------------------
@@ -364,53 +353,27 @@ def test_nested_text_config_is_read_and_the_wrapper_names_the_architecture() -> 
     assert facts.tied_embeddings is False
 
 
-def test_every_k_moe_skips_mlp_only_layers() -> None:
-    config = _llama(
-        model_type="qwen2_moe",
-        num_hidden_layers=8,
-        num_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=32,
-        shared_expert_intermediate_size=96,
-        decoder_sparse_step=2,
-        mlp_only_layers=[3],
-    )
-    facts = ModelFacts.from_config(config)
-    assert facts.moe is not None
-    assert facts.moe.sparse_layers == (1, 5, 7)
-    assert (facts.moe.n_shared_experts, facts.moe.d_shared_expert) == (1, 96)
-    assert facts.d_mlp == 128  # dense layers exist, so the dense width stands
-    assert facts.has_dense_layers and facts.n_sparse_layers == 3
-    assert facts.is_sparse(5) and not facts.is_sparse(3) and not facts.is_sparse(0)
+MOE_LAYOUTS = load("moe_layouts.json")["layouts"]
 
 
-def test_dense_prefix_with_layer_frequency() -> None:
-    config = _llama(
-        model_type="deepseek_v2",
-        num_hidden_layers=8,
-        n_routed_experts=8,
-        num_experts_per_tok=2,
-        moe_intermediate_size=16,
-        n_shared_experts=2,
-        first_k_dense_replace=2,
-        moe_layer_freq=2,
-    )
-    facts = ModelFacts.from_config(config)
-    assert facts.moe is not None
-    assert facts.moe.sparse_layers == (2, 4, 6)
-    assert (facts.moe.n_shared_experts, facts.moe.d_shared_expert) == (2, 32)
-
-
-def test_explicit_mlp_layer_types() -> None:
-    config = _llama(
-        num_experts=4,
-        num_experts_per_tok=1,
-        mlp_layer_types=["dense", "sparse", "hash_moe", "mlp"],
-    )
-    facts = ModelFacts.from_config(config)
-    assert facts.moe is not None
-    assert facts.moe.sparse_layers == (1, 2)
-    assert facts.moe.d_expert == 128  # no moe_intermediate_size: the expert is intermediate-wide
+@pytest.mark.parametrize("layout", MOE_LAYOUTS)
+def test_moe_layouts_route_the_layers_their_config_names(layout: str) -> None:
+    row = MOE_LAYOUTS[layout]
+    facts = ModelFacts.from_config(small_decoder(**row["config"]))
+    moe = facts.moe
+    assert moe is not None
+    read = {
+        "sparse_layers": list(moe.sparse_layers),
+        "experts": [moe.n_experts, moe.experts_per_token, moe.d_expert],
+        "shared": [moe.n_shared_experts, moe.d_shared_expert],
+        "d_mlp": facts.d_mlp,
+        "has_dense_layers": facts.has_dense_layers,
+    }
+    assert {key: read[key] for key in row["expected"]} == row["expected"]
+    assert facts.n_sparse_layers == len(moe.sparse_layers)
+    assert [facts.is_sparse(i) for i in range(facts.n_layers)] == [
+        i in moe.sparse_layers for i in range(facts.n_layers)
+    ]
 
 
 def test_qwen_sliding_starts_at_max_window_layers_when_switched_on() -> None:
@@ -483,21 +446,18 @@ def test_extras_is_a_copy_of_the_whole_mapping() -> None:
 
 
 def test_a_non_mapping_config_is_refused() -> None:
-    with pytest.raises(ConfigError) as caught:
+    with raises_saying(ConfigError, "must be a mapping", "not list"):
         ModelFacts.from_config([("model_type", "llama")])  # type: ignore[arg-type]
-    assert "must be a mapping" in str(caught.value)
-    assert "not list" in str(caught.value)
 
 
 def test_missing_layers_names_every_key_looked_for() -> None:
     config = _llama()
     del config["num_hidden_layers"]
-    with pytest.raises(ConfigError) as caught:
+    with raises_saying(
+        ConfigError, "`num_hidden_layers`, `n_layer`, `num_layers`", "the number of layers"
+    ) as caught:
         ModelFacts.from_config(config)
-    message = str(caught.value)
-    assert "`num_hidden_layers`, `n_layer`, `num_layers`" in message
-    assert "the number of layers" in message
-    assert message.endswith("Add `num_hidden_layers` with the checkpoint's value")
+    assert str(caught.value).endswith("Add `num_hidden_layers` with the checkpoint's value")
 
 
 def test_missing_vocabulary_is_refused() -> None:
@@ -515,10 +475,8 @@ def test_missing_model_type_is_refused() -> None:
 
 
 def test_a_non_integer_width_is_refused() -> None:
-    with pytest.raises(ConfigError) as caught:
+    with raises_saying(ConfigError, "`hidden_size` is '4096'", "positive integer"):
         ModelFacts.from_config(_llama(hidden_size="4096"))
-    assert "`hidden_size` is '4096'" in str(caught.value)
-    assert "positive integer" in str(caught.value)
 
 
 def test_kv_heads_that_do_not_divide_the_heads_are_refused() -> None:
@@ -533,10 +491,8 @@ def test_an_indivisible_width_without_head_dim_is_refused() -> None:
 
 def test_an_unknown_layer_type_is_refused() -> None:
     config = _llama(layer_types=["full_attention", "banded", "full_attention", "full_attention"])
-    with pytest.raises(ConfigError) as caught:
+    with raises_saying(ConfigError, "`layer_types[1]` is 'banded'", "sliding_attention"):
         ModelFacts.from_config(config)
-    assert "`layer_types[1]` is 'banded'" in str(caught.value)
-    assert "sliding_attention" in str(caught.value)
 
 
 def test_layer_types_of_the_wrong_length_are_refused() -> None:
@@ -545,11 +501,10 @@ def test_layer_types_of_the_wrong_length_are_refused() -> None:
 
 
 def test_moe_without_experts_per_token_is_refused() -> None:
-    with pytest.raises(ConfigError) as caught:
+    with raises_saying(
+        ConfigError, "`num_experts_per_tok`, `num_experts_per_token`, `experts_per_token`"
+    ):
         ModelFacts.from_config(_llama(num_local_experts=8))
-    assert "`num_experts_per_tok`, `num_experts_per_token`, `experts_per_token`" in str(
-        caught.value
-    )
 
 
 def test_more_experts_per_token_than_experts_is_refused() -> None:

@@ -3,8 +3,8 @@
 Each test states a config the way the family's published files (or its transformers config
 class) spell it and checks the facts against what the modelling code builds: EXAONE-4's lettered
 window pattern, the hybrid trunks' attention indices (Bamba, Jamba, LFM2), LFM2's derived MLP
-width, ERNIE-4.5's sparse-layer range, Hunyuan-MoE's shared MLP and the registry's reason for
-Hunyuan's post-rotary QK-norm.
+width and the registry's reason for Hunyuan's post-rotary QK-norm. ERNIE-4.5's sparse-layer range
+and Hunyuan-MoE's shared MLP are rows of data/moe_layouts.json (test_facts.py).
 """
 
 from __future__ import annotations
@@ -71,36 +71,6 @@ def test_lfm2_layer_kinds_and_derived_mlp_width() -> None:
     # Without the adjustment the stated width is built as is.
     plain = ModelFacts.from_config(small_decoder("lfm2", block_auto_adjust_ff_dim=False))
     assert plain.d_mlp == 128
-
-
-def test_ernie_moe_routes_between_its_start_and_end_layers() -> None:
-    facts = ModelFacts.from_config(
-        small_decoder(
-            "ernie4_5_moe",
-            num_hidden_layers=6,
-            moe_num_experts=8,
-            moe_k=2,
-            moe_intermediate_size=32,
-            moe_num_shared_experts=2,
-            moe_layer_start_index=1,
-            moe_layer_end_index=4,
-            moe_layer_interval=1,
-        )
-    )
-    assert facts.moe is not None
-    assert (facts.moe.n_experts, facts.moe.experts_per_token) == (8, 2)
-    assert facts.moe.sparse_layers == (1, 2, 3, 4)
-    assert (facts.moe.n_shared_experts, facts.moe.d_shared_expert) == (2, 64)
-    assert facts.d_mlp == 128  # layers 0 and 5 stay dense
-
-
-def test_hunyuan_moe_has_one_shared_mlp_of_the_dense_width() -> None:
-    facts = ModelFacts.from_config(
-        small_decoder("hunyuan_v1_moe", num_experts=8, moe_topk=2, intermediate_size=96)
-    )
-    assert facts.moe is not None
-    assert (facts.moe.n_experts, facts.moe.experts_per_token, facts.moe.d_expert) == (8, 2, 96)
-    assert (facts.moe.n_shared_experts, facts.moe.d_shared_expert) == (1, 96)
 
 
 def test_hunyuan_qk_norm_points_are_refused_because_the_norm_follows_rotary() -> None:

@@ -9,6 +9,7 @@ import pytest
 from _point_models import ALL_MODELS, GPT2, HYBRID, HYPER, LLAMA, MLA, MOE_PREFIX, QWEN3
 
 from interp_core.errors import AddressError, PointUnsupported, UnknownPoint
+from interp_core.facts import ModelFacts
 from interp_core.points import POINTS, Width, point_names
 from interp_core.shapes import point_shape, point_width
 
@@ -52,23 +53,35 @@ def test_llama_shapes(name: str, layer: int | None, shape: tuple[int, ...]) -> N
     assert point_shape(name, LLAMA, B, S, layer) == shape
 
 
-def test_qwen3_per_head_widths_differ_from_d_model() -> None:
-    # head_dim 32 with 4 query heads and 2 kv heads: 128 and 64, while d_model is 64.
-    assert point_shape("q_norm_in", QWEN3, B, S, 0) == (B, S, 128)
-    assert point_shape("q_norm_out", QWEN3, B, S, 2) == (B, S, 128)
-    assert point_shape("k_norm_in", QWEN3, B, S, 1) == (B, S, 64)
-    assert point_shape("k_norm_out", QWEN3, B, S, 1) == (B, S, 64)
-    assert point_shape("z", QWEN3, B, S, 1) == (B, S, 128)
-    assert point_shape("resid_post", QWEN3, B, S, 1) == (B, S, 64)
+@pytest.mark.parametrize(
+    ("facts", "name", "layer", "shape"),
+    [
+        # Qwen3's head_dim 32 with 4 query heads and 2 kv heads: 128 and 64, while d_model is 64.
+        (QWEN3, "q_norm_in", 0, (B, S, 128)),
+        (QWEN3, "q_norm_out", 2, (B, S, 128)),
+        (QWEN3, "k_norm_in", 1, (B, S, 64)),
+        (QWEN3, "k_norm_out", 1, (B, S, 64)),
+        (QWEN3, "z", 1, (B, S, 128)),
+        (QWEN3, "resid_post", 1, (B, S, 64)),
+        # MoE shapes follow the layer kind: layer 0 is the dense prefix.
+        (MOE_PREFIX, "router_logits", 1, (B, S, 8)),
+        (MOE_PREFIX, "expert_weights", 2, (B, S, 2)),
+        (MOE_PREFIX, "expert_indices", 3, (B, S, 2)),
+        (MOE_PREFIX, "mlp_act", 0, (B, S, 200)),
+        (MOE_PREFIX, "mlp_out", 2, (B, S, 64)),
+    ],
+)
+def test_per_head_and_expert_shapes(
+    facts: ModelFacts, name: str, layer: int, shape: tuple[int, ...]
+) -> None:
+    assert point_shape(name, facts, B, S, layer) == shape
+
+
+def test_qwen3_query_width_differs_from_d_model() -> None:
     assert point_width("q_norm_in", QWEN3) == 128
 
 
-def test_moe_shapes_follow_the_layer_kind() -> None:
-    assert point_shape("router_logits", MOE_PREFIX, B, S, 1) == (B, S, 8)
-    assert point_shape("expert_weights", MOE_PREFIX, B, S, 2) == (B, S, 2)
-    assert point_shape("expert_indices", MOE_PREFIX, B, S, 3) == (B, S, 2)
-    assert point_shape("mlp_act", MOE_PREFIX, B, S, 0) == (B, S, 200)
-    assert point_shape("mlp_out", MOE_PREFIX, B, S, 2) == (B, S, 64)
+def test_moe_points_are_refused_on_the_other_layer_kind() -> None:
     with pytest.raises(PointUnsupported, match="mixture-of-experts"):
         point_shape("mlp_act", MOE_PREFIX, B, S, 1)
     with pytest.raises(PointUnsupported, match="dense MLP"):

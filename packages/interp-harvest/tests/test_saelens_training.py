@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ TRAINER = Path(__file__).with_name("saelens_training_runner.py")
 
 @pytest.fixture(scope="module")
 def saelens_read(saelens_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from interp_validator.references.testing import env_python_or_skip
+    from interp_validator.references.testing import env_python_or_skip, run_in_env
 
     python = env_python_or_skip("sae-lens")
     work = tmp_path_factory.mktemp("saelens-training")
@@ -37,17 +35,7 @@ def saelens_read(saelens_run: Path, tmp_path_factory: pytest.TempPathFactory) ->
         "out": str(work / "out"),
     }
     (work / "job.json").write_text(json.dumps(job))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["WANDB_MODE"] = "disabled"
-    run = subprocess.run(
-        [str(python), str(TRAINER), str(work / "job.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
+    run_in_env(python, TRAINER, str(work / "job.json"), env={"WANDB_MODE": "disabled"})
     return work / "out"
 
 

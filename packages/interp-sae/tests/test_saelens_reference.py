@@ -11,8 +11,6 @@ validator-envs (then it is built, and a failure fails).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +80,7 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
 
 @pytest.fixture(scope="module")
 def saelens_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    from interp_validator.references.testing import env_python_or_skip
+    from interp_validator.references.testing import env_python_or_skip, run_in_env
 
     python = env_python_or_skip("sae-lens")
     root = tmp_path_factory.mktemp("saelens")
@@ -98,16 +96,7 @@ def saelens_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[
         )
         ours[name] = {"folder": folder, "x": x}
     (root / "cases.json").write_text(json.dumps(cases))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run(
-        [str(python), str(RUNNER), str(root / "cases.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
+    run_in_env(python, RUNNER, str(root / "cases.json"))
     for name in CASES:
         with np.load(root / f"{name}.npz") as reference:
             ours[name].update(features=reference["features"], out=reference["out"])

@@ -24,6 +24,7 @@ import psutil
 import pytest
 import torch
 from vllm_helpers import (
+    PROMPT,
     STEERING_CASES,
     assert_all_exit,
     mismatches,
@@ -53,7 +54,6 @@ from interp_vllm.support import FAMILIES
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
 
-PROMPT = "The quick brown fox jumps over the lazy dog"
 # float32 on both sides; vLLM's CPU attention kernel and eager's matmul attention sum in different
 # orders (eager against HF's own sdpa differs by 6e-6 on this model already). Relative to the
 # activations' magnitude where it exceeds 1 (see _diff).

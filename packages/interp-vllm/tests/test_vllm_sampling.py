@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from vllm_helpers import check_follows_recommendation, check_penalised_greedy
+from vllm_helpers import PROMPT, check_follows_recommendation, check_penalised_greedy
 
 from interp_core import sync
 from interp_core.backends import load_model
@@ -28,8 +28,6 @@ from interp_testmodels.sampling_checkpoint import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_vllm")]
-
-PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """What do the vLLM test modules compare with, and on which families?
 
-The relative difference every engine-against-eager check uses, the points that exceed it, the
-seeded steering vector, one steering request checked against eager, a recommending
+The prompt and the relative difference every engine-against-eager check uses, the points that
+exceed it, the seeded steering vector, one steering request checked against eager, a recommending
 checkpoint's sampling and penalised greedy generation checked, the wait for an engine's
 processes to exit, and the test families the support table says vLLM runs in float32. One
 definition here, so a change to a comparison or to the family list reaches every module at once.
@@ -38,6 +38,9 @@ FLOAT32_FAMILIES = tuple(
 # The suite's engine settings: float32, so results compare exactly against eager's, and 128
 # positions, the tiny models' own limit (which keeps each engine's KV cache small).
 TINY_ENGINE: dict[str, Any] = {"dtype": "float32", "max_model_len": 128}
+
+# The sentence the engine-against-eager modules feed their engines, the same one in each.
+PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
 def family_engines(backend: str, **kwargs: Any) -> Callable[[str], Any]:

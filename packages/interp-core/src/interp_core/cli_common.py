@@ -1,21 +1,32 @@
-"""What every interp-engine command line shares: help that shows defaults, quiet broken pipes.
+"""What every interp-engine command line shares: help that shows defaults, quiet broken pipes,
+and `--option KEY=JSON` for the commands that load a model.
 
 The four commands (`interp`, `interp-size`, `interp-validate`, `interp-bench`) are written in
 three packages; what a user expects to be the same across them is written once here: every
 option's help ends with its default, an epilog keeps its own line breaks, and `... | head`
-ends the command without a `BrokenPipeError` traceback.
+ends the command without a `BrokenPipeError` traceback. `interp serve` and `interp harvest`
+pass any `load_model` keyword through `--option KEY=JSON`, read here the same way for both.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["BROKEN_PIPE_EXIT", "HelpFormatter", "quiet_broken_pipe"]
+from interp_core.errors import InvalidArgument
+
+__all__ = [
+    "BROKEN_PIPE_EXIT",
+    "HelpFormatter",
+    "add_option_argument",
+    "load_options",
+    "quiet_broken_pipe",
+]
 
 # What a shell reports for a writer killed by SIGPIPE (128 + 13); `set -o pipefail` sees it.
 BROKEN_PIPE_EXIT = 141
@@ -58,3 +69,30 @@ def quiet_broken_pipe(main: Main) -> Main:
         return code
 
     return wrapper  # type: ignore[return-value]
+
+
+def add_option_argument(parser: Any) -> None:
+    """`--option KEY=JSON` (repeatable): any other `load_model` keyword, its value as JSON."""
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="any other load_model keyword, its value as JSON (e.g. --option requires_grad=true)",
+    )
+
+
+def load_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """The `load_model` keywords of `--option KEY=JSON` pairs; refused unless each is one."""
+    options: dict[str, Any] = {}
+    for item in pairs:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.isidentifier():
+            message = f"--option {item!r} is not KEY=JSON; e.g. --option requires_grad=true"
+            raise InvalidArgument(message)
+        try:
+            options[key] = json.loads(raw)
+        except ValueError as error:
+            message = f"--option {key}: {raw!r} is not JSON ({error}); quote strings: '\"x\"'"
+            raise InvalidArgument(message) from error
+    return options

@@ -13,9 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from interp_core.cli_common import HelpFormatter
 from interp_core.errors import ConfigError
-from interp_harvest.cli_loading import add_job_arguments, job_keywords, load_from_args
+from interp_harvest.cli_loading import (
+    add_job_arguments,
+    add_job_parser,
+    job_keywords,
+    load_from_args,
+)
 from interp_harvest.errors import DiskFull
 from interp_harvest.plan import (
     DTYPE_BYTES,
@@ -31,20 +35,18 @@ __all__ = ["main", "register"]
 
 def register(subparsers: Any) -> None:
     """Add `harvest` (with its jobs as subcommands) to the `interp` CLI."""
-    parser = subparsers.add_parser(
+    parser = add_job_parser(
+        subparsers,
         "harvest",
-        help="dataset jobs: activations to sharded safetensors, per-point statistics, SAE "
-        "feature dashboards",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-        allow_abbrev=False,
-        formatter_class=HelpFormatter,
+        "dataset jobs: activations to sharded safetensors, per-point statistics, SAE feature "
+        "dashboards",
+        __doc__.split("\n\n")[0] if __doc__ else None,
     )
     jobs = parser.add_subparsers(dest="job", required=True)
-    activations = jobs.add_parser(
+    activations = add_job_parser(
+        jobs,
         "activations",
-        help="activations at points over a corpus, as checksummed resumable shards",
-        allow_abbrev=False,
-        formatter_class=HelpFormatter,
+        "activations at points over a corpus, as checksummed resumable shards",
     )
     add_job_arguments(activations)
     activations.add_argument("--out", required=True, type=Path, help="output folder")
@@ -65,11 +67,10 @@ def register(subparsers: Any) -> None:
         "--dry-run", action="store_true", help="print the plan and the disk check; run nothing"
     )
     activations.set_defaults(run=_run_activations)
-    stats = jobs.add_parser(
+    stats = add_job_parser(
+        jobs,
         "stats",
-        help="per-point mean / variance / norms over a corpus",
-        allow_abbrev=False,
-        formatter_class=HelpFormatter,
+        "per-point mean / variance / norms over a corpus",
     )
     add_job_arguments(stats)
     stats.add_argument("--out", required=True, type=Path, help="output .safetensors file")
@@ -77,11 +78,10 @@ def register(subparsers: Any) -> None:
         "--exclude-bos", action="store_true", help="leave BOS positions out of the statistics"
     )
     stats.set_defaults(run=_run_stats)
-    lens = jobs.add_parser(
+    lens = add_job_parser(
+        jobs,
         "lens",
-        help="fit a Jacobian lens (J_bar per layer) over a corpus, with gradients",
-        allow_abbrev=False,
-        formatter_class=HelpFormatter,
+        "fit a Jacobian lens (J_bar per layer) over a corpus, with gradients",
     )
     add_job_arguments(lens, points=False, backend="eager")
     lens.add_argument("--out", required=True, type=Path, help='output file ({"J": ...}, .pt)')

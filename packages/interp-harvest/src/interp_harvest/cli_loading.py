@@ -7,27 +7,11 @@ command table, which imports them."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from interp_core.errors import InvalidArgument
+from interp_core.cli_common import HelpFormatter, add_option_argument, load_options
 from interp_harvest.packing import BOS_POLICIES
-
-
-def load_options(pairs: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            message = f"--option {pair!r} is not KEY=JSON"
-            raise InvalidArgument(message)
-        try:
-            options[key] = json.loads(value)
-        except ValueError as error:
-            message = f"--option {key}: {value!r} is not JSON ({error})"
-            raise InvalidArgument(message) from error
-    return options
 
 
 def load_from_args(args: argparse.Namespace, **fixed: Any) -> Any:
@@ -51,6 +35,19 @@ def progress_from_args(args: argparse.Namespace) -> Any:
     from interp_harvest.progress import ProgressBar
 
     return None if args.no_progress else ProgressBar()
+
+
+def add_job_parser(
+    jobs: Any, name: str, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """A job's subcommand of `interp harvest`: whole flag names only, defaults in the help."""
+    return jobs.add_parser(
+        name,
+        help=help,
+        description=description,
+        allow_abbrev=False,
+        formatter_class=HelpFormatter,
+    )
 
 
 def add_job_arguments(
@@ -78,11 +75,5 @@ def add_job_arguments(
     )
     parser.add_argument("--text-field", default="text", help="jsonl/parquet/arrow text field")
     parser.add_argument("--batch-size", type=int, default=8, help="contexts per forward")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="any other load_model keyword, its value as JSON (e.g. --option dtype='\"float32\"')",
-    )
+    add_option_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="draw no progress bar")

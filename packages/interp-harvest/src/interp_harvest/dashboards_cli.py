@@ -11,21 +11,24 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from interp_core.cli_common import HelpFormatter
 from interp_core.errors import InvalidArgument
-from interp_harvest.cli_loading import add_job_arguments, job_keywords, load_from_args
+from interp_harvest.cli_loading import (
+    add_job_arguments,
+    add_job_parser,
+    job_keywords,
+    load_from_args,
+)
 
 __all__ = ["add_dashboards"]
 
 
 def add_dashboards(jobs: Any) -> None:
     """Add the `dashboards` job to `interp harvest`'s subcommands."""
-    parser = jobs.add_parser(
+    parser = add_job_parser(
+        jobs,
         "dashboards",
-        help="SAE feature dashboards over a corpus, as Neuronpedia batch JSON",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-        allow_abbrev=False,
-        formatter_class=HelpFormatter,
+        "SAE feature dashboards over a corpus, as Neuronpedia batch JSON",
+        __doc__.split("\n\n")[0] if __doc__ else None,
     )
     add_job_arguments(parser, points=False)
     parser.add_argument(

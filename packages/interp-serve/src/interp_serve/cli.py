@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
-import json
 import os
 import signal
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from interp_core.cli_common import add_option_argument, load_options
 from interp_core.errors import InvalidArgument
 from interp_serve.injection import parse_lora_option
 from interp_serve.saes import import_interp_sae, load_saes
@@ -155,13 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--distributed", choices=("mp", "ray"), help="how the workers run (vLLM: mp or ray)"
     )
     backend.add_argument("--static-points", nargs="+", metavar="ADDRESS")
-    backend.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="any other load_model keyword, its value as JSON (e.g. --option requires_grad=true)",
-    )
+    add_option_argument(backend)
     parser.add_argument(
         "--sae",
         action="append",
@@ -265,16 +259,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, key)
         if value is not None:
             options[key] = value
-    for item in args.option:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.isidentifier():
-            message = f"--option {item!r} is not KEY=JSON; e.g. --option requires_grad=true"
-            raise InvalidArgument(message)
-        try:
-            options[key] = json.loads(raw)
-        except ValueError as error:
-            message = f"--option {key}: {raw!r} is not JSON ({error}); quote strings: '\"x\"'"
-            raise InvalidArgument(message) from error
+    options.update(load_options(args.option))
     return options
 
 

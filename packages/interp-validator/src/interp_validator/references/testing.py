@@ -9,6 +9,8 @@ it), the environment is built on the spot instead, and a failure to build fails 
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ import pytest
 from interp_core.testing.resources import require, required
 from interp_validator.envs import ensure_env, env_dir, env_python, env_status
 
-__all__ = ["RESOURCE", "env_python_or_skip"]
+__all__ = ["RESOURCE", "env_python_or_skip", "run_in_env"]
 
 RESOURCE = "validator-envs"
 
@@ -35,3 +37,25 @@ def env_python_or_skip(name: str) -> Path:
         pytest.skip(message)
     require(RESOURCE, executable=str(python))  # built: the interpreter must be runnable
     return python
+
+
+def run_in_env(
+    python: Path, script: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run `script` with an environment's `python`; the test fails with its stderr's tail unless
+    it exits 0. Our own venv's PYTHONPATH, PYTHONHOME and VIRTUAL_ENV are left out, so the
+    script imports the environment's pinned packages, never ours; `env` adds variables."""
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    }
+    run = subprocess.run(
+        [str(python), str(script), *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **(env or {})},
+        check=False,
+        timeout=timeout,
+    )
+    if run.returncode != 0:
+        pytest.fail(f"{script.name} exited {run.returncode}:\n{run.stderr[-4000:]}")
+    return run
