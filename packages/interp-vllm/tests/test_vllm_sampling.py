@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 import torch
-from vllm_helpers import PROMPT, check_follows_recommendation, check_penalised_greedy
+from vllm_helpers import PROMPT, check_penalised_greedy
 
 from interp_core import sync
 from interp_core.backends import load_model
 from interp_core.testing.engines import warmed
 from interp_testmodels.sampling_checkpoint import (
     RECOMMENDED,
+    check_follows_recommendation,
     check_logprobs,
     check_recommended,
     recommending_checkpoint,

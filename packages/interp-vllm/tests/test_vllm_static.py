@@ -19,7 +19,6 @@ import pytest
 import torch
 from vllm_helpers import (
     STEERING_CASES,
-    check_follows_recommendation,
     check_penalised_greedy,
     mismatches,
     relative_diff,
@@ -34,7 +33,7 @@ from interp_core.generation_config import recommended_sampling
 from interp_core.protocol import InterpModel
 from interp_core.steering import SteeringSpec
 from interp_core.testing.resources import require
-from interp_testmodels.sampling_checkpoint import RECOMMENDED
+from interp_testmodels.sampling_checkpoint import RECOMMENDED, check_follows_recommendation
 from interp_vllm.model import VLLMModel
 
 pytestmark = pytest.mark.slow

@@ -107,31 +107,6 @@ def steered_against_eager(
     return (got["resid_post.1"] - plain["resid_post.1"]).abs().amax(dim=-1)[0]
 
 
-def check_follows_recommendation(model: InterpModel, tokens: Any) -> None:
-    """Assert that `model`, serving a checkpoint that recommends RECOMMENDED's knobs, samples
-    with them: the same seed with those knobs passed gives the same tokens and the library
-    defaults give others; a caller's knob wins, and `use_generation_config=False` runs (and
-    reports) the library defaults."""
-    followed = sync.generate(model, tokens, max_new_tokens=8, seed=2)
-    explicit = sync.generate(
-        model,
-        tokens,
-        max_new_tokens=8,
-        seed=2,
-        temperature=0.7,
-        top_k=5,
-        repetition_penalty=1.3,
-        use_generation_config=False,
-    )
-    defaults = sync.generate(model, tokens, max_new_tokens=8, seed=2, use_generation_config=False)
-    assert followed.token_ids == explicit.token_ids != defaults.token_ids
-    set_ = sync.generate(model, tokens, max_new_tokens=3, temperature=0.0, top_k=50).sampling
-    assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
-    plain = sync.generate(model, tokens, max_new_tokens=3, use_generation_config=False).sampling
-    assert (plain.temperature, plain.top_k, plain.repetition_penalty) == (1.0, None, 1.0)
-    assert set(plain.sources.values()) == {"default"}
-
-
 def check_penalised_greedy(
     model: InterpModel,
     eager: InterpModel,

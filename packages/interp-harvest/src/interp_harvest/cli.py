@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from interp_core.errors import ConfigError
 from interp_harvest.cli_loading import (
-    add_job_arguments,
+    add_job,
     add_job_parser,
     job_keywords,
     load_from_args,
@@ -43,13 +42,13 @@ def register(subparsers: Any) -> None:
         __doc__.split("\n\n")[0] if __doc__ else None,
     )
     jobs = parser.add_subparsers(dest="job", required=True)
-    activations = add_job_parser(
+    activations = add_job(
         jobs,
         "activations",
         "activations at points over a corpus, as checksummed resumable shards",
+        _run_activations,
+        "output folder",
     )
-    add_job_arguments(activations)
-    activations.add_argument("--out", required=True, type=Path, help="output folder")
     activations.add_argument(
         "--dtype", default="float32", choices=sorted(DTYPE_BYTES), help="dtype the shards store"
     )
@@ -66,32 +65,31 @@ def register(subparsers: Any) -> None:
     activations.add_argument(
         "--dry-run", action="store_true", help="print the plan and the disk check; run nothing"
     )
-    activations.set_defaults(run=_run_activations)
-    stats = add_job_parser(
+    stats = add_job(
         jobs,
         "stats",
         "per-point mean / variance / norms over a corpus",
+        _run_stats,
+        "output .safetensors file",
     )
-    add_job_arguments(stats)
-    stats.add_argument("--out", required=True, type=Path, help="output .safetensors file")
     stats.add_argument(
         "--exclude-bos", action="store_true", help="leave BOS positions out of the statistics"
     )
-    stats.set_defaults(run=_run_stats)
-    lens = add_job_parser(
+    lens = add_job(
         jobs,
         "lens",
         "fit a Jacobian lens (J_bar per layer) over a corpus, with gradients",
+        _run_lens,
+        'output file ({"J": ...}, .pt)',
+        points=False,
+        backend="eager",
     )
-    add_job_arguments(lens, points=False, backend="eager")
-    lens.add_argument("--out", required=True, type=Path, help='output file ({"J": ...}, .pt)')
     lens.add_argument(
         "--layers", type=int, nargs="+", default=None, help="layers to fit (default: all)"
     )
     lens.add_argument(
         "--exclude-bos", action="store_true", help="leave BOS positions out of the mean"
     )
-    lens.set_defaults(run=_run_lens)
 
     from interp_harvest.dashboards_cli import add_dashboards
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from interp_core.errors import InvalidArgument
 from interp_harvest.cli_loading import (
-    add_job_arguments,
-    add_job_parser,
+    add_job,
     job_keywords,
     load_from_args,
 )
@@ -24,17 +23,18 @@ __all__ = ["add_dashboards"]
 
 def add_dashboards(jobs: Any) -> None:
     """Add the `dashboards` job to `interp harvest`'s subcommands."""
-    parser = add_job_parser(
+    parser = add_job(
         jobs,
         "dashboards",
         "SAE feature dashboards over a corpus, as Neuronpedia batch JSON",
-        __doc__.split("\n\n")[0] if __doc__ else None,
+        _run,
+        "output folder",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        points=False,
     )
-    add_job_arguments(parser, points=False)
     parser.add_argument(
         "--sae", required=True, action="append", type=Path, help="SAE folder (repeatable)"
     )
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
     parser.add_argument("--top-k", type=int, default=20, help="top examples per feature")
     parser.add_argument("--intervals", type=int, default=5, help="activation intervals sampled")
     parser.add_argument(
@@ -54,7 +54,6 @@ def add_dashboards(jobs: Any) -> None:
         help="Neuronpedia SAE set, one per --sae (default: the SAE folder's name)",
     )
     parser.add_argument("--dataset", default="", help="dataset name written into each feature")
-    parser.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:

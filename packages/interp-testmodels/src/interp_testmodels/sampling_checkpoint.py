@@ -15,7 +15,13 @@ from typing import Any
 
 from interp_testmodels.families import build_family
 
-__all__ = ["RECOMMENDED", "check_logprobs", "check_recommended", "recommending_checkpoint"]
+__all__ = [
+    "RECOMMENDED",
+    "check_follows_recommendation",
+    "check_logprobs",
+    "check_recommended",
+    "recommending_checkpoint",
+]
 
 # What the tests' checkpoint recommends: none of these is a library default, so a knob that
 # followed the file is told apart from one that did not.
@@ -97,3 +103,30 @@ def check_recommended(sampling: Any) -> None:
     knobs = ("temperature", "top_k", "repetition_penalty")
     assert {k: getattr(sampling, k) for k in knobs} == {k: RECOMMENDED[k] for k in knobs}
     assert all(sampling.sources[k] == "generation_config" for k in knobs), sampling.sources
+
+
+def check_follows_recommendation(model: Any, tokens: Any) -> None:
+    """Assert that `model`, serving a checkpoint that recommends RECOMMENDED's knobs, samples
+    with them: the same seed with those knobs passed gives the same tokens and the library
+    defaults give others; a caller's knob wins, and `use_generation_config=False` runs (and
+    reports) the library defaults."""
+    from interp_core import sync
+
+    followed = sync.generate(model, tokens, max_new_tokens=8, seed=2)
+    explicit = sync.generate(
+        model,
+        tokens,
+        max_new_tokens=8,
+        seed=2,
+        temperature=0.7,
+        top_k=5,
+        repetition_penalty=1.3,
+        use_generation_config=False,
+    )
+    defaults = sync.generate(model, tokens, max_new_tokens=8, seed=2, use_generation_config=False)
+    assert followed.token_ids == explicit.token_ids != defaults.token_ids
+    set_ = sync.generate(model, tokens, max_new_tokens=3, temperature=0.0, top_k=50).sampling
+    assert (set_.temperature, set_.top_k) == (0.0, 50) and set_.sources["top_k"] == "caller"
+    plain = sync.generate(model, tokens, max_new_tokens=3, use_generation_config=False).sampling
+    assert (plain.temperature, plain.top_k, plain.repetition_penalty) == (1.0, None, 1.0)
+    assert set(plain.sources.values()) == {"default"}
