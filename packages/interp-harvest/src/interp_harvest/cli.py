@@ -119,10 +119,8 @@ def _run_activations(args: argparse.Namespace) -> int:
         corpus,
         args.out,
         points=args.points,
-        dtype=args.dtype,
-        contexts_per_shard=args.shard_contexts,
         resume=args.resume,
-        layout=args.format,
+        **_layout_keywords(args),
         **job_keywords(args),
     )
     print(
@@ -142,10 +140,13 @@ def _plan(args: argparse.Namespace) -> ActivationsPlan:
         args.points,
         tokens=args.tokens,
         context_size=args.context_size,
-        dtype=args.dtype,
-        contexts_per_shard=args.shard_contexts,
-        layout=args.format,
+        **_layout_keywords(args),
     )
+
+
+def _layout_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """How the activations job stores what it reads: the plan and the run take the same."""
+    return {"dtype": args.dtype, "contexts_per_shard": args.shard_contexts, "layout": args.format}
 
 
 def _dry_run(args: argparse.Namespace, plan: ActivationsPlan) -> int:

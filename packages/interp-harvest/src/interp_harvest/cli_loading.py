@@ -56,15 +56,14 @@ def add_job(
     help: str,
     run: Any,
     out: str,
-    *,
     description: str | None = None,
-    points: bool = True,
-    backend: str = "auto",
+    **common: Any,
 ) -> argparse.ArgumentParser:
-    """A job's subcommand with the arguments every job takes (`add_job_arguments`), its
-    `--out` (`out`: what it names) and the function that runs it; the job adds its own flags."""
+    """A job's subcommand with the arguments every job takes (`add_job_arguments`, given
+    `common`), its `--out` (`out`: what it names) and the function that runs it; the job adds
+    its own flags."""
     parser = add_job_parser(jobs, name, help, description)
-    add_job_arguments(parser, points=points, backend=backend)
+    add_job_arguments(parser, **common)
     parser.add_argument("--out", required=True, type=Path, help=out)
     parser.set_defaults(run=run)
     return parser
