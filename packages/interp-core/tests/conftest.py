@@ -7,9 +7,6 @@ tests' generated plugin modules, so the folder is added here once.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from interp_core.testing.suite_imports import helpers_importable
 
-_HERE = str(Path(__file__).parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+helpers_importable(__file__)

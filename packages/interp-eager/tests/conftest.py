@@ -15,18 +15,15 @@ rootdir, and the repository's plain `pytest` run collects from the root.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from interp_core.testing.suite_imports import helpers_importable
 from interp_testmodels.threads import one_torch_thread_fixture
 
-_HERE = str(Path(__file__).parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+helpers_importable(__file__)
 
 import eager_helpers  # noqa: E402
 

@@ -7,16 +7,15 @@ their own (module-scoped) server. Every server exits when this process does.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-_HERE = str(Path(__file__).parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+from interp_core.testing.suite_imports import helpers_importable
+
+helpers_importable(__file__)
 
 import serve_helpers  # noqa: E402
 

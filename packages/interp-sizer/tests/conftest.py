@@ -10,12 +10,10 @@ INTERP_REQUIRE names it (CI sets it), and then it fails.
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
+
+from interp_core.testing.suite_imports import helpers_importable
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+helpers_importable(__file__)

@@ -8,14 +8,10 @@ importlib mode).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+from interp_core.testing.suite_imports import helpers_importable
 from interp_testmodels.threads import one_torch_thread_fixture
 
-_HERE = str(Path(__file__).parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+helpers_importable(__file__)
 
 
 _one_torch_thread = one_torch_thread_fixture()

@@ -13,9 +13,7 @@ module-scoped, so each module that uses them builds its own, as it did when each
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,12 +21,11 @@ import pytest
 from interp_core.backends import load_model
 from interp_core.protocol import InterpModel
 from interp_core.testing.resources import require
+from interp_core.testing.suite_imports import helpers_importable
 from interp_testmodels.families import build_family
 from interp_testmodels.threads import one_torch_thread_fixture
 
-_HERE = str(Path(__file__).parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+helpers_importable(__file__)
 
 
 _one_torch_thread = one_torch_thread_fixture()
