@@ -238,6 +238,13 @@ class RemoteModel(ModelBase):
         self._raise_for(response)
         return response.json()
 
+    def _events(self, path: str, body: bytes) -> AsyncIterator[dict[str, Any]]:
+        """The JSON events of a server-sent stream from POST `path` (`sse_client`), with this
+        model's refusals and its "server unreachable" error."""
+        return server_events(
+            self._aclient(), path, body, raise_for=self._raise_for, unreachable=self._unreachable
+        )
+
     def _aclient(self) -> Any:
         import asyncio
 
@@ -428,14 +435,7 @@ class RemoteModel(ModelBase):
         """`InterpModel.generate_stream` on the server, one step per server-sent event."""
 
         body = self._completion(tokens, True, **sampling)
-        events = server_events(
-            self._aclient(),
-            "/v1/completions",
-            _dumps(body),
-            raise_for=self._raise_for,
-            unreachable=self._unreachable,
-        )
-        async for data in events:
+        async for data in self._events("/v1/completions", _dumps(body)):
             step = data["interp"]["step"]
             if step is not None:
                 yield step_from_json(step)
@@ -502,11 +502,7 @@ class RemoteModel(ModelBase):
         from interp_serve.remote_lens import RemoteLensStream
 
         stream = RemoteLensStream(
-            client=self._aclient,
-            raise_for=self._raise_for,
-            unreachable=self._unreachable,
-            steering=self._steering,
-            tensor_type=self._tensor_type,
+            events=self._events, steering=self._steering, tensor_type=self._tensor_type
         )
         return stream.generate_with_lens(tokens, lenses, call)
 

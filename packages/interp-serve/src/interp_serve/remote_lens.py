@@ -15,7 +15,6 @@ from typing import Any
 from interp_core.lens_generation import LensStep
 from interp_core.model_base import StreamCall
 from interp_serve.lens_routes import lens_to_json, step_from_json
-from interp_serve.sse_client import server_events
 from interp_serve.wire import nested_ids
 
 __all__ = ["RemoteLensStream"]
@@ -25,15 +24,11 @@ class RemoteLensStream:
     def __init__(
         self,
         *,
-        client: Callable[[], Any],
-        raise_for: Callable[[Any], None],
-        unreachable: Callable[[Exception], Exception],
+        events: Callable[[str, bytes], AsyncIterator[dict[str, Any]]],
         steering: Callable[[Any], list[dict[str, Any]]],
         tensor_type: str,
     ) -> None:
-        self._client = client
-        self._raise_for = raise_for
-        self._unreachable = unreachable
+        self._events = events
         self._steering = steering
         self._tensor_type = tensor_type
 
@@ -65,12 +60,5 @@ class RemoteLensStream:
             "max_new_tokens": call.sampling["max_new_tokens"],
             **{key: value for key, value in call.sampling.items() if value is not None},
         }
-        events = server_events(
-            self._client(),
-            "/v1/lens/generate",
-            json.dumps(body).encode(),
-            raise_for=self._raise_for,
-            unreachable=self._unreachable,
-        )
-        async for data in events:
+        async for data in self._events("/v1/lens/generate", json.dumps(body).encode()):
             yield step_from_json(data, self._tensor)

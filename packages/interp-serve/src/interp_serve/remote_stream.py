@@ -17,7 +17,6 @@ from interp_core.address import Address, to_address
 from interp_core.capture_stream import CaptureChunk
 from interp_core.model_base import StreamCall
 from interp_serve import tensors as tensor_io
-from interp_serve.sse_client import server_events
 from interp_serve.wire import (
     generation_from_json,
     nested_ids,
@@ -42,14 +41,7 @@ async def stream_capture(
         "steering": model._steering(call.steering),
         "generate": call.sampling,
     }
-    events = server_events(
-        model._aclient(),
-        "/v1/capture/stream",
-        json.dumps(body).encode(),
-        raise_for=model._raise_for,
-        unreachable=model._unreachable,
-    )
-    async for data in events:
+    async for data in model._events("/v1/capture/stream", json.dumps(body).encode()):
         yield _chunk(data, model._tensor_type)
 
 

@@ -28,7 +28,15 @@ from interp_core.results import Generation
 from interp_vllm import sampling_params
 from interp_vllm.keys import address_key
 from interp_vllm.support import RECOMPUTED
-from interp_vllm.wire import collect, engine_death, engine_errors, stream_steps, submission
+from interp_vllm.wire import (
+    collect,
+    engine_death,
+    engine_errors,
+    held_rows,
+    missing_rows,
+    stream_steps,
+    submission,
+)
 
 __all__ = ["check_capture_rows", "rows_cache", "stream_capture"]
 
@@ -59,16 +67,11 @@ def rows_cache(
     tensors = {}
     for address in addresses:
         key = address_key(address)
-        rows = payload["captured"].get(key)
-        where = payload["positions"].get(key, [])
+        rows, where = held_rows(payload, key)
         if rows is None or where != wanted:
-            got = "nothing" if rows is None else f"positions {where}"
-            what = f"the vLLM workers returned {got} for {key}, expected {wanted}"
-            raise CapabilityUnsupported.build(
-                what,
-                "the hook did not see every chosen position (a prefix-cache hit or a compiled "
-                "forward skips hooks)",
-                "capture without rows= on backend='eager'",
+            instead = "capture without rows= on backend='eager'"
+            raise missing_rows(
+                key, rows, f"positions {where}", str(wanted), "chosen position", instead
             )
         order = torch.tensor([wanted.index(r) for r in chosen], dtype=torch.long)
         tensors[address] = rows.index_select(0, order).unsqueeze(0)

@@ -292,18 +292,32 @@ def cache(
 
 
 def _rows(key: str, payload: dict[str, Any], length: int) -> Any:
-    rows = payload["captured"].get(key)
-    where = payload["positions"].get(key, [])
+    rows, where = held_rows(payload, key)
     if rows is None or where[:length] != list(range(length)):
-        got = "nothing" if rows is None else f"positions {where[:3]}..{where[-3:]}"
-        msg = f"the vLLM workers returned {got} for {key}, expected positions 0..{length - 1}"
-        raise CapabilityUnsupported.build(
-            msg,
-            "the hook did not see every position of the request (a prefix-cache hit or a "
-            "compiled forward skips hooks)",
-            INSTEAD,
-        )
+        got = f"positions {where[:3]}..{where[-3:]}"
+        expected = f"positions 0..{length - 1}"
+        raise missing_rows(key, rows, got, expected, "position of the request", INSTEAD)
     return rows[:length]
+
+
+def held_rows(payload: dict[str, Any], key: str) -> tuple[Any, list[int]]:
+    """A collected answer's rows at `key` (None when it holds none) and their positions."""
+    return payload["captured"].get(key), payload["positions"].get(key, [])
+
+
+def missing_rows(
+    key: str, rows: Any, got: str, expected: str, which: str, instead: str
+) -> CapabilityUnsupported:
+    """The refusal of an answer whose rows at `key` are not the positions asked for: the hooks
+    did not see them (`got`: what came back when `rows` is not None; `which`: "position of the
+    request", "chosen position")."""
+    return CapabilityUnsupported.build(
+        f"the vLLM workers returned {'nothing' if rows is None else got} for {key}, "
+        f"expected {expected}",
+        f"the hook did not see every {which} (a prefix-cache hit or a compiled forward skips "
+        "hooks)",
+        instead,
+    )
 
 
 def _pattern(
