@@ -169,9 +169,9 @@ class _Last:
         return self.rows[b][v]
 
 
-# --- per-row writes (interp_core.batch_rows) -----------------------------------------------------
+# --- per-row writes (interp_core.write_indices) -------------------------------------------------
 def test_batch_rows_travel_and_each_row_gets_only_its_own_writes() -> None:
-    from interp_core.batch_rows import wire_for_row, writes_for_row
+    from interp_core.write_indices import wire_for_row, writes_for_row
 
     row0 = Patch("resid_pre.1", [0.5] * 64, [2], batch_rows=0).to_specs(FACTS)
     both = Ablation("mlp_act.0", neurons=[1, 6], batch_rows=[0, 1]).to_specs(FACTS)

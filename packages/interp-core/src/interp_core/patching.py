@@ -6,7 +6,7 @@ values are zeros, a supplied mean, or another prompt's activations (resample). `
 builds a patch straight from a cache. None of them is a second write path: each expands into
 `SteeringSpec(op="set", ...)`, one per position (`to_specs`, called by
 `interp_core.steering.as_specs`), so a patch is admitted, checked, carried over every wire and
-applied exactly like any steering (`interp_core.steering_set` states the arithmetic).
+applied exactly like any steering (`interp_core.write_indices` states the arithmetic).
 
 Grouped-query k/v points (`value`, `k_norm_*`) have `n_kv_heads` heads, and a head index there
 is the kv head's own, never a query head's.
@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from interp_core.address import Address, AddressLike, to_address
-from interp_core.batch_rows import check_batch_rows
 from interp_core.errors import SteeringSpecError
-from interp_core.index_lists import check_index_list, check_indices_below
 from interp_core.point_lookup import get_point
 from interp_core.point_spec import Width
 from interp_core.steering import SteeringSpec
+from interp_core.write_indices import check_batch_rows, check_index_list, check_indices_below
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts

@@ -53,7 +53,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from interp_core.address import Address, AddressLike, to_address
-from interp_core.batch_rows import check_batch_rows
 from interp_core.errors import AddressError, SteeringSpecError
 from interp_core.point_lookup import get_point
 from interp_core.points import writable_names
@@ -65,7 +64,12 @@ from interp_core.steering_lens import (
     lens_delta_reference,
     uses_direction,
 )
-from interp_core.steering_set import check_channels, check_set_width, set_delta_reference
+from interp_core.write_indices import (
+    check_batch_rows,
+    check_channels,
+    check_set_width,
+    set_delta_reference,
+)
 from interp_core.write_positions import POSITION_LIMIT, check_positions, check_positions_within
 
 if TYPE_CHECKING:
@@ -107,7 +111,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "ablate": (),
         "swap": ("target",),
         # A patch or ablation: the row (or its listed channels) set to the vector's values
-        # (interp_core.steering_set states the arithmetic; interp_core.patching builds them).
+        # (interp_core.write_indices states the arithmetic; interp_core.patching builds them).
         "set": ("channels",),
     }
 )
@@ -154,7 +158,7 @@ class SteeringSpec:
     nothing. `scale` is the coefficient of `add` and `orthogonal`; `projection_cap` takes `min`
     and/or `max` instead. `clamp` takes `scale` as the feature's new value and reads the feature
     with `encoder` (as wide as `vector`), `bias` and `threshold`; other ops refuse those fields.
-    `batch_rows` limits it to some rows of the call's batch (`interp_core.batch_rows`).
+    `batch_rows` limits it to some rows of the call's batch (`interp_core.write_indices`).
 
     Equality is identity (`eq=False`): a vector may be a tensor, whose `==` is elementwise.
     """

@@ -18,7 +18,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from interp_core.batch_rows import check_batch_rows_within
 from interp_core.errors import SteeringSpecError
 from interp_core.steering import (
     SteeringSpec,
@@ -29,6 +28,7 @@ from interp_core.steering import (
     non_finite_vector,
 )
 from interp_core.steering_lens import resolve_scope
+from interp_core.write_indices import check_batch_rows_within
 
 if TYPE_CHECKING:
     from interp_core.facts import ModelFacts

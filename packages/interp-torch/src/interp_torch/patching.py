@@ -8,7 +8,7 @@ head axis, every position at once (`per="head"`, its `get_act_patch_attn_head_ou
 `z`, shape `[layers, heads]`). Every patch is an ordinary `interp_core.Patch` passed as
 `steering=` to an ordinary capture of `lm_head`, so a backend serves a sweep exactly as it
 serves one patch. The patches run as the rows of one batched capture of the corrupted prompt,
-row i carrying patch i alone (`batch_rows`, `interp_core.batch_rows`), chunked to a memory
+row i carrying patch i alone (`batch_rows`, `interp_core.write_indices`), chunked to a memory
 bound: eager runs a chunk as one forward instead of one forward per patch, vLLM as concurrent
 requests its engine batches, remote as one HTTP call. The metric runs here on the returned
 logits, one row at a time.

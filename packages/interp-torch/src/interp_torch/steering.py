@@ -431,7 +431,7 @@ def spec_delta(
     The one place a backend turns a spec into arithmetic, so a new op's fields reach every
     torch backend through here. A scope the admission step left unresolved is refused.
 
-    A spec limited to some rows of the batch (`batch_rows`, `interp_core.batch_rows`) needs
+    A spec limited to some rows of the batch (`batch_rows`, `interp_core.write_indices`) needs
     `row_batch` (each row's index in the call's batch, shaped `h.shape[:-1]`): the other rows
     get a zero delta. Without it the spec is refused, never applied to every row; a backend
     that runs each row as its own request hands it that row's writes with the field cleared.
@@ -461,7 +461,7 @@ def spec_delta(
             f"the {spec.op} at {spec.address} names batch rows {list(spec.batch_rows)[:5]}, "
             "but this backend's hook does not know which row each activation belongs to",
             "applied as it stands it would write every row of the batch",
-            "give each row's request its own writes (interp_core.batch_rows.writes_for_row)",
+            "give each row's request its own writes (interp_core.write_indices.writes_for_row)",
         )
         raise error
     wanted = torch.as_tensor(spec.batch_rows, device=row_batch.device, dtype=row_batch.dtype)

@@ -40,7 +40,6 @@ from typing import Any
 
 from interp_core.address import Address, to_address, to_addresses
 from interp_core.backends import cuda_available, model_config
-from interp_core.batch_rows import wire_for_row
 from interp_core.cache import ActivationCache
 from interp_core.dtypes import canonical_dtype
 from interp_core.errors import (
@@ -56,6 +55,7 @@ from interp_core.results import Generation, GenerationStep, LensResult, Support
 from interp_core.sampling import check_sampling
 from interp_core.steering import active_steering
 from interp_core.steering_lens import special_token_ids
+from interp_core.write_indices import wire_for_row
 from interp_core.writes import admit_writes, spec_to_wire
 from interp_vllm import sampling_params
 from interp_vllm.call_inputs import CallInputs

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from interp_core.address import Address
-from interp_core.batch_rows import wire_for_row
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 from interp_core.readouts import (
     LensSpec,
@@ -26,6 +25,7 @@ from interp_core.readouts import (
     check_token_ids,
 )
 from interp_core.results import LensPrediction, LensResult
+from interp_core.write_indices import wire_for_row
 from interp_vllm.calls import ModelCalls
 from interp_vllm.support import INSTEAD, RECOMPUTED
 from interp_vllm.wire import address_key, needed_keys

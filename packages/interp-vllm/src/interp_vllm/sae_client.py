@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from interp_core.address import to_address
-from interp_core.batch_rows import wire_for_row
 from interp_core.errors import CapabilityUnsupported
+from interp_core.write_indices import wire_for_row
 from interp_vllm.calls import ModelCalls
 from interp_vllm.support import INSTEAD
 from interp_vllm.wire import address_key

@@ -181,7 +181,7 @@ def parse_request(spec: dict[str, Any]) -> Request:
         write = spec_from_wire(item)
         if write.batch_rows is not None:
             # A request is one row: the client sends it that row's writes, the field cleared
-            # (interp_core.batch_rows.wire_for_row); applied here it would write every row.
+            # (interp_core.write_indices.wire_for_row); applied here it would write every row.
             message = f"the write at {write.address} still names batch rows {write.batch_rows}"
             raise ValueError(message)
         key = site_key(write.address.name, write.address.layer)
