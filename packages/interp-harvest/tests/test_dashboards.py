@@ -194,3 +194,50 @@ def test_the_cli_writes_the_same_dashboards(
         assert [a["qualifying_token_index"] + 1 for a in tops] == [
             e[1] % SIZE for e in job.top.entries(f)
         ]
+
+
+def test_the_dry_run_prices_what_the_job_holds_and_loads_no_model(
+    model_path: str,
+    corpus_file: Path,
+    sae_folder: Path,
+    job: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from interp_harvest.dashboards_plan import plan_dashboards
+
+    from interp_core.cli import main
+
+    # The plan's held bytes are those of the tensors the job allocated.
+    (priced,) = plan_dashboards(
+        [(job.name, job.sae)],
+        contexts=CONTEXTS,
+        context_size=SIZE,
+        batch_size=4,
+        settings=SETTINGS,
+        vocab_size=1,
+        d_model=1,
+        logits=False,
+        features_per_batch=128,
+    ).saes
+    selections = [job.top, *job.samples]
+    examples = sum(t.nbytes for s in selections for t in (s.score, s.token, s.values, s.ids))
+    totals = job.totals
+    counts = sum(t.nbytes for t in (totals.fired, totals.total, totals.max, totals.min_fired))
+    counts += job.histogram.nbytes + job.interval_tokens.nbytes
+    assert (priced.examples, priced.counts) == (examples, counts)
+
+    def no_model(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a dry run loaded the model")
+
+    monkeypatch.setattr("interp_core.load_model", no_model)
+    args = ["harvest", "dashboards", model_path, "--data", str(corpus_file), "--sae"]
+    args += [str(sae_folder), "--tokens", str(CONTEXTS * SIZE + 3), "--context-size", str(SIZE)]
+    args += ["--out", str(Path(model_path) / "unused"), "--batch-size", "4", "--top-k", "6"]
+    args += ["--intervals", "3", "--samples-per-interval", "2", "--bins", "12", "--dry-run"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"{CONTEXTS * SIZE:,} tokens = {CONTEXTS} contexts x {SIZE} tokens" in out
+    assert "two passes, 6 forwards of up to 4 contexts" in out
+    assert f"res-1 (resid_post.1): {D_SAE} features" in out and "1 batch file\n" in out
+    assert not (Path(model_path) / "unused").exists()

@@ -36,6 +36,7 @@ from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsu
 from interp_core.protocol import InterpModel
 from interp_harvest.batches import context_batches, whole_contexts
 from interp_harvest.corpus import Corpus
+from interp_harvest.dashboards_plan import LOGIT_FEATURES
 from interp_harvest.packing import PackingPolicy
 from interp_harvest.plan import check_batch_size
 from interp_harvest.progress import Progress
@@ -43,12 +44,17 @@ from interp_harvest.progress import Progress
 if TYPE_CHECKING:  # torch is imported when a job runs, not with the package (the CLI's --help)
     from interp_harvest.dashboard_reduce import FeatureTotals, Selection
 
-__all__ = ["DashboardSettings", "FeatureDashboards", "harvest_dashboards", "ignored_token_ids"]
+__all__ = [
+    "DashboardSettings",
+    "FeatureDashboards",
+    "check_logit_tables",
+    "harvest_dashboards",
+    "ignored_token_ids",
+    "load_saes",
+]
 
 # Rows of W_U fetched from the backend per call: bounded transfers for a large vocabulary.
 _VOCAB_CHUNK = 8192
-# Features whose logits over the whole vocabulary are held at once.
-_LOGIT_FEATURES = 256
 
 
 @dataclass(frozen=True)
@@ -144,20 +150,13 @@ def harvest_dashboards(
     settings = settings or DashboardSettings()
     check_batch_size(batch_size)
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
-    loaded = _load_saes(saes)
+    loaded = load_saes(saes)
     for name, sae in loaded:
         verdict = model.supports(sae.address)
         if not verdict:
             message = f"{name} reads {sae.address}, which {model.backend_name} cannot capture: "
             raise PointUnsupported(message + verdict.explain())
-        if logits and sae.d_out != model.d_model:
-            error = CapabilityUnsupported.build(
-                f"the logit tables of {name} need W_dec[f] · W_U",
-                f"its decoder writes {sae.d_out}-wide vectors at {sae.write_address}, not the "
-                f"{model.d_model}-wide residual the unembedding reads",
-                "pass logits=False (--no-logits) for the rest of the dashboard",
-            )
-            raise error
+    check_logit_tables(loaded, int(model.d_model), logits)
     contexts_wanted = whole_contexts(tokens, context_size)
     policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
     ignored = (
@@ -232,7 +231,21 @@ def _second_pass(
         selection.add(score, acts, ids, first_token)
 
 
-def _load_saes(saes: Sequence[Any]) -> list[tuple[str, Any]]:
+def check_logit_tables(saes: list[tuple[str, Any]], d_model: int, logits: bool) -> None:
+    """Refuse logit tables for an SAE whose decoder does not write the residual W_U reads."""
+    for name, sae in saes:
+        if logits and sae.d_out != d_model:
+            error = CapabilityUnsupported.build(
+                f"the logit tables of {name} need W_dec[f] · W_U",
+                f"its decoder writes {sae.d_out}-wide vectors at {sae.write_address}, not the "
+                f"{d_model}-wide residual the unembedding reads",
+                "pass logits=False (--no-logits) for the rest of the dashboard",
+            )
+            raise error
+
+
+def load_saes(saes: Sequence[Any]) -> list[tuple[str, Any]]:
+    """Each SAE (a folder, or an `interp_sae.SAE`) with the name its output folder takes."""
     from interp_sae import SAE, load_sae
 
     if isinstance(saes, (str, os.PathLike, SAE)):
@@ -314,8 +327,8 @@ def _logit_tables(model: Any, results: list[FeatureDashboards]) -> None:
         n = min(n, vocab)
         decoder = result.sae.W_dec.detach().to("cpu", torch.float32)
         parts: dict[str, list[Any]] = {k: [] for k in ("ti", "tv", "bi", "bv", "h", "lo", "hi")}
-        for start in range(0, result.d_sae, _LOGIT_FEATURES):
-            logits = decoder[start : start + _LOGIT_FEATURES] @ unembedding.T
+        for start in range(0, result.d_sae, LOGIT_FEATURES):
+            logits = decoder[start : start + LOGIT_FEATURES] @ unembedding.T
             top, bottom = logits.topk(n, dim=1), logits.topk(n, dim=1, largest=False)
             low, high = histogram_range(logits.min(1).values, logits.max(1).values)
             everything = torch.ones_like(logits.T, dtype=torch.bool)

@@ -54,6 +54,11 @@ def add_dashboards(jobs: Any) -> None:
         help="Neuronpedia SAE set, one per --sae (default: the SAE folder's name)",
     )
     parser.add_argument("--dataset", default="", help="dataset name written into each feature")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="load the SAEs, print what the job will hold and run; load no model, run nothing",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -79,6 +84,8 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     corpus = Corpus(args.data, text_field=args.text_field)
+    if args.dry_run:
+        return _dry_run(args, settings)
     model = load_from_args(args)
     results = harvest_dashboards(
         model,
@@ -103,4 +110,34 @@ def _run(args: argparse.Namespace) -> int:
             f"{entry['tokens_considered']:,} tokens, {entry['dead_features']:,} never fired; "
             f"{len(entry['batches'])} batch files in {args.out / entry['name']}"
         )
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, settings: Any) -> int:
+    """The plan from the model's config and the SAEs' files: what the job holds and runs."""
+    from interp_core.cli import load_config
+    from interp_core.facts import ModelFacts
+    from interp_core.shapes import point_shape
+    from interp_harvest.batches import whole_contexts
+    from interp_harvest.dashboards import check_logit_tables, load_saes
+    from interp_harvest.dashboards_plan import plan_dashboards
+
+    _, config = load_config(args.model)
+    facts = ModelFacts.from_config(config)
+    saes = load_saes(args.sae)
+    for _, sae in saes:
+        point_shape(sae.address, facts, 1, 1)  # refuses (PointUnsupported) a point it lacks
+    check_logit_tables(saes, facts.d_model, not args.no_logits)
+    plan = plan_dashboards(
+        saes,
+        contexts=whole_contexts(args.tokens, args.context_size),
+        context_size=args.context_size,
+        batch_size=args.batch_size,
+        settings=settings,
+        vocab_size=facts.vocab_size,
+        d_model=facts.d_model,
+        logits=not args.no_logits,
+        features_per_batch=args.features_per_batch,
+    )
+    print(plan.summary())
     return 0
