@@ -17,7 +17,7 @@ from interp_harvest.dashboard_reduce import sample_keys
 from interp_harvest.dashboards import DashboardSettings, harvest_dashboards
 from interp_harvest.neuronpedia_batch import token_strings, write_dashboards
 
-from interp_core.errors import CapabilityUnsupported
+from interp_core.errors import CapabilityUnsupported, InvalidArgument
 
 CONTEXTS, SIZE, D_SAE = 9, 16, 48
 SETTINGS = DashboardSettings(
@@ -241,3 +241,67 @@ def test_the_dry_run_prices_what_the_job_holds_and_loads_no_model(
     assert "two passes, 6 forwards of up to 4 contexts" in out
     assert f"res-1 (resid_post.1): {D_SAE} features" in out and "1 batch file\n" in out
     assert not (Path(model_path) / "unused").exists()
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("phase", [0, 1])
+def test_a_run_killed_mid_pass_resumes_to_the_same_dashboards(
+    eager_model: Any, corpus_file: Path, sae_folder: Path, job: Any, tmp_path: Path, phase: int
+) -> None:
+    kept = tmp_path / "state"
+
+    def run(**options: Any) -> Any:
+        (result,) = harvest_dashboards(
+            eager_model,
+            corpus_file,
+            [sae_folder],
+            tokens=CONTEXTS * SIZE + 3,
+            context_size=SIZE,
+            settings=SETTINGS,
+            batch_size=4,
+            checkpoint=kept,
+            checkpoint_seconds=0,  # a save after every batch
+            **options,
+        )
+        return result
+
+    def kill_after_two(progress: Any) -> None:
+        if progress.shard == phase and progress.tokens_done >= 8 * SIZE:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        run(on_progress=kill_after_two)
+    assert (kept / "dashboards-checkpoint.safetensors").is_file()
+    with pytest.raises(InvalidArgument, match="did not finish; pass resume=True"):
+        run()
+    other = DashboardSettings(**{**SETTINGS.__dict__, "seed": SETTINGS.seed + 1})
+    with pytest.raises(InvalidArgument, match=r"another job .*settings"):
+        harvest_dashboards(
+            eager_model,
+            corpus_file,
+            [sae_folder],
+            tokens=CONTEXTS * SIZE + 3,
+            context_size=SIZE,
+            settings=other,
+            batch_size=4,
+            checkpoint=kept,
+            resume=True,
+        )
+    seen: list[Any] = []
+    resumed = run(resume=True, on_progress=seen.append)
+    assert not (kept / "dashboards-checkpoint.safetensors").exists()
+    # the batches reduced before the kill were not run again
+    assert seen[0].tokens_this_run < seen[0].tokens_done or seen[0].shard > 0
+    for name in ("score", "token", "values", "ids"):
+        assert torch.equal(getattr(resumed.top, name), getattr(job.top, name)), name
+        for mine, theirs in zip(resumed.samples, job.samples, strict=True):
+            assert torch.equal(getattr(mine, name), getattr(theirs, name)), name
+    for name in ("fired", "total", "max", "min_fired"):
+        assert torch.equal(getattr(resumed.totals, name), getattr(job.totals, name)), name
+    assert resumed.totals.tokens == job.totals.tokens and resumed.contexts == job.contexts
+    assert torch.equal(resumed.histogram, job.histogram)
+    assert torch.equal(resumed.interval_tokens, job.interval_tokens)
+    assert torch.equal(resumed.logit_top_ids, job.logit_top_ids)

@@ -38,16 +38,19 @@ def context_batches(
     *,
     phase: int = 0,
     phases: int = 1,
+    skip_before: int = 0,
 ) -> Iterator[tuple[int, Any]]:
     """`(index of the batch's first context, ids [batch, context_size])` over the first
     `contexts` contexts. Progress is reported after the consumer is done with a batch (when it
     asks for the next one), so the bar counts work done, not work handed out; `phase` of
-    `phases` names the pass of a job that reads the corpus more than once."""
+    `phases` names the pass of a job that reads the corpus more than once. Batches whose first
+    context comes before `skip_before` (a resumed job's, already reduced) are packed but not
+    handed out, and count as done but not as this run's work."""
     import torch
 
     encode = tokenizer_encoder(tokenizer)
     total = contexts * policy.context_size
-    started, done = time.monotonic(), 0
+    started, done, this_run = time.monotonic(), 0, 0
     batch: list[Any] = []
     # chained, not listed: the packed corpus is never held whole (a None marks its end)
     stream = pack(corpus, encode, policy, max_contexts=contexts)
@@ -58,9 +61,12 @@ def context_batches(
                 continue
         if not batch:
             break
-        ids = torch.tensor([c.tokens for c in batch], dtype=torch.long)
-        yield batch[0].index, ids
-        done += ids.numel()
+        first, count = batch[0].index, len(batch) * policy.context_size
+        if first >= skip_before:
+            yield first, torch.tensor([c.tokens for c in batch], dtype=torch.long)
+            this_run += count
+        done += count
         batch = []
         if on_progress is not None:
-            on_progress(Progress(done, total, done, time.monotonic() - started, phase, phases))
+            seconds = time.monotonic() - started
+            on_progress(Progress(done, total, this_run, seconds, phase, phases))

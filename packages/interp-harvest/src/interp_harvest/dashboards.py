@@ -25,6 +25,7 @@ which is reproducible but not the same draw as sae-dashboard's `random.sample`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -134,10 +135,19 @@ def harvest_dashboards(
     ignore_token_ids: Sequence[int] | None = None,
     logits: bool = True,
     on_progress: Callable[[Progress], None] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    checkpoint_seconds: float = 600.0,
 ) -> list[FeatureDashboards]:
     """Dashboards of every feature of each SAE (a path, or an `interp_sae.SAE`) over the first
     `tokens` tokens (whole contexts) of the corpus. `logits=False` leaves the logit tables out
-    (needed for an SAE whose decoder does not write d_model-wide residual vectors)."""
+    (needed for an SAE whose decoder does not write d_model-wide residual vectors).
+
+    `checkpoint` (a folder) saves the job's reductions there at most every
+    `checkpoint_seconds`, at a batch boundary (`interp_harvest.dashboards_checkpoint`), and
+    removes them once the job is done; `resume=True` continues a killed job from them, with the
+    same result as an uninterrupted run. A checkpoint left there is never silently overwritten:
+    without `resume` it is refused."""
     import torch
 
     from interp_harvest.dashboard_reduce import (
@@ -178,35 +188,83 @@ def harvest_dashboards(
         for name, sae in loaded
     ]
     batches = _Batches(model, corpus, policy, contexts_wanted, batch_size, ignored, on_progress)
+    job = {
+        "model": model.model_id,
+        "backend": model.backend_name,
+        "corpus": str(corpus.path),
+        "tokens": tokens,
+        "context_size": context_size,
+        "batch_size": batch_size,
+        "bos": bos,
+        "ignored": list(ignored),
+        "settings": dataclasses.asdict(settings),
+        "saes": [[name, str(sae.address), int(sae.d_sae), str(sae.source)] for name, sae in loaded],
+    }
+    keeper, phase, done = _checkpoint(checkpoint, resume, checkpoint_seconds, job, results)
 
-    for first, ids, keep, encoded in batches.run(loaded, 0):
-        for result, acts in zip(results, encoded, strict=True):
-            flat = acts.reshape(-1, acts.shape[-1])
-            result.totals.add(flat, int(keep.sum()))
-            score = torch.where(flat > 0, flat.to(torch.float64), float("-inf"))
-            result.top.add(score, acts, ids, first * context_size)
-            result.contexts = max(result.contexts, first + ids.shape[0])
-    if not results[0].contexts:
-        message = f"the corpus {str(corpus.path)!r} packs into no context of {context_size} tokens"
-        raise InvalidArgument(message)
-
-    for result in results:
-        result.hist_low, result.hist_high = histogram_range(
-            result.totals.min_fired, result.totals.max
-        )
-        result.samples = [
-            Selection(settings.samples_per_interval, result.d_sae, context_size)
-            for _ in range(settings.intervals)
-        ]
-        result.histogram = torch.zeros(result.d_sae, settings.bins, dtype=torch.int64)
-        result.interval_tokens = torch.zeros(settings.intervals, result.d_sae, dtype=torch.int64)
-    for first, ids, _, encoded in batches.run(loaded, 1):
+    if phase == 0:
+        for first, ids, keep, encoded in batches.run(loaded, 0, done):
+            for result, acts in zip(results, encoded, strict=True):
+                flat = acts.reshape(-1, acts.shape[-1])
+                result.totals.add(flat, int(keep.sum()))
+                score = torch.where(flat > 0, flat.to(torch.float64), float("-inf"))
+                result.top.add(score, acts, ids, first * context_size)
+                result.contexts = max(result.contexts, first + ids.shape[0])
+            if keeper is not None:
+                keeper.maybe_save(0, first + ids.shape[0], results)
+        if not results[0].contexts:
+            message = (
+                f"the corpus {str(corpus.path)!r} packs into no context of {context_size} tokens"
+            )
+            raise InvalidArgument(message)
+        for result in results:
+            result.hist_low, result.hist_high = histogram_range(
+                result.totals.min_fired, result.totals.max
+            )
+            result.samples = [
+                Selection(settings.samples_per_interval, result.d_sae, context_size)
+                for _ in range(settings.intervals)
+            ]
+            result.histogram = torch.zeros(result.d_sae, settings.bins, dtype=torch.int64)
+            result.interval_tokens = torch.zeros(
+                settings.intervals, result.d_sae, dtype=torch.int64
+            )
+        done = 0
+    for first, ids, _, encoded in batches.run(loaded, 1, done):
         keys = sample_keys(settings.seed, first, ids.shape[0], context_size).unsqueeze(1)
         for result, acts in zip(results, encoded, strict=True):
             _second_pass(result, acts, ids, keys, first * context_size)
+        if keeper is not None:
+            keeper.maybe_save(1, first + ids.shape[0], results)
     if logits:
         _logit_tables(model, results)
+    if keeper is not None:
+        keeper.clear()
     return results
+
+
+def _checkpoint(
+    folder: Any, resume: bool, every: float, job: dict[str, Any], results: list[Any]
+) -> tuple[Any, int, int]:
+    """The job's checkpoint (None without a folder), and the pass and contexts to start from."""
+    from interp_harvest.dashboards_checkpoint import Checkpoint
+
+    if folder is None:
+        if resume:
+            message = "resume=True continues from a checkpoint: pass checkpoint= (its folder)"
+            raise InvalidArgument(message)
+        return None, 0, 0
+    keeper = Checkpoint(Path(folder), job, every=every)
+    if not keeper.exists():
+        return keeper, 0, 0
+    if not resume:
+        message = (
+            f"{str(keeper.path)!r} holds the state of a job that did not finish; pass "
+            f"resume=True (--resume) to continue it, or remove the file to start over"
+        )
+        raise InvalidArgument(message)
+    phase, done = keeper.restore(results)
+    return keeper, phase, done
 
 
 def _second_pass(
@@ -280,7 +338,7 @@ class _Batches:
     ignored: tuple[int, ...]
     on_progress: Callable[[Progress], None] | None
 
-    def run(self, saes: list[tuple[str, Any]], which: int) -> Any:
+    def run(self, saes: list[tuple[str, Any]], which: int, skip_before: int = 0) -> Any:
         import torch
 
         points = list(dict.fromkeys(sae.address for _, sae in saes))
@@ -293,6 +351,7 @@ class _Batches:
             self.on_progress,
             phase=which,
             phases=2,
+            skip_before=skip_before,
         )
         for first, ids in batches:
             keep = ~torch.isin(ids, torch.tensor(self.ignored, dtype=torch.long))

@@ -55,6 +55,11 @@ def add_dashboards(jobs: Any) -> None:
     )
     parser.add_argument("--dataset", default="", help="dataset name written into each feature")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a killed run from the checkpoint it left in --out",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="load the SAEs, print what the job will hold and run; load no model, run nothing",
@@ -93,6 +98,8 @@ def _run(args: argparse.Namespace) -> int:
         args.sae,
         settings=settings,
         logits=not args.no_logits,
+        checkpoint=args.out,
+        resume=args.resume,
         **job_keywords(args),
     )
     summary = write_dashboards(
