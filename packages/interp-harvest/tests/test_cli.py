@@ -69,6 +69,44 @@ def test_the_dry_run_prints_the_bytes_the_run_writes_without_loading_the_model(
     assert "4.0 KiB free" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("backend", "gpu"), [("auto", "H100"), ("eager", None)])
+def test_the_dry_run_prices_memory_and_time_with_the_sizer(
+    model_path: str,
+    corpus_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    gpu: str | None,
+) -> None:
+    from interp_harvest.progress import format_bytes
+
+    from interp_sizer import size
+
+    _no_model_load(monkeypatch)
+    extra = ["--dry-run", "--backend", backend, *(["--gpu", gpu] if gpu else [])]
+    assert main(_args(model_path, corpus_file, tmp_path / "o", *extra)) == 0
+    printed = capsys.readouterr().out
+    # the sizer's own answer for the job as it runs: 3 contexts of 16 tokens at once
+    report = size(
+        model_path,
+        backend="vllm" if backend == "auto" else backend,
+        capture=tuple(JOB["points"]),
+        concurrency=JOB["batch_size"],
+        max_model_len=JOB["context_size"],
+        prompt_tokens=JOB["context_size"],
+        gpu=gpu,
+        hub=False,
+    )
+    fit = report.selected
+    memory = format_bytes(sum(term.bytes for term in fit.terms))
+    assert f"on {fit.gpu.name} (backend {'vllm' if backend == 'auto' else backend}" in printed
+    assert f"fits; {memory} per GPU" in printed
+    rate = fit.throughput.prefill_tokens_per_s
+    assert f"at the roofline's {rate:,.0f} prefill tokens/s" in printed
+    assert "160 tokens" in printed and "an estimate, not a measurement" in printed
+
+
 def test_the_cli_run_writes_what_the_api_writes_with_a_progress_bar(
     model_path: str,
     corpus_file: Path,

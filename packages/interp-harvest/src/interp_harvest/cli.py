@@ -63,7 +63,12 @@ def register(subparsers: Any) -> None:
     )
     activations.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     activations.add_argument(
-        "--dry-run", action="store_true", help="print the plan and the disk check; run nothing"
+        "--dry-run",
+        action="store_true",
+        help="print the plan, the disk check and the sizer's price on a GPU; run nothing",
+    )
+    activations.add_argument(
+        "--gpu", help="the GPU --dry-run prices the job on (default: the smallest that fits)"
     )
     stats = add_job(
         jobs,
@@ -150,7 +155,11 @@ def _layout_keywords(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _dry_run(args: argparse.Namespace, plan: ActivationsPlan) -> int:
+    from interp_harvest.gpu_price import price_on_gpu
+
     print(plan.summary())
+    for line in price_on_gpu(args.model, args.backend, plan, args.batch_size, args.gpu):
+        print(line)
     try:
         free = check_free_disk(args.out, plan.total_bytes)
     except DiskFull as error:
