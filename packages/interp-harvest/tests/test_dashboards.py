@@ -33,18 +33,25 @@ def sae_folder(eager_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Pa
     )
 
 
-@pytest.fixture(scope="module")
-def job(eager_model: Any, corpus_file: Path, sae_folder: Path) -> Any:
+def _dashboards(model: Any, corpus: Path, sae: Path, **options: Any) -> Any:
+    """The job every test here compares: CONTEXTS contexts in batches of 4 + 4 + 1 (unequal)."""
+    settings = options.pop("settings", SETTINGS)
     (result,) = harvest_dashboards(
-        eager_model,
-        corpus_file,
-        [sae_folder],
+        model,
+        corpus,
+        [sae],
         tokens=CONTEXTS * SIZE + 3,
         context_size=SIZE,
-        settings=SETTINGS,
-        batch_size=4,  # 4 + 4 + 1: batches of unequal size
+        settings=settings,
+        batch_size=4,
+        **options,
     )
     return result
+
+
+@pytest.fixture(scope="module")
+def job(eager_model: Any, corpus_file: Path, sae_folder: Path) -> Any:
+    return _dashboards(eager_model, corpus_file, sae_folder)
 
 
 @pytest.fixture(scope="module")
@@ -204,28 +211,18 @@ def test_the_dry_run_prices_what_the_job_holds_and_loads_no_model(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from interp_harvest.dashboards_plan import plan_dashboards
+    from interp_harvest.dashboards_plan import DashboardsPlan
 
     from interp_core.cli import main
 
     # The plan's held bytes are those of the tensors the job allocated.
-    (priced,) = plan_dashboards(
-        [(job.name, job.sae)],
-        contexts=CONTEXTS,
-        context_size=SIZE,
-        batch_size=4,
-        settings=SETTINGS,
-        vocab_size=1,
-        d_model=1,
-        logits=False,
-        features_per_batch=128,
-    ).saes
+    plan = DashboardsPlan(((job.name, "x", D_SAE),), CONTEXTS, SIZE, 4, SETTINGS, None)
     selections = [job.top, *job.samples]
     examples = sum(t.nbytes for s in selections for t in (s.score, s.token, s.values, s.ids))
     totals = job.totals
     counts = sum(t.nbytes for t in (totals.fired, totals.total, totals.max, totals.min_fired))
     counts += job.histogram.nbytes + job.interval_tokens.nbytes
-    assert (priced.examples, priced.counts) == (examples, counts)
+    assert (plan.examples_bytes(D_SAE), plan.counts_bytes(D_SAE)) == (examples, counts)
 
     def no_model(*_: Any, **__: Any) -> Any:
         raise AssertionError("a dry run loaded the model")
@@ -253,20 +250,17 @@ def test_a_run_killed_mid_pass_resumes_to_the_same_dashboards(
 ) -> None:
     kept = tmp_path / "state"
 
-    def run(**options: Any) -> Any:
-        (result,) = harvest_dashboards(
+    def run(settings: DashboardSettings = SETTINGS, **options: Any) -> Any:
+        # a save after every batch
+        return _dashboards(
             eager_model,
             corpus_file,
-            [sae_folder],
-            tokens=CONTEXTS * SIZE + 3,
-            context_size=SIZE,
-            settings=SETTINGS,
-            batch_size=4,
+            sae_folder,
+            settings=settings,
             checkpoint=kept,
-            checkpoint_seconds=0,  # a save after every batch
+            checkpoint_seconds=0,
             **options,
         )
-        return result
 
     def kill_after_two(progress: Any) -> None:
         if progress.shard == phase and progress.tokens_done >= 8 * SIZE:
@@ -279,17 +273,7 @@ def test_a_run_killed_mid_pass_resumes_to_the_same_dashboards(
         run()
     other = DashboardSettings(**{**SETTINGS.__dict__, "seed": SETTINGS.seed + 1})
     with pytest.raises(InvalidArgument, match=r"another job .*settings"):
-        harvest_dashboards(
-            eager_model,
-            corpus_file,
-            [sae_folder],
-            tokens=CONTEXTS * SIZE + 3,
-            context_size=SIZE,
-            settings=other,
-            batch_size=4,
-            checkpoint=kept,
-            resume=True,
-        )
+        run(other, resume=True)
     seen: list[Any] = []
     resumed = run(resume=True, on_progress=seen.append)
     assert not (kept / "dashboards-checkpoint.safetensors").exists()

@@ -16,6 +16,8 @@ from interp_core.errors import ConfigError
 from interp_harvest.cli_loading import (
     add_job,
     add_job_parser,
+    add_run_control,
+    config_facts,
     job_keywords,
     load_from_args,
 )
@@ -61,11 +63,10 @@ def register(subparsers: Any) -> None:
         choices=LAYOUTS,
         help="output layout: shards + manifest, or SAELens's cached-activations datasets folder",
     )
-    activations.add_argument("--resume", action="store_true", help="continue a killed run in --out")
-    activations.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the plan, the disk check and the sizer's price on a GPU; run nothing",
+    add_run_control(
+        activations,
+        resume="continue a killed run in --out",
+        dry_run="print the plan, the disk check and the sizer's price on a GPU; run nothing",
     )
     activations.add_argument(
         "--gpu", help="the GPU --dry-run prices the job on (default: the smallest that fits)"
@@ -136,12 +137,8 @@ def _run_activations(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> ActivationsPlan:
-    from interp_core.cli import load_config
-    from interp_core.facts import ModelFacts
-
-    _, config = load_config(args.model)
     return plan_activations(
-        ModelFacts.from_config(config),
+        config_facts(args.model),
         args.points,
         tokens=args.tokens,
         context_size=args.context_size,

@@ -20,6 +20,21 @@ def load_from_args(args: argparse.Namespace, **fixed: Any) -> Any:
     return load_model(args.model, backend=args.backend, **{**load_options(args.option), **fixed})
 
 
+def add_run_control(parser: argparse.ArgumentParser, *, resume: str, dry_run: str) -> None:
+    """A job's `--resume` and `--dry-run` flags, with what each does for that job."""
+    parser.add_argument("--resume", action="store_true", help=resume)
+    parser.add_argument("--dry-run", action="store_true", help=dry_run)
+
+
+def config_facts(model: str) -> Any:
+    """The `ModelFacts` of `model` read from its config alone (the dry runs load no weights)."""
+    from interp_core.cli import load_config
+    from interp_core.facts import ModelFacts
+
+    _, config = load_config(model)
+    return ModelFacts.from_config(config)
+
+
 def job_keywords(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords every job function takes from `add_job_arguments`' arguments."""
     return {

@@ -14,6 +14,8 @@ from typing import Any
 from interp_core.errors import InvalidArgument
 from interp_harvest.cli_loading import (
     add_job,
+    add_run_control,
+    config_facts,
     job_keywords,
     load_from_args,
 )
@@ -54,15 +56,10 @@ def add_dashboards(jobs: Any) -> None:
         help="Neuronpedia SAE set, one per --sae (default: the SAE folder's name)",
     )
     parser.add_argument("--dataset", default="", help="dataset name written into each feature")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue a killed run from the checkpoint it left in --out",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="load the SAEs, print what the job will hold and run; load no model, run nothing",
+    add_run_control(
+        parser,
+        resume="continue a killed run from the checkpoint it left in --out",
+        dry_run="load the SAEs, print what the job will hold and run; load no model, run nothing",
     )
 
 
@@ -122,29 +119,24 @@ def _run(args: argparse.Namespace) -> int:
 
 def _dry_run(args: argparse.Namespace, settings: Any) -> int:
     """The plan from the model's config and the SAEs' files: what the job holds and runs."""
-    from interp_core.cli import load_config
-    from interp_core.facts import ModelFacts
     from interp_core.shapes import point_shape
     from interp_harvest.batches import whole_contexts
     from interp_harvest.dashboards import check_logit_tables, load_saes
-    from interp_harvest.dashboards_plan import plan_dashboards
+    from interp_harvest.dashboards_plan import DashboardsPlan
 
-    _, config = load_config(args.model)
-    facts = ModelFacts.from_config(config)
+    facts = config_facts(args.model)
     saes = load_saes(args.sae)
     for _, sae in saes:
         point_shape(sae.address, facts, 1, 1)  # refuses (PointUnsupported) a point it lacks
     check_logit_tables(saes, facts.d_model, not args.no_logits)
-    plan = plan_dashboards(
-        saes,
-        contexts=whole_contexts(args.tokens, args.context_size),
-        context_size=args.context_size,
-        batch_size=args.batch_size,
-        settings=settings,
-        vocab_size=facts.vocab_size,
-        d_model=facts.d_model,
-        logits=not args.no_logits,
-        features_per_batch=args.features_per_batch,
+    plan = DashboardsPlan(
+        tuple((name, str(sae.address), int(sae.d_sae)) for name, sae in saes),
+        whole_contexts(args.tokens, args.context_size),
+        args.context_size,
+        args.batch_size,
+        settings,
+        None if args.no_logits else (facts.vocab_size, facts.d_model),
+        args.features_per_batch,
     )
     print(plan.summary())
     return 0

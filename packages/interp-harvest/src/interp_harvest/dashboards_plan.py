@@ -15,40 +15,30 @@ depends on the tokenizer's strings, so it is not priced.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from interp_harvest.progress import format_bytes
 
-__all__ = ["DashboardsPlan", "SAEPlan", "plan_dashboards"]
+__all__ = ["LOGIT_FEATURES", "DashboardsPlan"]
 
-# Kept in step with interp_harvest.dashboards (where they are used).
-LOGIT_FEATURES = 256  # features whose logits over the whole vocabulary are held at once
-
-
-@dataclass(frozen=True)
-class SAEPlan:
-    name: str
-    address: str
-    d_sae: int
-    examples: int  # bytes of the running top examples and interval samples
-    counts: int  # totals, histogram and interval counts
-    batch: int  # one batch's features and scores while it is reduced
-
-    @property
-    def held(self) -> int:
-        return self.examples + self.counts
+# Features whose logits over the whole vocabulary are held at once (interp_harvest.dashboards
+# computes them in blocks of this many; the plan prices one block).
+LOGIT_FEATURES = 256
 
 
 @dataclass(frozen=True)
 class DashboardsPlan:
+    """A dashboards job before it runs: `saes` (name, address, d_sae), the corpus's contexts
+    and the job's settings (`DashboardSettings`); the bytes are computed from them."""
+
+    saes: tuple[tuple[str, str, int], ...]
     contexts: int
     context_size: int
     batch_size: int
-    saes: tuple[SAEPlan, ...]
-    logit_bytes: int  # W_U in float32 and one block of features' logits (0 without logits)
-    features_per_batch: int
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    settings: Any
+    unembedding: tuple[int, int] | None  # (vocab, d_model) read for the logit tables, or None
+    features_per_batch: int = 128
 
     @property
     def tokens(self) -> int:
@@ -58,62 +48,61 @@ class DashboardsPlan:
     def forwards(self) -> int:
         return 2 * math.ceil(self.contexts / self.batch_size)
 
+    def examples_bytes(self, d_sae: int) -> int:
+        """The running top examples and interval samples: per kept token and feature a score
+        (float64), a token index (int64) and the context's activations (float32) and ids
+        (int32)."""
+        s = self.settings
+        kept = s.top_k + s.intervals * s.samples_per_interval
+        return kept * d_sae * (8 + 8 + 8 * self.context_size)
+
+    def counts_bytes(self, d_sae: int) -> int:
+        """Per-feature totals (fired int64, total float64, max and min float32), the histogram
+        and the interval counts (int64)."""
+        s = self.settings
+        return d_sae * (8 + 8 + 4 + 4) + d_sae * s.bins * 8 + s.intervals * d_sae * 8
+
+    def batch_bytes(self, d_sae: int) -> int:
+        """One batch while it is reduced: its features (float32) and their scores (float64),
+        and a stable sort of the running top-k with them (values float64, indices int64)."""
+        rows = self.batch_size * self.context_size
+        return rows * d_sae * (4 + 8) + (self.settings.top_k + rows) * d_sae * (8 + 8)
+
+    @property
+    def logit_bytes(self) -> int:
+        """W_U in float32 and one block of features' logits over the vocabulary (0: none)."""
+        if self.unembedding is None:
+            return 0
+        vocab, width = self.unembedding
+        block = min(LOGIT_FEATURES, max((d for _, _, d in self.saes), default=0))
+        return vocab * width * 4 + block * vocab * 4
+
     @property
     def peak_bytes(self) -> int:
         """Every SAE's held state, one batch of each reduced, and the logit tables' block."""
-        return sum(s.held + s.batch for s in self.saes) + self.logit_bytes
+        held = sum(
+            self.examples_bytes(d) + self.counts_bytes(d) + self.batch_bytes(d)
+            for _, _, d in self.saes
+        )
+        return held + self.logit_bytes
 
     def summary(self) -> str:
         lines = [
             f"{self.tokens:,} tokens = {self.contexts:,} contexts x {self.context_size} tokens; "
             f"two passes, {self.forwards:,} forwards of up to {self.batch_size} contexts",
         ]
-        for sae in self.saes:
-            files = math.ceil(sae.d_sae / self.features_per_batch)
+        for name, address, d_sae in self.saes:
+            examples = self.examples_bytes(d_sae)
+            held = examples + self.counts_bytes(d_sae)
+            files = math.ceil(d_sae / self.features_per_batch)
             lines.append(
-                f"  {sae.name} ({sae.address}): {sae.d_sae:,} features; held "
-                f"{format_bytes(sae.held)} (examples {format_bytes(sae.examples)}), a batch "
-                f"{format_bytes(sae.batch)}; {files:,} batch file{'' if files == 1 else 's'}"
+                f"  {name} ({address}): {d_sae:,} features; held {format_bytes(held)} (examples "
+                f"{format_bytes(examples)}), a batch {format_bytes(self.batch_bytes(d_sae))}; "
+                f"{files:,} batch file{'' if files == 1 else 's'}"
             )
         if self.logit_bytes:
             lines.append(f"  logit tables: {format_bytes(self.logit_bytes)} (W_U and a block)")
         lines.append(
             f"memory held by the job (beside the model): about {format_bytes(self.peak_bytes)}"
         )
-        lines.extend(self.notes)
         return "\n".join(lines)
-
-
-def plan_dashboards(
-    saes: list[tuple[str, Any]],
-    *,
-    contexts: int,
-    context_size: int,
-    batch_size: int,
-    settings: Any,
-    vocab_size: int,
-    d_model: int,
-    logits: bool,
-    features_per_batch: int,
-) -> DashboardsPlan:
-    """The plan for `saes` (name, SAE) under `settings` (`DashboardSettings`)."""
-    c = context_size
-    kept = settings.top_k + settings.intervals * settings.samples_per_interval
-    rows = batch_size * c
-    plans = []
-    for name, sae in saes:
-        f = int(sae.d_sae)
-        # Selection: score float64, token int64, values float32 and ids int32 per context
-        examples = kept * f * (8 + 8 + 4 * c + 4 * c)
-        # FeatureTotals (fired int64, total float64, max and min float32), the histogram and
-        # the interval counts (int64)
-        counts = f * (8 + 8 + 4 + 4) + f * settings.bins * 8 + settings.intervals * f * 8
-        # the batch's features (float32), their float64 scores, and a stable sort of the running
-        # k with them (values float64, indices int64)
-        batch = rows * f * (4 + 8) + (settings.top_k + rows) * f * (8 + 8)
-        plans.append(SAEPlan(name, str(sae.address), f, examples, counts, batch))
-    block = min(LOGIT_FEATURES, max((p.d_sae for p in plans), default=0))
-    logit_bytes = (vocab_size * d_model * 4 + block * vocab_size * 4) if logits else 0
-    return DashboardsPlan(
-        contexts, context_size, batch_size, tuple(plans), logit_bytes, features_per_batch
-    )
