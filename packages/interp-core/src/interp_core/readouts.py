@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from interp_core.address import to_address
@@ -47,6 +48,8 @@ __all__ = [
     "jacobian_mapping",
     "lens_from_layers",
     "lens_set_bytes",
+    "load_torch_lens",
+    "require_lens_file",
 ]
 
 NONLINEARITIES = ("none", "relu")
@@ -311,3 +314,22 @@ def check_fitted_layers(
 def lens_set_bytes(n_layers: int, d_model: int, dtype_bytes: int) -> int:
     """What one resident lens set holds: a `[d_model, d_model]` matrix per layer."""
     return int(n_layers) * int(d_model) ** 2 * int(dtype_bytes)
+
+
+def require_lens_file(path: Path) -> None:
+    """Refuse a lens path that names no file."""
+    if not path.is_file():
+        message = f"no lens file at {path}"
+        raise InvalidArgument.build(message, None, "pass the path of a .safetensors or .pt lens")
+
+
+def load_torch_lens(torch: Any, path: Path) -> Any:
+    """A torch lens file read with `torch.load(weights_only=True)` (the caller's `torch`: the
+    core does not import it): tensors and plain containers only, so a file that needs code to
+    load is refused, as the library's error, never executed."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        message = f"{path} cannot be read as a lens file ({type(error).__name__}: {error})"
+        why = "only safetensors and torch.load(weights_only=True) files are read: no pickled code"
+        raise InvalidArgument.build(message, why, "save the lens as safetensors") from error

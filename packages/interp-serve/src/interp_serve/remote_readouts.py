@@ -27,6 +27,8 @@ from interp_core.readouts import (
     check_jacobians,
     check_token_ids,
     jacobian_mapping,
+    load_torch_lens,
+    require_lens_file,
 )
 from interp_core.results import LensResult
 from interp_serve import tensors as tensor_io
@@ -171,9 +173,7 @@ def _local_lens(jacobians: Any, facts: Any) -> dict[int, Any]:
 
 def _read_file(path: Path) -> tuple[Any, dict[str, str]]:
     """A lens file read without executing code: safetensors, or torch.load(weights_only=True)."""
-    if not path.is_file():
-        message = f"no lens file at {path}"
-        raise InvalidArgument(message)
+    require_lens_file(path)
     if path.suffix == ".safetensors":
         from safetensors import safe_open
 
@@ -186,9 +186,4 @@ def _read_file(path: Path) -> tuple[Any, dict[str, str]]:
     except ImportError as error:
         message = f"{path} is a torch file; reading it needs torch"
         raise CapabilityUnsupported.build(message, None, "save it as safetensors") from error
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True), {}
-    except Exception as error:
-        message = f"{path} cannot be read as a lens file ({type(error).__name__}: {error})"
-        why = "only safetensors and torch.load(weights_only=True) files are read: no pickled code"
-        raise InvalidArgument.build(message, why, "save the lens as safetensors") from error
+    return load_torch_lens(torch, path), {}

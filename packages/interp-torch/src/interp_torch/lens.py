@@ -24,7 +24,14 @@ from typing import Any
 import torch
 
 from interp_core.errors import InvalidArgument
-from interp_core.readouts import LENS_FORMAT, TopTokens, check_jacobians, jacobian_mapping
+from interp_core.readouts import (
+    LENS_FORMAT,
+    TopTokens,
+    check_jacobians,
+    jacobian_mapping,
+    load_torch_lens,
+    require_lens_file,
+)
 
 __all__ = [
     "apply_directions",
@@ -38,9 +45,7 @@ __all__ = [
 
 
 def _load_file(path: Path) -> tuple[Any, dict[str, str]]:
-    if not path.is_file():
-        message = f"no lens file at {path}"
-        raise InvalidArgument.build(message, None, "pass the path of a .safetensors or .pt lens")
+    require_lens_file(path)
     if path.suffix == ".safetensors":
         from safetensors import safe_open
         from safetensors.torch import load_file
@@ -48,13 +53,7 @@ def _load_file(path: Path) -> tuple[Any, dict[str, str]]:
         with safe_open(str(path), framework="pt") as handle:
             meta = dict(handle.metadata() or {})
         return load_file(str(path)), meta
-    try:
-        # weights_only: tensors and plain containers only; a file that needs code is refused.
-        return torch.load(path, map_location="cpu", weights_only=True), {}
-    except Exception as error:
-        message = f"{path} cannot be read as a lens file ({type(error).__name__}: {error})"
-        why = "only safetensors and torch.load(weights_only=True) files are read: no pickled code"
-        raise InvalidArgument.build(message, why, "save the lens as safetensors") from error
+    return load_torch_lens(torch, path), {}
 
 
 def read_lens(source: Any, facts: Any) -> dict[int, torch.Tensor]:
