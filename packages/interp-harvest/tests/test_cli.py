@@ -107,6 +107,30 @@ def test_the_dry_run_prices_memory_and_time_with_the_sizer(
     assert "160 tokens" in printed and "an estimate, not a measurement" in printed
 
 
+def test_a_dry_run_the_sizer_cannot_price_still_plans_and_a_wrong_gpu_is_refused(
+    model_path: str,
+    corpus_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from interp_sizer import UnsupportedSetting
+
+    _no_model_load(monkeypatch)
+    out = tmp_path / "o"
+    assert main(_args(model_path, corpus_file, out, "--dry-run", "--gpu", "H1OO")) == 2
+    assert "H100" in capsys.readouterr().err  # the nearest catalogue name
+
+    def unpriceable(*_: Any, **__: Any) -> Any:
+        raise UnsupportedSetting("no pricing for this")
+
+    monkeypatch.setattr("interp_sizer.size", unpriceable)
+    assert main(_args(model_path, corpus_file, out, "--dry-run")) == 0
+    printed = capsys.readouterr().out
+    assert "on a GPU: not priced by interp-sizer (no pricing for this)" in printed
+    assert "160 tokens = 10 contexts" in printed and "fits" in printed
+
+
 def test_the_cli_run_writes_what_the_api_writes_with_a_progress_bar(
     model_path: str,
     corpus_file: Path,

@@ -5,7 +5,9 @@ the harvested points captured, on the backend asked for (`auto` is priced as `vl
 picks on a GPU with vLLM installed). It answers per GPU whether that fits and the memory terms,
 and its roofline's prefill speed, from which the job's time is the token budget over that
 speed, with the roofline's stated spread. The sizer's figures are estimates of a GPU's memory
-and speed, not measurements of this machine; the dry run says so.
+and speed, not measurements of this machine; the dry run says so. A model or setting the sizer
+does not price leaves the rest of the dry run standing, with the sizer's reason; an unknown
+`--gpu` is refused.
 """
 
 from __future__ import annotations
@@ -21,20 +23,25 @@ def price_on_gpu(
     model: str, backend: str, plan: Any, batch_size: int, gpu: str | None
 ) -> list[str]:
     """Lines saying the memory per GPU and the time of the job `plan` describes."""
-    from interp_sizer import size
+    from interp_sizer import SizerError, UnknownGpu, size
     from interp_sizer.formats import BACKENDS
 
     priced = backend if backend in BACKENDS else "vllm"
-    report = size(
-        model,
-        backend=priced,
-        capture=tuple(str(p) for p in plan.points),
-        concurrency=batch_size,
-        max_model_len=plan.context_size,
-        prompt_tokens=plan.context_size,
-        gpu=gpu,
-        hub=False,
-    )
+    try:
+        report = size(
+            model,
+            backend=priced,
+            capture=tuple(str(p) for p in plan.points),
+            concurrency=batch_size,
+            max_model_len=plan.context_size,
+            prompt_tokens=plan.context_size,
+            gpu=gpu,
+            hub=False,
+        )
+    except UnknownGpu:
+        raise  # the caller's --gpu: refused, with the catalogue's nearest names
+    except SizerError as error:  # a model or setting the sizer does not price: the plan stands
+        return [f"on a GPU: not priced by interp-sizer ({error})"]
     fit = report.selected
     memory = sum(term.bytes for term in fit.terms)
     where = f"{fit.num_gpus} x {fit.gpu.name}" if fit.num_gpus > 1 else fit.gpu.name
