@@ -146,3 +146,29 @@ def test_worker_batch_fails_one_request_alone_and_refuses_other_methods() -> Non
     assert answers[0]["errors"] == [] and answers[2]["positions"] == {"k": [0]}
     with pytest.raises(ValueError, match="interp_collect_many batches"):
         worker.interp_collect_many("interp_drop", [["a"]])
+
+
+def test_calls_made_while_a_batch_travels_go_with_the_next_one_batch_at_a_time() -> None:
+    class Counting(TwoRanks):
+        in_flight = most = 0
+
+        async def collective_rpc(self, method: str, args: tuple = ()) -> list:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            try:
+                return await super().collective_rpc(method, args)
+            finally:
+                self.in_flight -= 1
+
+    engine = Counting()
+
+    async def main() -> list:
+        first = asyncio.ensure_future(collect_batch.rpc(engine, "interp_collect", ("a",)))
+        await asyncio.sleep(0.003)  # "a" is on its way
+        later = [collect_batch.rpc(engine, "interp_collect", (rid,)) for rid in "bcd"]
+        return await asyncio.gather(first, *later)
+
+    answers = asyncio.run(main())
+    assert [a[0]["rid"] for a in answers] == ["a", "b", "c", "d"]
+    assert [m for m, _ in engine.calls] == ["interp_collect", "interp_collect_many"]
+    assert engine.most == 1

@@ -6,7 +6,8 @@ The engine core serves these calls one at a time between forward steps, so when 
 finish in one step the eighth waits behind seven round trips, and a streamed capture of eight
 requests pays eight round trips per step. Here the calls made in one pass of the event loop —
 the requests whose outputs the engine delivered together — go as one `interp_collect_many` RPC,
-and each caller gets its own answers back, exactly what its own call would have returned.
+and each caller gets its own answers back, exactly what its own call would have returned. One
+batch travels at a time; the calls made meanwhile go with the next.
 
 A caller cancelled while its batch is in flight gets nothing, and the rows files the workers
 wrote for it are deleted here (`row_transfer.unpack_rows`), as its own call would have left
@@ -41,10 +42,17 @@ class _Batcher:
         return await future
 
     async def _flush(self) -> None:
-        for _ in range(_OPEN_PASSES):
-            await asyncio.sleep(0)
-        batches, self.pending, self.flush = self.pending, {}, None
-        await asyncio.gather(*(self._send(m, items) for m, items in batches.items()))
+        # One batch in flight at a time: the calls made while it travels (requests whose final
+        # outputs the engine's output handler reached later) form the next batch, as they
+        # would have queued behind it in the engine core anyway.
+        try:
+            while self.pending:
+                for _ in range(_OPEN_PASSES):
+                    await asyncio.sleep(0)
+                batches, self.pending = self.pending, {}
+                await asyncio.gather(*(self._send(m, items) for m, items in batches.items()))
+        finally:
+            self.flush = None
 
     async def _send(self, method: str, items: list[tuple[tuple[Any, ...], Any]]) -> None:
         try:
