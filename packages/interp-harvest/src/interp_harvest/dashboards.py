@@ -7,14 +7,15 @@ decoder row raises and lowers most (`W_dec[f] · W_U`, with their histogram over
 `write_neuronpedia_batches` writes them as the batch JSON Neuronpedia imports.
 
 Two passes over the corpus, each a forward per batch followed by `SAE.encode` and the
-reductions of `interp_harvest.dashboard_reduce`. The first finds each feature's totals and top
-tokens; the second bins activations and samples intervals, whose ranges are defined by the
-first pass's minimum and maximum (the histogram spans [smallest firing value, max], the
-intervals split (0, max] — sae-dashboard's definitions; a streaming job cannot know them before
-it has seen the corpus once). Memory is bounded by the SAEs' width, never by the corpus: no
-latent cache is kept. The model comes from `interp_core.load_model`; on any backend the
-activations are captured and encoded in this process (the vLLM workers' SAE path returns
-top-k per token, which cannot give exact densities or histograms).
+reductions of `interp_sae.dashboard_reduce.FeaturePasses`. The first finds each feature's
+totals and top tokens; the second bins activations and samples intervals, whose ranges are
+defined by the first pass's minimum and maximum (the histogram spans [smallest firing value,
+max], the intervals split (0, max] — sae-dashboard's definitions; a streaming job cannot know
+them before it has seen the corpus once). Memory is bounded by the SAEs' width, never by the
+corpus: no latent cache is kept. The model comes from `interp_core.load_model`. On a backend
+with `worker_reductions` (vLLM's, both tiers) the passes run inside its workers, next to the
+capture: the activations never leave them, only each pass's reductions do, once. Elsewhere the
+activations are captured, encoded and reduced in this process, by the same `FeaturePasses`.
 
 Where it differs from sae-dashboard's NeuronpediaRunner (so a comparison knows what to expect):
 top examples and interval samples are taken only among tokens where the feature fires (> 0),
@@ -28,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interp_core import sync
 from interp_core.errors import CapabilityUnsupported, InvalidArgument, PointUnsupported
@@ -41,9 +42,6 @@ from interp_harvest.dashboards_plan import LOGIT_FEATURES
 from interp_harvest.packing import PackingPolicy
 from interp_harvest.plan import check_batch_size
 from interp_harvest.progress import Progress
-
-if TYPE_CHECKING:  # torch is imported when a job runs, not with the package (the CLI's --help)
-    from interp_harvest.dashboard_reduce import FeatureTotals, Selection
 
 __all__ = [
     "DashboardSettings",
@@ -76,14 +74,33 @@ class DashboardSettings:
                 message = f"{name}={value!r}: pass a positive int"
                 raise InvalidArgument(message)
 
+    def passes(self) -> dict[str, int]:
+        """The keywords of `FeaturePasses` (all but the logit tables' size)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "logits"}
+
+
+# What a dashboard reads from its passes (`FeaturePasses`), by the same names.
+_PASS_FIELDS = frozenset(
+    {
+        "contexts",
+        "totals",
+        "top",
+        "samples",
+        "interval_tokens",
+        "histogram",
+        "hist_low",
+        "hist_high",
+    }
+)
+
 
 @dataclass
 class FeatureDashboards:
-    """One SAE's dashboards: per-feature tensors over the harvested corpus.
+    """One SAE's dashboards over the harvested corpus: its two passes' reductions (`passes`,
+    an `interp_sae.dashboard_reduce.FeaturePasses`, whose `totals`, `top`, `samples`,
+    `interval_tokens`, `histogram`, `hist_low`, `hist_high` and `contexts` are read here by the
+    same names) and its logit tables.
 
-    `top`: the top-k tokens by activation. `samples[j]`: the tokens sampled from interval j
-    (0 = lowest) of (0, max]; `interval_tokens[j, f]` counts the tokens of feature f in it.
-    `histogram [d_sae, bins]` counts the firing activations between `hist_low` and `hist_high`.
     `logit_top_ids/values` and `logit_bottom_ids/values` `[d_sae, logits]`: the largest and
     smallest entries of `W_dec[f] · W_U`; `logit_hist [d_sae, bins]` over `logit_low..high`.
     """
@@ -91,16 +108,9 @@ class FeatureDashboards:
     sae: Any
     name: str
     context_size: int
-    contexts: int
     settings: DashboardSettings
     ignored: tuple[int, ...]
-    totals: FeatureTotals
-    top: Selection
-    samples: list[Selection] = field(default_factory=list)
-    interval_tokens: Any = None
-    histogram: Any = None
-    hist_low: Any = None
-    hist_high: Any = None
+    passes: Any
     logit_top_ids: Any = None
     logit_top_values: Any = None
     logit_bottom_ids: Any = None
@@ -108,6 +118,12 @@ class FeatureDashboards:
     logit_hist: Any = None
     logit_low: Any = None
     logit_high: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _PASS_FIELDS:
+            return getattr(self.__dict__["passes"], name)
+        message = f"{type(self).__name__!r} object has no attribute {name!r}"
+        raise AttributeError(message)
 
     @property
     def d_sae(self) -> int:
@@ -138,24 +154,24 @@ def harvest_dashboards(
     checkpoint: str | os.PathLike[str] | None = None,
     resume: bool = False,
     checkpoint_seconds: float = 600.0,
+    in_workers: bool | None = None,
 ) -> list[FeatureDashboards]:
     """Dashboards of every feature of each SAE (a path, or an `interp_sae.SAE`) over the first
     `tokens` tokens (whole contexts) of the corpus. `logits=False` leaves the logit tables out
     (needed for an SAE whose decoder does not write d_model-wide residual vectors).
+
+    `in_workers`: where the features are encoded and reduced. A backend that can do it next to
+    its capture (vLLM's workers: `worker_reductions`) keeps the activations there and sends back
+    only the reductions; `None` (the default) does so wherever the backend can and every SAE was
+    loaded from a folder (the workers load SAEs by path), `True` requires it, `False` captures
+    the activations and reduces them in this process. Both give the same dashboards.
 
     `checkpoint` (a folder) saves the job's reductions there at most every
     `checkpoint_seconds`, at a batch boundary (`interp_harvest.dashboards_checkpoint`), and
     removes them once the job is done; `resume=True` continues a killed job from them, with the
     same result as an uninterrupted run. A checkpoint left there is never silently overwritten:
     without `resume` it is refused."""
-    import torch
-
-    from interp_harvest.dashboard_reduce import (
-        FeatureTotals,
-        Selection,
-        histogram_range,
-        sample_keys,
-    )
+    from interp_sae.dashboard_reduce import FeaturePasses
 
     settings = settings or DashboardSettings()
     check_batch_size(batch_size)
@@ -167,6 +183,7 @@ def harvest_dashboards(
             message = f"{name} reads {sae.address}, which {model.backend_name} cannot capture: "
             raise PointUnsupported(message + verdict.explain())
     check_logit_tables(loaded, int(model.d_model), logits)
+    reduce = _reducer(model, loaded, in_workers)
     contexts_wanted = whole_contexts(tokens, context_size)
     policy = PackingPolicy(context_size, bos, getattr(model.tokenizer, "bos_token_id", None))
     ignored = (
@@ -179,15 +196,12 @@ def harvest_dashboards(
             sae=sae,
             name=name,
             context_size=context_size,
-            contexts=0,
             settings=settings,
             ignored=ignored,
-            totals=FeatureTotals(sae.d_sae),
-            top=Selection(settings.top_k, sae.d_sae, context_size),
+            passes=FeaturePasses(int(sae.d_sae), context_size, **settings.passes()),
         )
         for name, sae in loaded
     ]
-    batches = _Batches(model, corpus, policy, contexts_wanted, batch_size, ignored, on_progress)
     job = {
         "model": model.model_id,
         "backend": model.backend_name,
@@ -201,46 +215,127 @@ def harvest_dashboards(
         "saes": [[name, str(sae.address), int(sae.d_sae), str(sae.source)] for name, sae in loaded],
     }
     keeper, phase, done = _checkpoint(checkpoint, resume, checkpoint_seconds, job, results)
-
+    batches = _Batches(model, corpus, policy, contexts_wanted, batch_size, on_progress)
+    run = reduce(batches, results, keeper)
     if phase == 0:
-        for first, ids, keep, encoded in batches.run(loaded, 0, done):
-            for result, acts in zip(results, encoded, strict=True):
-                flat = acts.reshape(-1, acts.shape[-1])
-                result.totals.add(flat, int(keep.sum()))
-                score = torch.where(flat > 0, flat.to(torch.float64), float("-inf"))
-                result.top.add(score, acts, ids, first * context_size)
-                result.contexts = max(result.contexts, first + ids.shape[0])
-            if keeper is not None:
-                keeper.maybe_save(0, first + ids.shape[0], results)
+        run(0, done)
         if not results[0].contexts:
             message = (
                 f"the corpus {str(corpus.path)!r} packs into no context of {context_size} tokens"
             )
             raise InvalidArgument(message)
         for result in results:
-            result.hist_low, result.hist_high = histogram_range(
-                result.totals.min_fired, result.totals.max
-            )
-            result.samples = [
-                Selection(settings.samples_per_interval, result.d_sae, context_size)
-                for _ in range(settings.intervals)
-            ]
-            result.histogram = torch.zeros(result.d_sae, settings.bins, dtype=torch.int64)
-            result.interval_tokens = torch.zeros(
-                settings.intervals, result.d_sae, dtype=torch.int64
-            )
+            result.passes.start_second()
         done = 0
-    for first, ids, _, encoded in batches.run(loaded, 1, done):
-        keys = sample_keys(settings.seed, first, ids.shape[0], context_size).unsqueeze(1)
-        for result, acts in zip(results, encoded, strict=True):
-            _second_pass(result, acts, ids, keys, first * context_size)
-        if keeper is not None:
-            keeper.maybe_save(1, first + ids.shape[0], results)
+    run(1, done)
     if logits:
         _logit_tables(model, results)
     if keeper is not None:
         keeper.clear()
     return results
+
+
+def _reducer(model: Any, saes: list[tuple[str, Any]], in_workers: bool | None) -> Any:
+    """`_in_this_process` or `_in_workers`, as `in_workers` asks and the backend can."""
+    offered = getattr(model, "worker_reductions", None) is not None
+    unsourced = [name for name, sae in saes if not sae.source]
+    if in_workers is None:
+        return _in_workers if offered and not unsourced else _in_this_process
+    if not in_workers:
+        return _in_this_process
+    if not offered:
+        error = CapabilityUnsupported.build(
+            f"in_workers=True on {model.backend_name}",
+            "this backend cannot encode and reduce features next to its capture",
+            "pass in_workers=None or False (reduced in this process), or load with "
+            "backend='vllm' or 'vllm-static'",
+        )
+        raise error
+    if unsourced:
+        error = CapabilityUnsupported.build(
+            f"in_workers=True with {', '.join(unsourced)}",
+            "the workers load SAEs by path, and these were not loaded from a folder",
+            "save them and pass their folders, or pass in_workers=False",
+        )
+        raise error
+    return _in_workers
+
+
+def _pass_part(phase: int) -> str:
+    """The part of `FeaturePasses.state` a pass builds."""
+    return "first" if phase == 0 else "second"
+
+
+def _in_this_process(batches: _Batches, results: list[FeatureDashboards], keeper: Any) -> Any:
+    """Each batch captured at the SAEs' points, encoded and reduced here."""
+    import torch
+    from interp_sae.dashboard_reduce import encode_batch
+
+    model = batches.model
+    points = list(dict.fromkeys(r.sae.address for r in results))
+    ignored = torch.tensor(results[0].ignored, dtype=torch.long)
+
+    def run(phase: int, done: int) -> None:
+        for first, ids in batches.contexts(phase, done):
+            cache = sync.capture(model, ids, points)
+            for result in results:
+                acts, keep = encode_batch(result.sae, cache[result.sae.address], ids, ignored)
+                if phase == 0:
+                    result.passes.add_first(acts, ids, int(keep.sum()), first)
+                else:
+                    result.passes.add_second(acts, ids, first)
+            if keeper is not None and keeper.due():
+                keeper.save(phase, first + ids.shape[0], results)
+
+    return run
+
+
+def _in_workers(batches: _Batches, results: list[FeatureDashboards], keeper: Any) -> Any:
+    """Each batch sent to the backend's workers, which capture, encode and reduce it there; the
+    reductions come back at the end of a pass (and for each checkpoint)."""
+    model = batches.model
+    reductions = model.worker_reductions
+    first = results[0]
+    opening = {
+        "context_size": first.context_size,
+        "passes": first.settings.passes(),
+        "ignored": list(first.ignored),
+    }
+    saes = [
+        {"path": str(r.sae.source), "address": str(r.sae.address)}
+        | ({"write_address": str(r.sae.write_address)} if r.sae.write_address else {})
+        for r in results
+    ]
+
+    def pull(session: str, phase: int) -> None:
+        part = _pass_part(phase)
+        states = sync.run(model, lambda: reductions.state(session, part))
+        for result, state in zip(results, states, strict=True):
+            result.passes.load(state, part)
+
+    def run(phase: int, done: int) -> None:
+        # What a worker starts the pass from: a resumed pass's state, and before the second
+        # pass the first one's totals (its ranges come from them).
+        states: list[dict[str, Any]] = []
+        for result in results:
+            held = {"totals": result.passes.state("totals")} if phase == 1 else {}
+            if done:
+                held[_pass_part(phase)] = result.passes.state(_pass_part(phase))
+            states.append(held)
+        session = sync.run(
+            model, lambda: reductions.open(saes, phase=phase, states=states, **opening)
+        )
+        try:
+            for start, ids in batches.contexts(phase, done):
+                sync.run(model, lambda: reductions.add(session, ids, start))  # noqa: B023
+                if keeper is not None and keeper.due():
+                    pull(session, phase)
+                    keeper.save(phase, start + ids.shape[0], results)
+            pull(session, phase)
+        finally:
+            sync.run(model, lambda: reductions.close(session))
+
+    return run
 
 
 def _checkpoint(
@@ -265,28 +360,6 @@ def _checkpoint(
         raise InvalidArgument(message)
     phase, done = keeper.restore(results)
     return keeper, phase, done
-
-
-def _second_pass(
-    result: FeatureDashboards, acts: Any, ids: Any, keys: Any, first_token: int
-) -> None:
-    import torch
-
-    from interp_harvest.dashboard_reduce import histogram_counts, interval_index
-
-    settings = result.settings
-    flat = acts.reshape(-1, acts.shape[-1])
-    firing = flat > 0
-    result.histogram += histogram_counts(
-        flat, firing, result.hist_low, result.hist_high, settings.bins
-    )
-    where = interval_index(flat, result.totals.max, settings.intervals)
-    for j, selection in enumerate(result.samples):
-        inside = firing & (where == j)
-        result.interval_tokens[j] += inside.sum(0)
-        # the smallest keys win: negate them for topk
-        score = torch.where(inside, -keys, float("-inf"))
-        selection.add(score, acts, ids, first_token)
 
 
 def check_logit_tables(saes: list[tuple[str, Any]], d_model: int, logits: bool) -> None:
@@ -327,42 +400,27 @@ def load_saes(saes: Sequence[Any]) -> list[tuple[str, Any]]:
 
 @dataclass
 class _Batches:
-    """The corpus as forward batches: packed contexts, one capture of the SAEs' points, each
-    SAE's dense features `[batch, context, d_sae]` with ignored tokens set to 0."""
+    """The corpus as forward batches of packed contexts: (index of the first, ids)."""
 
     model: Any
     corpus: Corpus
     policy: PackingPolicy
-    contexts: int
+    contexts_wanted: int
     batch_size: int
-    ignored: tuple[int, ...]
     on_progress: Callable[[Progress], None] | None
 
-    def run(self, saes: list[tuple[str, Any]], which: int, skip_before: int = 0) -> Any:
-        import torch
-
-        points = list(dict.fromkeys(sae.address for _, sae in saes))
-        batches = context_batches(
+    def contexts(self, which: int, skip_before: int = 0) -> Any:
+        return context_batches(
             self.model.tokenizer,
             self.corpus,
             self.policy,
-            self.contexts,
+            self.contexts_wanted,
             self.batch_size,
             self.on_progress,
             phase=which,
             phases=2,
             skip_before=skip_before,
         )
-        for first, ids in batches:
-            keep = ~torch.isin(ids, torch.tensor(self.ignored, dtype=torch.long))
-            cache = sync.capture(self.model, ids, points)
-            encoded = []
-            for _, sae in saes:
-                rows = cache[sae.address].detach().to("cpu", torch.float32)
-                rows = rows.reshape(*ids.shape, -1)
-                acts = sae.encode(rows.to(sae.device)).to("cpu", torch.float32)
-                encoded.append(acts * keep.unsqueeze(-1))
-            yield first, ids, keep, encoded
 
 
 def _logit_tables(model: Any, results: list[FeatureDashboards]) -> None:
@@ -372,8 +430,7 @@ def _logit_tables(model: Any, results: list[FeatureDashboards]) -> None:
     weight matrix of the model, whatever the corpus); the logits of a few hundred features at a
     time are held over the whole vocabulary."""
     import torch
-
-    from interp_harvest.dashboard_reduce import histogram_counts, histogram_range
+    from interp_sae.dashboard_reduce import histogram_counts, histogram_range
 
     vocab = model.facts.vocab_size
     chunks = [

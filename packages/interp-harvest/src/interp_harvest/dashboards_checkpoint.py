@@ -1,8 +1,10 @@
 """A dashboards job that can be killed and resumed: its reductions saved at batch boundaries.
 
-The dashboards job keeps no per-token data, only per-feature reductions (`dashboard_reduce`),
-so its whole state after any batch is a few tensors per SAE: the totals and running top
-examples of the first pass, and in the second the histogram, interval counts and samples. A
+The dashboards job keeps no per-token data, only per-feature reductions
+(`interp_sae.dashboard_reduce.FeaturePasses`), so its whole state after any batch is a few
+tensors per SAE: the totals and running top examples of the first pass, and in the second the
+histogram, interval counts and samples (`FeaturePasses.state`, whichever process reduced them:
+on vLLM the job fetches them from the workers before it saves). A
 `Checkpoint` writes them, with which pass and how many contexts it has consumed, into one
 safetensors file (atomically: a kill mid-write leaves the previous one) at most every `every`
 seconds; `restore` puts them back, and the job skips the batches already reduced. The batches
@@ -29,8 +31,7 @@ __all__ = ["CHECKPOINT_FILE", "Checkpoint"]
 
 CHECKPOINT_FILE = "dashboards-checkpoint.safetensors"
 _FORMAT = "interp-harvest/dashboards-checkpoint"
-_SELECTION = ("score", "token", "values", "ids")
-_TOTALS = ("fired", "total", "max", "min_fired")
+_VERSION = 2  # 1 kept the counts in the metadata and named tensors per field
 
 
 @dataclasses.dataclass
@@ -49,32 +50,25 @@ class Checkpoint:
     def exists(self) -> bool:
         return self.path.is_file()
 
-    def maybe_save(self, phase: int, done: int, results: list[Any]) -> None:
-        """Save after a batch when `every` seconds have passed since the last save."""
-        if time.monotonic() - self._saved_at >= self.every:
-            self.save(phase, done, results)
+    def due(self) -> bool:
+        """Whether `every` seconds have passed since the last save (checked after a batch)."""
+        return time.monotonic() - self._saved_at >= self.every
 
     def save(self, phase: int, done: int, results: list[Any]) -> None:
         """`results` after `done` contexts of pass `phase` (0 or 1)."""
         from safetensors.torch import save
 
-        tensors: dict[str, Any] = {}
-        scalars = []
-        for i, result in enumerate(results):
-            for name in _TOTALS:
-                tensors[f"{i}.totals.{name}"] = getattr(result.totals, name)
-            _put_selection(tensors, f"{i}.top", result.top)
-            if phase == 1:
-                for j, selection in enumerate(result.samples):
-                    _put_selection(tensors, f"{i}.samples.{j}", selection)
-                for name in ("histogram", "interval_tokens", "hist_low", "hist_high"):
-                    tensors[f"{i}.{name}"] = getattr(result, name)
-            scalars.append({"tokens": result.totals.tokens, "contexts": result.contexts})
-        state = {"format": _FORMAT, "job": self.identity, "phase": phase, "done": done}
-        state["results"] = scalars
+        parts = ("first",) if phase == 0 else ("first", "second")
+        tensors = {
+            f"{i}.{name}": tensor
+            for i, result in enumerate(results)
+            for part in parts
+            for name, tensor in result.passes.state(part).items()
+        }
+        state = {"format": _FORMAT, "version": _VERSION, "job": self.identity}
+        state |= {"phase": phase, "done": done}
         self.folder.mkdir(parents=True, exist_ok=True)
-        blob = save({k: v.contiguous() for k, v in tensors.items()}, {"state": json.dumps(state)})
-        atomic_write_bytes(self.path, blob)
+        atomic_write_bytes(self.path, save(tensors, {"state": json.dumps(state)}))
         self._saved_at = time.monotonic()
 
     def restore(self, results: list[Any]) -> tuple[int, int]:
@@ -84,21 +78,25 @@ class Checkpoint:
 
         with safe_open(str(self.path), framework="pt") as handle:
             state = json.loads((handle.metadata() or {}).get("state", "{}"))
-            if state.get("format") != _FORMAT:
-                message = f"{str(self.path)!r} is not a dashboards checkpoint"
+            if state.get("format") != _FORMAT or state.get("version") != _VERSION:
+                message = (
+                    f"{str(self.path)!r} is not a dashboards checkpoint this version reads "
+                    f"(format {state.get('format')!r}, version {state.get('version')!r}); "
+                    f"remove it to start over"
+                )
                 raise InvalidArgument(message)
             self._check_job(state["job"])
             phase = int(state["phase"])
-            for i, (result, scalars) in enumerate(zip(results, state["results"], strict=True)):
-                for name in _TOTALS:
-                    setattr(result.totals, name, handle.get_tensor(f"{i}.totals.{name}"))
-                result.totals.tokens = int(scalars["tokens"])
-                result.contexts = int(scalars["contexts"])
-                _get_selection(handle, f"{i}.top", result.top)
-                if phase == 1:
-                    result.samples = _samples(handle, i, result)
-                    for name in ("histogram", "interval_tokens", "hist_low", "hist_high"):
-                        setattr(result, name, handle.get_tensor(f"{i}.{name}"))
+            parts = ("first",) if phase == 0 else ("first", "second")
+            for i, result in enumerate(results):
+                prefix = f"{i}."
+                mine = {
+                    key.removeprefix(prefix): handle.get_tensor(key)
+                    for key in handle.keys()
+                    if key.startswith(prefix)
+                }
+                for part in parts:
+                    result.passes.load(mine, part)
         return phase, int(state["done"])
 
     def clear(self) -> None:
@@ -115,25 +113,3 @@ class Checkpoint:
                 f"rerun that job with --resume, or remove {CHECKPOINT_FILE} to start over"
             )
             raise InvalidArgument(message)
-
-
-def _put_selection(tensors: dict[str, Any], prefix: str, selection: Any) -> None:
-    for name in _SELECTION:
-        tensors[f"{prefix}.{name}"] = getattr(selection, name)
-
-
-def _get_selection(handle: Any, prefix: str, selection: Any) -> None:
-    for name in _SELECTION:
-        setattr(selection, name, handle.get_tensor(f"{prefix}.{name}"))
-
-
-def _samples(handle: Any, i: int, result: Any) -> list[Any]:
-    from interp_harvest.dashboard_reduce import Selection
-
-    settings = result.settings
-    samples = []
-    for j in range(settings.intervals):
-        selection = Selection(settings.samples_per_interval, result.d_sae, result.context_size)
-        _get_selection(handle, f"{i}.samples.{j}", selection)
-        samples.append(selection)
-    return samples

@@ -146,6 +146,23 @@ ENVS: dict[str, EnvSpec] = {
                 "pulls TransformerLens and its own transformers pins, so it runs apart."
             ),
         ),
+        EnvSpec(
+            name="sae-dashboard",
+            pins=(
+                "torch==2.13.0",
+                "transformers==4.56.2",
+                "transformer-lens==2.17.0",
+                "sae-lens==6.54.12",
+                "sae-dashboard==0.8.0",
+                "safetensors==0.4.5",
+                "datasets==3.6.0",
+            ),
+            purpose=(
+                "sae-dashboard, whose NeuronpediaRunner the harvest's feature dashboards are "
+                "compared and benchmarked with; it needs TransformerLens 2 and transformers "
+                "below 4.57, which no other environment here can hold."
+            ),
+        ),
     )
 }
 

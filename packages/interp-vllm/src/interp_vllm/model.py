@@ -67,6 +67,7 @@ from interp_vllm.layout import check_layout
 from interp_vllm.padding import split_rows
 from interp_vllm.prompts import check_prompts
 from interp_vllm.readouts_client import VLLMReadouts
+from interp_vllm.reduce_client import WorkerReductions
 from interp_vllm.sae_client import WorkerSAEs
 from interp_vllm.static_client import StaticTier
 from interp_vllm.support import (
@@ -181,6 +182,7 @@ class VLLMModel(ModelBase):
         )
         self._tokens = PromptTokens(self._calls.tokenizer, self._prompts)
         self._saes = WorkerSAEs(self._calls)
+        self.worker_reductions = WorkerReductions(self._calls)
         self._decoding = WorkerDecoding(self._calls)
         self._readouts = VLLMReadouts(self._calls)
         self._static = StaticTier()  # none declared yet: supports() below reads it

@@ -38,14 +38,17 @@ from interp_vllm.worker_state import HoldsWorkerState
 if TYPE_CHECKING:
     from interp_sae import SAE
 
-__all__ = ["SAEWorkerMixin", "collect_features", "decode_features"]
+__all__ = ["SAEWorkerMixin", "collect_features", "decode_features", "interp_sae_module"]
 
 Chunk = tuple[torch.Tensor, dict[str, tuple[torch.Tensor, torch.Tensor]]]
 
 
-def _interp_sae() -> Any:
+def interp_sae_module(name: str | None = None) -> Any:
+    """`interp_sae` (or its submodule `name`), imported in the worker when first needed."""
+    import importlib
+
     try:
-        import interp_sae
+        return importlib.import_module("interp_sae" if name is None else f"interp_sae.{name}")
     except ImportError as exc:
         error = CapabilityUnsupported.build(
             "SAEs on vLLM need interp-sae in the workers' environment",
@@ -53,7 +56,6 @@ def _interp_sae() -> Any:
             "pip install 'interpoint-vllm[sae]' where the engine runs",
         )
         raise error from exc
-    return interp_sae
 
 
 class SAEWorkerMixin(HoldsWorkerState):
@@ -73,7 +75,7 @@ class SAEWorkerMixin(HoldsWorkerState):
             name = str(spec["name"])
             current = table.get(name)
             if current is None or current.source != str(spec["path"]):
-                table[name] = _interp_sae().load_sae(
+                table[name] = interp_sae_module().load_sae(
                     spec["path"],
                     address=spec.get("address"),
                     write_address=spec.get("write_address"),

@@ -37,7 +37,9 @@ __all__ = [
     "cache",
     "collect",
     "engine_errors",
+    "finished",
     "needed_keys",
+    "raise_refusals",
     "request_spec",
     "run_request",
     "sink_keys",
@@ -115,17 +117,7 @@ async def run_request(
     fields = None if inputs is None else inputs.fields
     lora = None if inputs is None else inputs.lora_request
     rid, request = submission(prompt, params, spec, fields)
-    final = None
-    try:
-        async for output in engine.generate(request, params, rid, lora_request=lora):
-            final = output
-    except BaseException as exc:
-        died = engine_death(engine, exc)
-        if died is not None:
-            raise died from exc
-        if spec:
-            await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
-        raise
+    final = await finished(engine, request, params, rid, interpreted=bool(spec), lora=lora)
     if not spec:
         return final, {"captured": {}, "positions": {}, "lens": {}}
     return final, await collect(engine, rid, facts, lens_top_k=lens_top_k)
@@ -137,16 +129,35 @@ async def run_and_collect(
     """Run one request, then collect it with the worker method `method` (which answers as
     `interp_collect` does, plus its own read-out); a worker's refusal is raised here."""
     rid, request = submission(prompt, params, spec)
+    await finished(engine, request, params, rid, interpreted=True)
+    answers = await engine.collective_rpc(method, args=(rid, *args))
+    raise_refusals(answers)
+    return answers
+
+
+async def finished(
+    engine: Any, request: Any, params: Any, rid: str, *, interpreted: bool, lora: Any = None
+) -> Any:
+    """Run a submitted request to its end and return its final output. If it fails, an engine
+    death is raised as `EngineDied`; otherwise an `interpreted` request is first dropped from
+    the workers (whatever its hooks held would never be collected)."""
+    final = None
     try:
-        async for _ in engine.generate(request, params, rid):
-            pass
+        async for output in engine.generate(request, params, rid, lora_request=lora):
+            final = output
     except BaseException as exc:
         died = engine_death(engine, exc)
         if died is not None:
             raise died from exc
-        await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
+        if interpreted:
+            await asyncio.shield(engine.collective_rpc("interp_drop", args=(rid,)))
         raise
-    answers = await engine.collective_rpc(method, args=(rid, *args))
+    return final
+
+
+def raise_refusals(answers: list[dict[str, Any]]) -> None:
+    """Raise the first worker's refusal as its library error, or the workers' errors together
+    (answers as `interp_collect` gives them: `refusal`, `errors`)."""
     refusals = [a["refusal"] for a in answers if a.get("refusal")]
     if refusals:
         kind = _REFUSALS.get(refusals[0]["error"], CapabilityUnsupported)
@@ -155,7 +166,6 @@ async def run_and_collect(
     if errors:
         message = "a vLLM worker failed on this request; its read-out is void"
         raise CapabilityUnsupported.build(message, "; ".join(errors), INSTEAD)
-    return answers
 
 
 # vLLM's own names for "the engine core is gone" (v1's AsyncLLM raises the first; the second

@@ -56,6 +56,7 @@ from interp_torch.steering import compute_dtype
 from interp_vllm.keys import site_key
 from interp_vllm.lens_stream_worker import LensStreamWorkerMixin
 from interp_vllm.readouts_worker import ReadoutsWorkerMixin
+from interp_vllm.reduce_worker import ReduceWorkerMixin
 from interp_vllm.row_order import by_position as _by_position
 from interp_vllm.row_order import picked as _picked
 from interp_vllm.row_transfer import pack_rows
@@ -115,7 +116,11 @@ def faithful_activations(model: torch.nn.Module, config: dict[str, Any]) -> int:
 
 
 class InterpWorkerExtension(
-    SAEWorkerMixin, ReadoutsWorkerMixin, LensStreamWorkerMixin, StreamWorkerMixin
+    SAEWorkerMixin,
+    ReduceWorkerMixin,
+    ReadoutsWorkerMixin,
+    LensStreamWorkerMixin,
+    StreamWorkerMixin,
 ):
     """Methods vLLM adds to its Worker; every one is called by name over `collective_rpc`.
 

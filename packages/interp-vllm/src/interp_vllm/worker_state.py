@@ -284,6 +284,8 @@ class WorkerState:
     saes: dict[str, SAE] = field(default_factory=dict)  # name -> SAE on this worker's device
     # name -> layer -> J_bar held for the fitted lens (on the last pipeline stage only)
     lens_sets: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)
+    # session id -> a dashboards pass reduced here (`interp_vllm.reduce_worker.Session`)
+    reductions: dict[str, Any] = field(default_factory=dict)
 
 
 class HoldsWorkerState:

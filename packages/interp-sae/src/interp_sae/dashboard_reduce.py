@@ -14,6 +14,11 @@ A dashboard job sees the corpus one forward batch at a time, as dense feature ac
   a one-shot computation, in any batching, and in every run with the same seed.
 - `histogram_counts` / `interval_index`: bin and interval of each activation from the range the
   first pass found; a `[d_sae, bins]` count table is summed over batches.
+- `FeaturePasses`: one SAE's two passes built from the above, and their state as named tensors.
+  It lives here, beside the SAE, because it runs in two places: in the harvest job's process,
+  and inside vLLM's workers (`interp_vllm.reduce_worker`), where the features are encoded next
+  to the capture and only these reductions leave the worker. One class for both is what makes
+  the two give the same dashboards.
 
 A feature "fires" on a token where its activation is > 0 (every SAE activation interp-sae
 implements is non-negative). Tokens the job ignores (BOS, EOS, padding by default) are given
@@ -23,12 +28,17 @@ activation 0 before any reduction and do not count as considered tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from interp_core.errors import InvalidArgument
+
 __all__ = [
+    "FeaturePasses",
     "FeatureTotals",
     "Selection",
+    "encode_batch",
     "histogram_counts",
     "histogram_range",
     "interval_index",
@@ -198,3 +208,150 @@ def interval_index(values: torch.Tensor, maximum: torch.Tensor, intervals: int) 
     """
     scaled = values.to(torch.float64) / maximum.to(torch.float64).clamp(min=1e-30) * intervals
     return scaled.to(torch.int64).clamp(0, intervals - 1)
+
+
+def encode_batch(
+    sae: Any, rows: torch.Tensor, ids: torch.Tensor, ignored: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dense activations `[batch, context, d_sae]` float32 of `rows` captured at the SAE's
+    point over the contexts `ids [batch, context]`, with the `ignored` token ids' positions set
+    to 0, and the mask of the tokens kept."""
+    keep = ~torch.isin(ids, ignored.to(ids.device))
+    rows = rows.detach().to("cpu", torch.float32).reshape(*ids.shape, -1)
+    acts = sae.encode(rows.to(sae.device)).to("cpu", torch.float32)
+    return acts * keep.unsqueeze(-1), keep
+
+
+# The state of each pass as named tensors (a checkpoint's file, a worker's answer).
+_TOTALS = ("fired", "total", "max", "min_fired")
+_SELECTION = ("score", "token", "values", "ids")
+_SECOND = ("histogram", "interval_tokens", "hist_low", "hist_high")
+
+
+@dataclass
+class FeaturePasses:
+    """One SAE's dashboard reductions over a corpus, in two passes.
+
+    The first pass (`add_first`) finds each feature's totals and top tokens; `start_second`
+    fixes the ranges the second needs from them — the histogram spans [smallest firing value,
+    max], the intervals split (0, max], sae-dashboard's definitions, which a streaming job cannot
+    know before it has seen the corpus once — and the second (`add_second`) bins activations and
+    samples the intervals. `samples[j]` holds the tokens sampled from interval j (0 = lowest);
+    `interval_tokens[j, f]` counts the tokens of feature f in it; `histogram [d_sae, bins]`
+    counts the firing activations between `hist_low` and `hist_high`.
+
+    Every method is a deterministic function of the batches given in order, so a job split at
+    batch boundaries (a checkpoint, a worker) reduces exactly as one that was not.
+    """
+
+    d_sae: int
+    context_size: int
+    top_k: int
+    intervals: int
+    samples_per_interval: int
+    bins: int
+    seed: int
+    contexts: int = field(default=0, init=False)
+    totals: FeatureTotals = field(init=False)
+    top: Selection = field(init=False)
+    samples: list[Selection] = field(default_factory=list, init=False)
+    interval_tokens: Any = field(default=None, init=False)
+    histogram: Any = field(default=None, init=False)
+    hist_low: Any = field(default=None, init=False)
+    hist_high: Any = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.totals = FeatureTotals(self.d_sae)
+        self.top = Selection(self.top_k, self.d_sae, self.context_size)
+
+    def add_first(
+        self, acts: torch.Tensor, ids: torch.Tensor, considered: int, first_context: int
+    ) -> None:
+        """Merge a batch into the first pass: `acts [batch, context, d_sae]` float32 (ignored
+        tokens zero), `ids [batch, context]`, the `considered` tokens among them, and the index
+        of the batch's first context in the corpus."""
+        flat = acts.reshape(-1, acts.shape[-1])
+        self.totals.add(flat, considered)
+        score = torch.where(flat > 0, flat.to(torch.float64), _NO_SCORE)
+        self.top.add(score, acts, ids, first_context * self.context_size)
+        self.contexts = max(self.contexts, first_context + ids.shape[0])
+
+    def start_second(self) -> None:
+        """The second pass's ranges and empty tables, from the first pass's totals."""
+        self.hist_low, self.hist_high = histogram_range(self.totals.min_fired, self.totals.max)
+        self.samples = [
+            Selection(self.samples_per_interval, self.d_sae, self.context_size)
+            for _ in range(self.intervals)
+        ]
+        self.histogram = torch.zeros(self.d_sae, self.bins, dtype=torch.int64)
+        self.interval_tokens = torch.zeros(self.intervals, self.d_sae, dtype=torch.int64)
+
+    def add_second(self, acts: torch.Tensor, ids: torch.Tensor, first_context: int) -> None:
+        """Merge a batch into the second pass (the same batches as the first, in order)."""
+        keys = sample_keys(self.seed, first_context, ids.shape[0], self.context_size)
+        keys = keys.unsqueeze(1)
+        flat = acts.reshape(-1, acts.shape[-1])
+        firing = flat > 0
+        self.histogram += histogram_counts(flat, firing, self.hist_low, self.hist_high, self.bins)
+        where = interval_index(flat, self.totals.max, self.intervals)
+        first_token = first_context * self.context_size
+        for j, selection in enumerate(self.samples):
+            inside = firing & (where == j)
+            self.interval_tokens[j] += inside.sum(0)
+            # the smallest keys win: negate them for the descending selection
+            selection.add(torch.where(inside, -keys, _NO_SCORE), acts, ids, first_token)
+
+    def state(self, part: str) -> dict[str, torch.Tensor]:
+        """The named tensors of `part`: "totals" (the first pass's totals and counts), "first"
+        (those and the top examples) or "second" (the histogram, interval counts and samples,
+        with the ranges they were taken over)."""
+        _check_part(part)
+        out: dict[str, torch.Tensor] = {}
+        if part in ("totals", "first"):
+            for name in _TOTALS:
+                out[f"totals.{name}"] = getattr(self.totals, name)
+            # one-element vectors, not 0-d tensors: a byte view (safetensors, RPC) needs a dim
+            out["totals.tokens"] = torch.tensor([self.totals.tokens], dtype=torch.int64)
+            out["contexts"] = torch.tensor([self.contexts], dtype=torch.int64)
+        if part == "first":
+            _put_selection(out, "top", self.top)
+        if part == "second":
+            for name in _SECOND:
+                out[name] = getattr(self, name)
+            for j, selection in enumerate(self.samples):
+                _put_selection(out, f"samples.{j}", selection)
+        return {k: v.contiguous() for k, v in out.items()}
+
+    def load(self, tensors: dict[str, torch.Tensor], part: str) -> None:
+        """Put back what `state(part)` returned (on another object, process or worker); the
+        second pass's tables are loaded over the totals already there."""
+        _check_part(part)
+        if part in ("totals", "first"):
+            for name in _TOTALS:
+                setattr(self.totals, name, tensors[f"totals.{name}"])
+            self.totals.tokens = int(tensors["totals.tokens"])
+            self.contexts = int(tensors["contexts"])
+        if part == "first":
+            _get_selection(tensors, "top", self.top)
+        if part == "second":
+            self.start_second()
+            for name in _SECOND:
+                setattr(self, name, tensors[name])
+            for j, selection in enumerate(self.samples):
+                _get_selection(tensors, f"samples.{j}", selection)
+
+
+def _check_part(part: str) -> None:
+    if part not in ("totals", "first", "second"):
+        message = f"part={part!r}: a pass's state is 'totals', 'first' or 'second'"
+        raise InvalidArgument(message)
+
+
+def _put_selection(out: dict[str, torch.Tensor], prefix: str, selection: Selection) -> None:
+    for name in _SELECTION:
+        out[f"{prefix}.{name}"] = getattr(selection, name)
+
+
+def _get_selection(tensors: dict[str, torch.Tensor], prefix: str, selection: Selection) -> None:
+    for name in _SELECTION:
+        setattr(selection, name, tensors[f"{prefix}.{name}"])
