@@ -447,8 +447,7 @@ def _logit_tables(model: Any, results: list[FeatureDashboards]) -> None:
             logits = decoder[start : start + LOGIT_FEATURES] @ unembedding.T
             top, bottom = logits.topk(n, dim=1), logits.topk(n, dim=1, largest=False)
             low, high = histogram_range(logits.min(1).values, logits.max(1).values)
-            everything = torch.ones_like(logits.T, dtype=torch.bool)
-            parts["h"].append(histogram_counts(logits.T, everything, low, high, bins))
+            parts["h"].append(histogram_counts(logits.T, None, low, high, bins))
             for key, value in (
                 ("ti", top.indices),
                 ("tv", top.values),

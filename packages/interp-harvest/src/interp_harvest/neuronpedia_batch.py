@@ -51,20 +51,29 @@ _ENTITIES = (
 
 
 def token_strings(tokenizer: Any) -> Callable[[list[int]], list[str]]:
-    """Token ids to the vocabulary strings Neuronpedia shows."""
-    convert = getattr(tokenizer, "convert_ids_to_tokens", None)
+    """Token ids to the vocabulary strings Neuronpedia shows.
 
-    def strings(ids: list[int]) -> list[str]:
-        if convert is not None:
-            raw = [str(t) for t in convert(list(ids))]
-        else:
-            raw = [tokenizer.decode([i]) for i in ids]
-        out = []
-        for text in raw:
+    Each id is spelled once and remembered: a dashboards job writes hundreds of thousands of
+    windows over one vocabulary, and the tokenizer's conversion per window dominated writing."""
+    convert = getattr(tokenizer, "convert_ids_to_tokens", None)
+    known: dict[int, str] = {}
+
+    def spell(ids: list[int]) -> None:
+        raw = (
+            [str(t) for t in convert(ids)]
+            if convert is not None
+            else [tokenizer.decode([i]) for i in ids]
+        )
+        for i, text in zip(ids, raw, strict=True):
             for stand_in, entity in _ENTITIES:
                 text = text.replace(stand_in, entity)
-            out.append(text)
-        return out
+            known[i] = text
+
+    def strings(ids: list[int]) -> list[str]:
+        missing = list(dict.fromkeys(i for i in ids if i not in known))
+        if missing:
+            spell(missing)
+        return [known[i] for i in ids]
 
     return strings
 
@@ -78,24 +87,47 @@ def _r(value: float) -> float:
     return round(float(value), 3)
 
 
-def _example(
+def _rounded(values: Any) -> list[Any]:
+    """`values` (a float32 tensor) rounded to 3 decimals, as nested lists of floats.
+
+    numpy's rounding (rint(x · 1000) / 1000 in float64) equals Python's `round(x, 3)` here:
+    a float32 times 1000 is exact in float64, so both round the same exact value half to even
+    and return the double nearest the result — at a few ns a value instead of a call."""
+    import numpy as np
+
+    return np.round(values.detach().to("cpu").numpy().astype(np.float64), 3).tolist()
+
+
+def _examples(
     dash: FeatureDashboards,
-    entry: tuple[float, int, Any, Any],
+    selection: Any,
+    feature: int,
     bounds: tuple[float, float, float],
     strings: Callable[[list[int]], list[str]],
-) -> dict[str, Any]:
-    _, token, values, ids = entry
-    position = token % dash.context_size
-    ids_list = [int(i) for i in ids.tolist()]
-    start = 1 if ids_list and ids_list[0] in dash.ignored and position > 0 else 0
-    return {
-        "bin_min": bounds[0],
-        "bin_max": bounds[1],
-        "bin_contains": bounds[2],
-        "tokens": strings(ids_list[start:]),
-        "values": [_r(v) for v in values.tolist()[start:]],
-        "qualifying_token_index": position - start,
-    }
+) -> list[dict[str, Any]]:
+    """The selected tokens of one feature, best first, as Neuronpedia examples."""
+    keep = selection.score[:, feature] > float("-inf")
+    rows = keep.nonzero().flatten()
+    if not len(rows):
+        return []
+    tokens = selection.token[rows, feature].tolist()
+    values = _rounded(selection.values[rows, feature])
+    windows = selection.ids[rows, feature].tolist()
+    out = []
+    for token, row_values, ids in zip(tokens, values, windows, strict=True):
+        position = token % dash.context_size
+        start = 1 if ids and ids[0] in dash.ignored and position > 0 else 0
+        out.append(
+            {
+                "bin_min": bounds[0],
+                "bin_max": bounds[1],
+                "bin_contains": bounds[2],
+                "tokens": strings(ids[start:]),
+                "values": row_values[start:],
+                "qualifying_token_index": position - start,
+            }
+        )
+    return out
 
 
 def feature_record(
@@ -109,14 +141,12 @@ def feature_record(
     settings = dash.settings
     totals = dash.totals
     maximum = float(totals.max[feature])
-    examples = [
-        _example(dash, e, (-1, _r(maximum), -1), strings) for e in dash.top.entries(feature)
-    ]
+    examples = _examples(dash, dash.top, feature, (-1, _r(maximum), -1), strings)
     for j in reversed(range(settings.intervals)):
         low, high = maximum * j / settings.intervals, maximum * (j + 1) / settings.intervals
         share = float(dash.interval_tokens[j, feature]) / max(totals.tokens, 1)
         bounds = (_r(low), _r(high), round(share, 5))
-        examples += [_example(dash, e, bounds, strings) for e in dash.samples[j].entries(feature)]
+        examples += _examples(dash, dash.samples[j], feature, bounds, strings)
     fired = int(totals.fired[feature]) > 0
     record: dict[str, Any] = {
         "feature_index": feature,

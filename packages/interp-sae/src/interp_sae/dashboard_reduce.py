@@ -184,21 +184,25 @@ def histogram_range(low: torch.Tensor, high: torch.Tensor) -> tuple[torch.Tensor
 
 
 def histogram_counts(
-    values: torch.Tensor, counted: torch.Tensor, low: torch.Tensor, high: torch.Tensor, bins: int
+    values: torch.Tensor,
+    counted: torch.Tensor | None,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    bins: int,
 ) -> torch.Tensor:
-    """`[d_sae, bins]` int64 counts of `values [tokens, d_sae]` where `counted`.
+    """`[d_sae, bins]` int64 counts of `values [tokens, d_sae]` where `counted` (None: all).
 
     Bin of a value: int((x − low) / (high − low) · bins), the last bin closed on the right —
     `torch.histc`'s rule, in float32 as histc computes it, so the counts equal histc's over the
     same values. A value outside [low, high] (a second pass on a backend that is not bit-exact
-    between runs) is clamped into the end bin rather than dropped.
+    between runs) is clamped into the end bin rather than dropped. Counted with `bincount` over
+    (feature, bin) cells: an order of magnitude faster than `index_add_` of ones.
     """
     width = values.shape[1]
-    position = ((values - low) / (high - low) * bins).to(torch.int64).clamp(0, bins - 1)
-    flat = position + torch.arange(width).unsqueeze(0) * bins
-    counts = torch.zeros(width * bins, dtype=torch.int64)
-    counts.index_add_(0, flat[counted], torch.ones_like(flat[counted]))
-    return counts.reshape(width, bins)
+    position = ((values - low) / (high - low) * bins).to(torch.int64).clamp_(0, bins - 1)
+    position += torch.arange(width).unsqueeze(0) * bins
+    chosen = position.reshape(-1) if counted is None else position[counted]
+    return torch.bincount(chosen, minlength=width * bins).reshape(width, bins)
 
 
 def interval_index(values: torch.Tensor, maximum: torch.Tensor, intervals: int) -> torch.Tensor:
