@@ -58,3 +58,12 @@ def brute_force_acts(
     ids = torch.tensor(contexts)
     keep = ~torch.isin(ids, torch.tensor(ignored, dtype=torch.long))
     return acts * keep.unsqueeze(-1), keep
+
+
+def packed_contexts(model: Any, corpus: Path, size: int, count: int) -> list[tuple[int, ...]]:
+    """The first `count` contexts the dashboards job packs from `corpus` (BOS at each start)."""
+    from interp_harvest import Corpus, PackingPolicy, pack, tokenizer_encoder
+
+    policy = PackingPolicy(size, "context", model.tokenizer.bos_token_id)
+    encode = tokenizer_encoder(model.tokenizer)
+    return [c.tokens for c in pack(Corpus(corpus), encode, policy, max_contexts=count)]

@@ -156,6 +156,9 @@ ENVS: dict[str, EnvSpec] = {
                 "sae-dashboard==0.8.0",
                 "safetensors==0.4.5",
                 "datasets==3.6.0",
+                # pyarrow 26 needs NumPy 2, which TransformerLens 2 holds below; it declares no
+                # numpy requirement, so pip would not say so.
+                "pyarrow==25.0.0",
             ),
             purpose=(
                 "sae-dashboard, whose NeuronpediaRunner the harvest's feature dashboards are "
