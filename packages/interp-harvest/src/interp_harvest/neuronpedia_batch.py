@@ -34,19 +34,20 @@ from interp_harvest.shards import atomic_write_bytes, atomic_write_json
 
 __all__ = ["feature_record", "token_strings", "write_dashboards", "write_neuronpedia_batches"]
 
-# Byte-level BPE spells some characters with stand-ins that a browser shows wrongly; the
-# Neuronpedia importer expects them as these HTML entities (what sae-dashboard writes).
-_ENTITIES = (
-    ("âĢĶ", "&mdash;"),
-    ("âĢĵ", "&ndash;"),
-    ("âĢĭ", "&#8203;"),
-    ("âĢľ", "&ldquo;"),
-    ("âĢĿ", "&rdquo;"),
-    ("âĢĺ", "&lsquo;"),
-    ("âĢĻ", "&rsquo;"),
-    ("Ġ", "&nbsp;"),
-    ("Ċ", "&bsol;n"),
-    ("ĉ", "&bsol;t"),
+# Byte-level BPE stores some characters as stand-ins (a space as "Ġ", a newline as "Ċ", UTF-8
+# punctuation as three stand-ins); the batch files carry the characters themselves, as
+# sae-dashboard's NeuronpediaRunner writes them (its zero-width space is written as a space).
+_STAND_INS = (
+    ("âĢĶ", "\u2014"),
+    ("âĢĵ", "\u2013"),
+    ("âĢľ", "\u201c"),
+    ("âĢĿ", "\u201d"),
+    ("âĢĺ", "\u2018"),
+    ("âĢĻ", "\u2019"),
+    ("âĢĭ", " "),
+    ("Ġ", " "),
+    ("Ċ", "\n"),
+    ("ĉ", "\t"),
 )
 
 
@@ -65,8 +66,8 @@ def token_strings(tokenizer: Any) -> Callable[[list[int]], list[str]]:
             else [tokenizer.decode([i]) for i in ids]
         )
         for i, text in zip(ids, raw, strict=True):
-            for stand_in, entity in _ENTITIES:
-                text = text.replace(stand_in, entity)
+            for stand_in, character in _STAND_INS:
+                text = text.replace(stand_in, character)
             known[i] = text
 
     def strings(ids: list[int]) -> list[str]:
