@@ -17,11 +17,15 @@ with `worker_reductions` (vLLM's, both tiers) the passes run inside its workers,
 capture: the activations never leave them, only each pass's reductions do, once. Elsewhere the
 activations are captured, encoded and reduced in this process, by the same `FeaturePasses`.
 
-Where it differs from sae-dashboard's NeuronpediaRunner (so a comparison knows what to expect):
-top examples and interval samples are taken only among tokens where the feature fires (> 0),
-and the lowest interval excludes 0; density is over the considered tokens (ignored tokens
-are not counted); the interval samples are the k tokens with the smallest pseudo-random key,
-which is reproducible but not the same draw as sae-dashboard's `random.sample`.
+Where it differs from sae-dashboard's NeuronpediaRunner (so a comparison knows what to expect;
+`tests/test_sae_dashboard_agreement.py` asserts each rule against it): it folds each decoder
+row's norm into the encoder, so its activations are ours × ||W_dec[f]|| and its logit values ours
+÷ it; its top examples are the top k of all tokens, padded with non-firing ones where fewer fire
+(ours: firing tokens only); its intervals are closed, so the lowest holds every non-firing
+token, and its shares and density divide by all tokens (ours: the tokens considered, ignored
+ones left out); its samples are `random.sample` draws (ours: the k smallest keyed draws); its
+runner loads the model with TransformerLens's weight processing, so its logit table ranks
+`W_dec · (g ⊙ W_U)` centred over the vocabulary (ours: `W_dec · W_U`).
 """
 
 from __future__ import annotations
