@@ -13,9 +13,9 @@ import pytest
 import torch
 from dashboard_helpers import brute_force_acts, write_sae
 from interp_harvest import Corpus, PackingPolicy, pack, tokenizer_encoder
-from interp_sae.dashboard_reduce import sample_keys
 from interp_harvest.dashboards import DashboardSettings, harvest_dashboards
 from interp_harvest.neuronpedia_batch import token_strings, write_dashboards
+from interp_sae.dashboard_reduce import sample_keys
 
 from interp_core.errors import CapabilityUnsupported, InvalidArgument
 
@@ -238,6 +238,25 @@ def test_the_dry_run_prices_what_the_job_holds_and_loads_no_model(
     assert "two passes, 6 forwards of up to 4 contexts" in out
     assert f"res-1 (resid_post.1): {D_SAE} features" in out and "1 batch file\n" in out
     assert not (Path(model_path) / "unused").exists()
+    # the sizer's price: the job as it runs (4 contexts at once, the SAE's point captured), its
+    # time for the two passes' tokens
+    from interp_harvest.gpu_price import _duration
+
+    from interp_sizer import size
+
+    fit = size(
+        model_path,
+        backend="vllm",
+        capture=("resid_post.1",),
+        concurrency=4,
+        max_model_len=SIZE,
+        prompt_tokens=SIZE,
+        hub=False,
+    ).selected
+    rate = fit.throughput.prefill_tokens_per_s
+    assert f"on {fit.gpu.name} (backend vllm, priced by interp-sizer): fits" in out
+    assert f"about {_duration(2 * CONTEXTS * SIZE / rate)} (" in out
+    assert f"at the roofline's {rate:,.0f} prefill tokens/s over 2 passes" in out
 
 
 class _Killed(Exception):

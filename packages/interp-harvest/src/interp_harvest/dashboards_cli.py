@@ -59,7 +59,11 @@ def add_dashboards(jobs: Any) -> None:
     add_run_control(
         parser,
         resume="continue a killed run from the checkpoint it left in --out",
-        dry_run="load the SAEs, print what the job will hold and run; load no model, run nothing",
+        dry_run="load the SAEs, print what the job will hold and run and the sizer's price on a "
+        "GPU; load no model, run nothing",
+    )
+    parser.add_argument(
+        "--gpu", help="the GPU --dry-run prices the job on (default: the smallest that fits)"
     )
 
 
@@ -139,4 +143,9 @@ def _dry_run(args: argparse.Namespace, settings: Any) -> int:
         args.features_per_batch,
     )
     print(plan.summary())
+    from interp_harvest.gpu_price import price_on_gpu
+
+    for line in price_on_gpu(args.model, args.backend, plan, args.batch_size, args.gpu, passes=2):
+        print(line)
+    print("  (the model's memory; the SAEs' weights and the job's memory above come on top)")
     return 0

@@ -45,6 +45,11 @@ class DashboardsPlan:
         return self.contexts * self.context_size
 
     @property
+    def points(self) -> tuple[str, ...]:
+        """The points the SAEs read, each captured once."""
+        return tuple(dict.fromkeys(address for _, address, _ in self.saes))
+
+    @property
     def forwards(self) -> int:
         return 2 * math.ceil(self.contexts / self.batch_size)
 

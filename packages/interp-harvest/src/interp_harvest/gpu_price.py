@@ -20,9 +20,10 @@ __all__ = ["price_on_gpu"]
 
 
 def price_on_gpu(
-    model: str, backend: str, plan: Any, batch_size: int, gpu: str | None
+    model: str, backend: str, plan: Any, batch_size: int, gpu: str | None, *, passes: int = 1
 ) -> list[str]:
-    """Lines saying the memory per GPU and the time of the job `plan` describes."""
+    """Lines saying the memory per GPU and the time of the job `plan` describes (its `points`,
+    `context_size` and `tokens`), which reads the corpus `passes` times."""
     from interp_sizer import SizerError, UnknownGpu, size
     from interp_sizer.formats import BACKENDS
 
@@ -52,14 +53,14 @@ def price_on_gpu(
     ]
     speed = fit.throughput
     if speed is not None and speed.prefill_tokens_per_s > 0:
-        seconds = plan.tokens / speed.prefill_tokens_per_s
-        low, high = (
-            plan.tokens / rate for rate in reversed(speed.range(speed.prefill_tokens_per_s))
-        )
+        tokens = plan.tokens * passes
+        seconds = tokens / speed.prefill_tokens_per_s
+        low, high = (tokens / rate for rate in reversed(speed.range(speed.prefill_tokens_per_s)))
         lines.append(
             f"time: about {_duration(seconds)} ({_duration(low)}-{_duration(high)}) at the "
-            f"roofline's {speed.prefill_tokens_per_s:,.0f} prefill tokens/s; an estimate, not "
-            f"a measurement"
+            f"roofline's {speed.prefill_tokens_per_s:,.0f} prefill tokens/s"
+            + (f" over {passes} passes" if passes > 1 else "")
+            + "; an estimate, not a measurement"
         )
     return lines
 
