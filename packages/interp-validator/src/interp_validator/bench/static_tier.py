@@ -11,7 +11,8 @@ backend must run as) is reported beside it. Four engines on the bench model, sta
 One stream generates `new_tokens` greedily; the concurrent rows run `requests` at once and report
 aggregate tokens/s; the concurrent ratio is the median over paired runs (order alternating) of
 each pair's ratio, which a load drifting between pairs does not bias; the one-stream rows are
-paired the same way (round i of a variant against round i of the baseline); each timed run
+paired the same way (round i of a variant against round i of the baseline), at least
+`STREAM_PAIRS` and `CONCURRENT_PAIRS` rounds of each; each timed run
 starts once the engine that ran before it is idle (`SETTLE_S`). Every ratio row
 carries the spread (least and greatest paired ratio) and the number of pairs. The goals are
 stated on the rows they judge (`Row.goal`): static with resid_post captured at every layer
@@ -44,6 +45,9 @@ STREAM_GOAL = 0.97  # static capture vs vanilla compiled, one stream
 CONCURRENT_GOAL = 0.95  # static capture vs vanilla compiled, 8 concurrent requests
 HOOKED_GOAL = 1.15  # static capture vs the hooked backend's capture
 CONCURRENT_PAIRS = 10  # at least this many paired runs of the concurrent rows
+# ... and of the one-stream rows: with 3 pairs one loaded round moved the median by more than
+# the goal's margin (a run measured 0.915x [0.83-1.07] with the capture, 0.986x without it).
+STREAM_PAIRS = 10
 # After its last step a vLLM worker keeps spinning on its shared-memory queue for 1 s
 # (`shm_broadcast.SpinCondition`, busy_loop_s=1) before it sleeps, and on vLLM's CPU build every
 # engine's worker is bound to the same cores: a variant timed right after another engine's ran
@@ -109,7 +113,9 @@ def bench_static_stream(
         "vllm-static (compiled), resid_post every layer": capture(static),
         "vllm-static (compiled), steering at one point": generate(static, steering=spec),
     }
-    times = interleave(variants, repeats=repeats, warmup=warmup, settle=SETTLE_S)
+    times = interleave(
+        variants, repeats=max(repeats, STREAM_PAIRS), warmup=warmup, settle=SETTLE_S
+    )
     rate = {name: new_tokens / statistics.median(samples) for name, samples in times.items()}
     captured = "vllm-static (compiled), resid_post every layer"
     hooked_capture = "hooked backend (eager), resid_post every layer"
