@@ -77,7 +77,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "interp-serve": (),
     "interp-engine": (),
     "interp-sae": (),
-    "interp-harvest": (),
+    "interp-harvest": ("ray",),
 }
 
 # Resources a package's tests use that its own job leaves to the full suite (full.yml, which sets

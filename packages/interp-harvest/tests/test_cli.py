@@ -186,3 +186,54 @@ def test_format_saelens_writes_what_the_api_writes(
     assert main([*args, "--backend", "eager", "--no-progress"]) == 0
     files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
     assert files == {p.name: p.read_bytes() for p in sorted(saelens_run.iterdir())}
+
+
+DRY_RAY = ("--dry-run", "--replicas", "2", "--ray-address", "127.0.0.1:1", "--replica-gpus", "1")
+
+
+@pytest.mark.parametrize(
+    ("flags", "status", "said"),
+    [
+        (("--replicas", "0"), 2, "replicas must be a whole number >= 1, got 0"),
+        (("--replica-cpus", "0"), 2, "cpus > 0"),
+        (("--dry-run", "--replicas", "-2"), 2, "got -2"),
+        (
+            DRY_RAY,
+            0,
+            "replicas: 2 on Ray (127.0.0.1:1), each loading the model with 1 CPU and 1 GPU",
+        ),
+    ],
+)
+def test_replica_flags_are_checked_and_dry_run_without_loading_the_model(
+    flags: tuple[str, ...],
+    status: int,
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    model_path: str,
+    corpus_file: Path,
+    tmp_path: Path,
+) -> None:
+    _no_model_load(monkeypatch)
+    assert main(_args(model_path, corpus_file, tmp_path / "o", *flags)) == status
+    printed = capsys.readouterr()
+    assert said in (printed.err if status else printed.out)
+    assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_the_replicas_load_the_model_with_the_commands_options(
+    model_path: str, corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    called: dict[str, Any] = {}
+
+    def record(model: Any, data: Any, out: Any, **keywords: Any) -> dict[str, Any]:
+        called.update(keywords)
+        return {"tokens": 0, "shards": []}
+
+    monkeypatch.setattr("interp_harvest.activations.harvest_activations", record)
+    options = ("--option", 'dtype="float32"', "--backend", "eager", "--no-progress")
+    ray = ("--replicas", "2", "--ray-address", "127.0.0.1:1", "--replica-cpus", "2")
+    assert main(_args(model_path, corpus_file, tmp_path / "o", *options, *ray)) == 0
+    assert called["replicas"] == 2 and called["ray_address"] == "127.0.0.1:1"
+    assert called["load_options"] == {"dtype": "float32"}
+    assert (called["replica_cpus"], called["replica_gpus"]) == (2, 0)

@@ -1,8 +1,9 @@
 """distributed="ray": vLLM's own Ray executor on vLLM's CPU build, across a two-node Ray cluster.
 
-The cluster runs on this machine: two `ray start` processes, a head at 127.0.0.1 and a second
-node at 127.0.0.2 (Linux routes all of 127.0.0.0/8 to the loopback, so each node has an address
-of its own, as vLLM expects of nodes). Each declares one CPU worker (the Ray resource
+The cluster runs on this machine (`interp_core.testing.ray_cluster`, which the harvest suite's
+replicas share): two `ray start` processes, a head at 127.0.0.1 and a second node at 127.0.0.2
+(Linux routes all of 127.0.0.0/8 to the loopback, so each node has an address of its own, as
+vLLM expects of nodes). Each declares one CPU worker (the Ray resource
 `interp_vllm.cpu_ray` gives vLLM's CPU platform) and binds it to a CPU of its own through its
 own VLLM_CPU_OMP_THREADS_BIND. One engine, `num_gpus=2, pipeline_parallel=2`, then runs one stage
 on each node. Its captures and steered greedy generations equal the eager backend's (which one
@@ -18,16 +19,10 @@ it to 20 s.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -40,6 +35,7 @@ from interp_core.backends import load_model
 from interp_core.errors import EngineDied, InvalidArgument
 from interp_core.steering import SteeringSpec
 from interp_core.testing.engines import warmed
+from interp_core.testing.ray_cluster import Cluster, two_node_cluster
 from interp_core.testing.resources import require
 from interp_vllm.cpu_ray import BIND_ENV, DEFAULT_RESOURCE, PLUGIN_NAME, node_cpus
 
@@ -56,115 +52,20 @@ def _needs_vllm_and_ray() -> None:
     require("ray", module="ray")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _family(pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _kill(processes: list[psutil.Process]) -> None:
-    for process in processes:
-        try:
-            process.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            continue
-
-
-@dataclass
-class Node:
-    """One `ray start --block` process (its own session), the Ray node it runs, and its CPU."""
-
-    process: subprocess.Popen[bytes]
-    log: Path
-    cpu: int
-
-    def workers(self) -> list[psutil.Process]:
-        """The vLLM worker actors this node's raylet started."""
-        found = []
-        for process in _family(self.process.pid):
-            try:
-                if WORKER in " ".join(process.cmdline()):
-                    found.append(process)
-            except psutil.NoSuchProcess:
-                continue
-        return found
-
-    def kill(self) -> None:
-        """The node dies at once: the raylet, its helpers and the workers it started."""
-        _kill(_family(self.process.pid))
-        self.process.wait(timeout=30)
-
-
-def _start_node(args: list[str], cpu: int, log: Path) -> Node:
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env[BIND_ENV] = str(cpu)  # this node's worker runs its threads on this CPU
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    command = [
-        str(Path(sys.executable).parent / "ray"),
-        "start",
-        *args,
-        "--num-cpus=1",
-        f"--resources={json.dumps({DEFAULT_RESOURCE: 1})}",
-        # Ray's default object store is 30% of memory per node, in /dev/shm; the test moves
-        # nothing through it, and a CI container's /dev/shm may be 64 MiB.
-        "--object-store-memory=100000000",
-        "--disable-usage-stats",
-        "--block",
-    ]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    node = Node(process, log, cpu)
-    deadline = time.monotonic() + 90
-    while "Ray runtime started" not in log.read_text(errors="replace"):
-        if process.poll() is not None or time.monotonic() > deadline:
-            node.kill()
-            pytest.fail(f"ray start {' '.join(args)} did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
-    return node
-
-
-@dataclass
-class Cluster:
-    head: Node
-    second: Node
-    address: str
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    logs = tmp_path_factory.mktemp("ray-nodes")
-    cpus = sorted(os.sched_getaffinity(0))
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    nodes: list[Node] = []
-    try:
-        head_args = [
-            "--head",
-            "--node-ip-address=127.0.0.1",
-            f"--port={port}",
-            f"--ray-client-server-port={_free_port()}",
-            "--include-dashboard=false",
-        ]
-        nodes.append(_start_node(head_args, cpus[0], logs / "head.log"))
-        second_args = [f"--address={address}", "--node-ip-address=127.0.0.2"]
-        nodes.append(_start_node(second_args, cpus[-1], logs / "second.log"))
-        with pytest.MonkeyPatch.context() as env:
-            env.setenv("RAY_ADDRESS", address)
-            env.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", STEP_TIMEOUT_S)
-            yield Cluster(nodes[0], nodes[1], address)
-    finally:
-        for node in reversed(nodes):
-            node.kill()
+    with (
+        two_node_cluster(
+            tmp_path_factory.mktemp("ray-nodes"),
+            resources={DEFAULT_RESOURCE: 1},
+            # this node's worker runs its threads on this node's CPU
+            node_env=lambda cpu: {BIND_ENV: str(cpu)},
+        ) as running,
+        pytest.MonkeyPatch.context() as env,
+    ):
+        env.setenv("RAY_ADDRESS", running.address)
+        env.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", STEP_TIMEOUT_S)
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +123,7 @@ def test_each_worker_binds_to_its_share_of_its_node() -> None:
 # --- one engine, one stage per node -------------------------------------------------------------
 def test_one_stage_runs_on_each_node_on_its_own_cpu(cluster: Cluster, model: Any) -> None:
     for node in (cluster.head, cluster.second):
-        workers = node.workers()
+        workers = node.workers(WORKER)
         assert len(workers) == 1, (node.log, workers)
         assert workers[0].cpu_affinity() == [node.cpu]
 
@@ -264,8 +165,8 @@ def test_a_dead_node_fails_its_request_and_shutdown_leaves_nothing(
 ) -> None:
     cores = [psutil.Process(p.pid) for p in model._children]
     started = [*cores, *(c for core in cores for c in core.children(recursive=True))]
-    started += cluster.head.workers()
-    assert cores and cluster.head.workers() and cluster.second.workers()
+    started += cluster.head.workers(WORKER)
+    assert cores and cluster.head.workers(WORKER) and cluster.second.workers(WORKER)
 
     async def generate_until_the_node_dies() -> int:
         steps = 0

@@ -14,6 +14,9 @@ an uninterrupted run's byte for byte.
 
 `layout="saelens"` writes the same contexts as SAELens's cached-activations `datasets` folder
 instead (`interp_harvest.saelens_layout`), with the same manifest, checksums and resume.
+
+`replicas=N` runs the forwards on N replicas of the model on Ray (`interp_harvest.replicas`);
+this process still packs, writes and keeps the manifest, so the output is the same either way.
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ import hashlib
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from interp_core import sync
 from interp_core.errors import PointUnsupported
 from interp_core.protocol import InterpModel
 from interp_harvest.corpus import Corpus
@@ -41,6 +44,13 @@ from interp_harvest.plan import (
     plan_activations,
 )
 from interp_harvest.progress import Progress
+from interp_harvest.replicas import (
+    Forward,
+    RayReplicas,
+    check_replicas,
+    local_forwards,
+    uses_ray,
+)
 from interp_harvest.shards import (
     MANIFEST,
     atomic_write_bytes,
@@ -96,12 +106,34 @@ def harvest_activations(
     resume: bool = False,
     layout: str = "safetensors",
     on_progress: Callable[[Progress], None] | None = None,
+    replicas: int = 1,
+    ray_address: str | None = None,
+    load_options: Mapping[str, Any] | None = None,
+    replica_cpus: float = 1,
+    replica_gpus: float = 0,
 ) -> dict[str, Any]:
     """Run (or, with `resume`, continue) the job; return the final manifest. `layout` is
-    "safetensors" (shards + manifest) or "saelens" (SAELens's cached-activations folder)."""
-    import torch
+    "safetensors" (shards + manifest) or "saelens" (SAELens's cached-activations folder).
 
+    `replicas > 1` (or a `ray_address`) runs the forwards on that many Ray actors
+    (`interp_harvest.replicas`), each loading `model.model_id` on `model.backend_name` with
+    `load_options` (give the ones `model` was loaded with) and `replica_cpus` / `replica_gpus`
+    of the cluster; `model` itself then serves only the tokenizer and the checks. The output is
+    the same files as one replica's. `ray_address` defaults to RAY_ADDRESS, else a local Ray."""
     check_batch_size(batch_size)
+    # refused (a bad count or share, replicas without Ray) before anything is written
+    check_replicas(replicas, ray_address, cpus=replica_cpus, gpus=replica_gpus)
+    pool = None
+    if uses_ray(replicas, ray_address):
+        pool = RayReplicas(
+            model.model_id,
+            model.backend_name,
+            replicas=replicas,
+            ray_address=ray_address,
+            load_options=load_options,
+            cpus=replica_cpus,
+            gpus=replica_gpus,
+        )
     corpus = data if isinstance(data, Corpus) else Corpus(data, text_field=text_field)
     plan = plan_activations(
         model.facts,
@@ -130,7 +162,6 @@ def harvest_activations(
     atomic_write_json(folder / MANIFEST, manifest)
     writer.after_shards(folder, manifest["shards"])
 
-    storage = getattr(torch, dtype)
     contexts = pack(
         corpus,
         tokenizer_encoder(model.tokenizer),
@@ -139,33 +170,66 @@ def harvest_activations(
         start=tuple(manifest["resume_at"]),  # type: ignore[arg-type]
         first_index=done,
     )
+    forwards = _forwards(_chunks(contexts, contexts_per_shard), batch_size)
+    names = [str(a) for a in plan.points]
+    with ExitStack() as stack:
+        if pool is not None:
+            captured = stack.enter_context(pool).map(forwards, names, dtype)
+        else:
+            captured = local_forwards(model, forwards, names, dtype)
+        _write_shards(captured, folder, manifest, plan, writer, on_progress)
+    done = manifest["contexts"]
+    writer.finish(folder, manifest["shards"])
+    manifest["complete"] = True
+    # A corpus shorter than the budget ends the job early; the manifest says so rather than
+    # letting a reader assume the budget was met.
+    manifest["corpus_exhausted"] = done < plan.contexts
+    atomic_write_json(folder / MANIFEST, manifest)
+    return manifest
+
+
+def _write_shards(
+    captured: Iterator[tuple[Forward, dict[str, Any]]],
+    folder: Path,
+    manifest: dict[str, Any],
+    plan: ActivationsPlan,
+    writer: Layout,
+    on_progress: Callable[[Progress], None] | None,
+) -> None:
+    """Each shard once its last batch is captured, in order, and the manifest after it."""
+    import torch
+
+    context_size = plan.context_size
+    done = manifest["contexts"]
     started = time.monotonic()
     tokens_before = done * context_size  # written by earlier runs: not part of this run's rate
     this_run = 0
     shard = len(manifest["shards"])
-    for group in _chunks(contexts, contexts_per_shard):
-        rows: dict[str, list[Any]] = {str(a): [] for a in plan.points}
-        for batch in _chunks(iter(group), batch_size):
-            ids = torch.tensor([c.tokens for c in batch], dtype=torch.long)
-            cache = sync.capture(model, ids, list(plan.points))
-            for address in plan.points:
-                tensor = cache[address].detach().to("cpu", storage).contiguous()
-                _check_rows(tensor, address, len(batch), plan)
-                rows[str(address)].append(tensor)
-            this_run += ids.numel()
-            if on_progress is not None:
-                on_progress(
-                    Progress(
-                        tokens_before + this_run,
-                        plan.tokens,
-                        this_run,
-                        time.monotonic() - started,
-                        shard,
-                        plan.shards,
-                    )
+    rows: dict[str, list[Any]] = {str(a): [] for a in plan.points}
+    for forward, cache in captured:
+        for address in plan.points:
+            tensor = cache[str(address)]
+            _check_rows(tensor, address, len(forward.batch), plan)
+            rows[str(address)].append(tensor)
+        del cache
+        this_run += len(forward.batch) * context_size
+        if on_progress is not None:
+            on_progress(
+                Progress(
+                    tokens_before + this_run,
+                    plan.tokens,
+                    this_run,
+                    time.monotonic() - started,
+                    shard,
+                    plan.shards,
                 )
+            )
+        if not forward.last:
+            continue
+        group = forward.group
         tensors = {name: torch.cat(parts) for name, parts in rows.items()}
-        del rows  # the shard's rows are held once, not twice, while it is encoded
+        # the shard's rows are held once, not twice, while it is encoded
+        rows = {str(a): [] for a in plan.points}
         tensors["source"] = torch.tensor([[c.document, c.offset] for c in group], dtype=torch.int64)
         token_ids = torch.tensor([c.tokens for c in group], dtype=torch.int32)
         blob = writer.encode(tensors, token_ids, group[0].index)
@@ -194,13 +258,6 @@ def harvest_activations(
         # cycle collector frees: collected once a shard, they cannot pile up between its
         # passes and the peak stays one shard's worth however long the job runs.
         gc.collect()
-    writer.finish(folder, manifest["shards"])
-    manifest["complete"] = True
-    # A corpus shorter than the budget ends the job early; the manifest says so rather than
-    # letting a reader assume the budget was met.
-    manifest["corpus_exhausted"] = done < plan.contexts
-    atomic_write_json(folder / MANIFEST, manifest)
-    return manifest
 
 
 def _start(folder: Path, identity: dict[str, Any], resume: bool) -> dict[str, Any]:
@@ -255,6 +312,16 @@ def _rewound(previous: dict[str, Any], kept: list[dict[str, Any]]) -> dict[str, 
         "resume_at": kept[-1]["resume_at"],
         "complete": False,
     }
+
+
+def _forwards(groups: Iterator[list[Context]], batch_size: int) -> Iterator[Forward]:
+    """The job's forward batches: each shard's contexts in batches of `batch_size`, the last
+    one of a shard short, so a batch never spans two shards (and a shard's batches are the same
+    however the forwards are run)."""
+    for group in groups:
+        batches = list(_chunks(iter(group), batch_size))
+        for index, batch in enumerate(batches):
+            yield Forward(batch, group, index == len(batches) - 1)
 
 
 def _chunks(items: Iterator[Context], size: int) -> Iterator[list[Context]]:

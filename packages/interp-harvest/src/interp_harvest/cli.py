@@ -9,6 +9,7 @@ alone (no weights are loaded) and checks the output disk.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -16,10 +17,12 @@ from interp_core.errors import ConfigError
 from interp_harvest.cli_loading import (
     add_job,
     add_job_parser,
+    add_replica_arguments,
     add_run_control,
     config_facts,
     job_keywords,
     load_from_args,
+    replica_keywords,
 )
 from interp_harvest.errors import DiskFull
 from interp_harvest.plan import (
@@ -71,6 +74,7 @@ def register(subparsers: Any) -> None:
     activations.add_argument(
         "--gpu", help="the GPU --dry-run prices the job on (default: the smallest that fits)"
     )
+    add_replica_arguments(activations)
     stats = add_job(
         jobs,
         "stats",
@@ -107,6 +111,7 @@ def _run_activations(args: argparse.Namespace) -> int:
 
     # Refused before a model load that can take minutes.
     check_batch_size(args.batch_size)
+    replicas = replica_keywords(args)
     corpus = Corpus(args.data, text_field=args.text_field)
     if args.dry_run:
         return _dry_run(args, _plan(args))
@@ -126,6 +131,7 @@ def _run_activations(args: argparse.Namespace) -> int:
         args.out,
         points=args.points,
         resume=args.resume,
+        **replicas,
         **_layout_keywords(args),
         **job_keywords(args),
     )
@@ -157,6 +163,13 @@ def _dry_run(args: argparse.Namespace, plan: ActivationsPlan) -> int:
     print(plan.summary())
     for line in price_on_gpu(args.model, args.backend, plan, args.batch_size, args.gpu):
         print(line)
+    if args.replicas > 1 or args.ray_address:
+        where = args.ray_address or os.environ.get("RAY_ADDRESS") or "a local Ray"
+        print(
+            f"replicas: {args.replicas} on Ray ({where}), each loading the model with "
+            f"{args.replica_cpus:g} CPU and {args.replica_gpus:g} GPU; the price above is one "
+            f"replica's, the files the same as one replica's"
+        )
     try:
         free = check_free_disk(args.out, plan.total_bytes)
     except DiskFull as error:

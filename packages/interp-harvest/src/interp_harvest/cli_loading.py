@@ -20,6 +20,38 @@ def load_from_args(args: argparse.Namespace, **fixed: Any) -> Any:
     return load_model(args.model, backend=args.backend, **{**load_options(args.option), **fixed})
 
 
+def add_replica_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--replicas N` on Ray, where the cluster is and what each replica takes of it."""
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="replicas of the model on Ray, each running forwards (1: in this process)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="the Ray cluster the replicas run on (default: RAY_ADDRESS, else a local Ray)",
+    )
+    parser.add_argument("--replica-cpus", type=float, default=1, help="CPUs per replica")
+    parser.add_argument("--replica-gpus", type=float, default=0, help="GPUs per replica")
+
+
+def replica_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """The replica keywords of the job, refused (a bad count, no Ray) before any model load;
+    the replicas load the model with the same `--option`s as this process."""
+    from interp_harvest.replicas import check_replicas
+
+    check_replicas(args.replicas, args.ray_address, cpus=args.replica_cpus, gpus=args.replica_gpus)
+    return {
+        "replicas": args.replicas,
+        "ray_address": args.ray_address,
+        "load_options": load_options(args.option),
+        "replica_cpus": args.replica_cpus,
+        "replica_gpus": args.replica_gpus,
+    }
+
+
 def add_run_control(parser: argparse.ArgumentParser, *, resume: str, dry_run: str) -> None:
     """A job's `--resume` and `--dry-run` flags, with what each does for that job."""
     parser.add_argument("--resume", action="store_true", help=resume)

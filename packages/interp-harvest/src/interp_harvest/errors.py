@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from interp_core.errors import InterpError
 
-__all__ = ["DiskFull", "OutputExists", "ResumeMismatch"]
+__all__ = ["DiskFull", "OutputExists", "ReplicasLost", "ResumeMismatch"]
 
 
 class DiskFull(InterpError, OSError):
@@ -18,3 +18,8 @@ class OutputExists(InterpError, FileExistsError):
 
 class ResumeMismatch(InterpError, ValueError):
     """`resume` was asked for, but the folder's manifest describes a different job."""
+
+
+class ReplicasLost(InterpError, RuntimeError):
+    """A job on Ray replicas has none left to run on: every replica died with its node or its
+    process, or one could not load the model. The shards already written stay valid."""
