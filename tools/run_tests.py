@@ -38,6 +38,9 @@ SERIAL: tuple[str, ...] = (
     "packages/interp-harvest/tests/test_vllm.py",
     "packages/interp-harvest/tests/test_saelens_training.py",
     "packages/interp-harvest/tests/test_dashboards_vllm.py",
+    "packages/interp-harvest/tests/test_sae_dashboard_agreement.py",
+    "packages/interp-harvest/tests/test_replicas.py",
+    "packages/interp-harvest/tests/test_bench.py",
 )
 
 
