@@ -245,7 +245,8 @@ def test_real_environment_exists_and_passes_pip_check(name: str) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
     # Every pinned package imports (its import name is the pin's name with `_` for `-`).
     modules = ", ".join(parse_pin(pin)[0].replace("-", "_") for pin in ENVS[name].pins)
-    probe = f"import {modules}; print('ok')"
+    hide = "".join(f"sys.modules[{m!r}] = None; " for m in ENVS[name].hidden)
+    probe = f"import sys; {hide}import {modules}; print('ok')"
     run = subprocess.run(
         [str(python), "-c", probe], capture_output=True, text=True, env=env, check=False
     )

@@ -86,6 +86,10 @@ class EnvSpec:
     name: str
     pins: tuple[str, ...]
     purpose: str
+    # Modules a dependency installs that cannot import with this environment's torch; every
+    # script run in the environment hides them (`sys.modules[name] = None`) before it imports
+    # anything, as the environment's own check does. Not part of the hash: they change no pin.
+    hidden: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -165,6 +169,10 @@ ENVS: dict[str, EnvSpec] = {
                 "compared and benchmarked with; it needs TransformerLens 2 and transformers "
                 "below 4.57, which no other environment here can hold."
             ),
+            # decode-clt (a sae-dashboard dependency) requires torchvision and torchaudio, and
+            # the registry's builds of them fail against the CPU torch ("operator
+            # torchvision::nms does not exist"); transformers imports torchvision when present.
+            hidden=("torchvision", "torchaudio"),
         ),
     )
 }
