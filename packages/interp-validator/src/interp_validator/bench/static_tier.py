@@ -113,9 +113,7 @@ def bench_static_stream(
         "vllm-static (compiled), resid_post every layer": capture(static),
         "vllm-static (compiled), steering at one point": generate(static, steering=spec),
     }
-    times = interleave(
-        variants, repeats=max(repeats, STREAM_PAIRS), warmup=warmup, settle=SETTLE_S
-    )
+    times = interleave(variants, repeats=max(repeats, STREAM_PAIRS), warmup=warmup, settle=SETTLE_S)
     rate = {name: new_tokens / statistics.median(samples) for name, samples in times.items()}
     captured = "vllm-static (compiled), resid_post every layer"
     hooked_capture = "hooked backend (eager), resid_post every layer"
