@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from interp_harvest import bench
-from interp_harvest.bench import CONTEXT, H_CONTEXTS, _packed, write_bench_corpus
+from interp_harvest.bench import _packed, write_bench_corpus
 
 
 def test_h_and_d_are_interp_bench_workloads() -> None:
@@ -67,4 +67,3 @@ def test_saelens_caches_every_context_it_is_given(
     with KIT.env_runner("sae-lens", script, job, tmp_path, name="SAELens caching") as runner:
         done = runner.ask("run")
     assert done["rows"] == 4 and done["tokens"] == 4 * 16 and done["seconds"] > 0
-    assert CONTEXT * H_CONTEXTS == 4096  # H's rounds: 32 contexts of 128 tokens

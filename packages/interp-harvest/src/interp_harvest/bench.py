@@ -45,7 +45,7 @@ __all__ = ["bench_activations", "bench_dashboards", "write_bench_corpus"]
 
 CONTEXT = 128
 H_CONTEXTS = 32  # 4,096 tokens a round
-D_CONTEXTS = 16  # 2,048 tokens: sae-dashboard takes about three minutes a round on 2 cores
+D_CONTEXTS = 16  # 2,048 tokens: sae-dashboard took 102-109 s a round on 2 cores (two runs)
 VANILLA_GOAL = 0.85
 SAELENS_GOAL = 3.0
 DASHBOARD_GOAL = 10.0

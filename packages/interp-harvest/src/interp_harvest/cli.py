@@ -163,7 +163,9 @@ def _dry_run(args: argparse.Namespace, plan: ActivationsPlan) -> int:
     print(plan.summary())
     for line in price_on_gpu(args.model, args.backend, plan, args.batch_size, args.gpu):
         print(line)
-    if args.replicas > 1 or args.ray_address:
+    from interp_harvest.replicas import uses_ray
+
+    if uses_ray(args.replicas, args.ray_address):
         where = args.ray_address or os.environ.get("RAY_ADDRESS") or "a local Ray"
         print(
             f"replicas: {args.replicas} on Ray ({where}), each loading the model with "

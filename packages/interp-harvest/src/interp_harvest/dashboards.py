@@ -124,8 +124,9 @@ class FeatureDashboards:
     logit_high: Any = None
 
     def __getattr__(self, name: str) -> Any:
-        if name in _PASS_FIELDS:
-            return getattr(self.__dict__["passes"], name)
+        passes = self.__dict__.get("passes")
+        if name in _PASS_FIELDS and passes is not None:
+            return getattr(passes, name)
         message = f"{type(self).__name__!r} object has no attribute {name!r}"
         raise AttributeError(message)
 
@@ -284,10 +285,7 @@ def _in_this_process(batches: _Batches, results: list[FeatureDashboards], keeper
             cache = sync.capture(model, ids, points)
             for result in results:
                 acts, keep = encode_batch(result.sae, cache[result.sae.address], ids, ignored)
-                if phase == 0:
-                    result.passes.add_first(acts, ids, int(keep.sum()), first)
-                else:
-                    result.passes.add_second(acts, ids, first)
+                result.passes.add(phase, acts, ids, keep, first)
             if keeper is not None and keeper.due():
                 keeper.save(phase, first + ids.shape[0], results)
 

@@ -280,6 +280,16 @@ class FeaturePasses:
         self.top.add(score, acts, ids, first_context * self.context_size)
         self.contexts = max(self.contexts, first_context + ids.shape[0])
 
+    def add(
+        self, phase: int, acts: torch.Tensor, ids: torch.Tensor, keep: torch.Tensor, first: int
+    ) -> None:
+        """Merge a batch into pass `phase` (0: `add_first`, 1: `add_second`); `keep` marks the
+        tokens considered."""
+        if phase == 0:
+            self.add_first(acts, ids, int(keep.sum()), first)
+        else:
+            self.add_second(acts, ids, first)
+
     def start_second(self) -> None:
         """The second pass's ranges and empty tables, from the first pass's totals."""
         self.hist_low, self.hist_high = histogram_range(self.totals.min_fired, self.totals.max)

@@ -159,7 +159,4 @@ class ReduceWorkerMixin(HoldsWorkerState):
                 blocks.append(block)
             sae = self._interp.saes[name]
             acts, keep = encode_batch(sae, torch.stack(blocks), ids, state.ignored)
-            if state.phase == 0:
-                passes.add_first(acts, ids, int(keep.sum()), first_context)
-            else:
-                passes.add_second(acts, ids, first_context)
+            passes.add(state.phase, acts, ids, keep, first_context)
